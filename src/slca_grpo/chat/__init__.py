@@ -1,0 +1,33 @@
+"""Chat format: rendering tools and calls, parsing tool calls out of model text."""
+
+from slca_grpo.chat.parser import (
+    BlockStatus,
+    ParsedResponse,
+    ToolCallBlock,
+    clean_answer,
+    parse_block,
+    parse_tool_calls,
+    strip_think,
+)
+from slca_grpo.chat.template import (
+    render_chat,
+    render_tool_calls,
+    render_tool_response,
+    render_tools_system_prompt,
+    tool_results_turn,
+)
+
+__all__ = [
+    "BlockStatus",
+    "ParsedResponse",
+    "ToolCallBlock",
+    "clean_answer",
+    "parse_block",
+    "parse_tool_calls",
+    "strip_think",
+    "render_chat",
+    "render_tool_calls",
+    "render_tool_response",
+    "render_tools_system_prompt",
+    "tool_results_turn",
+]

@@ -1,0 +1,5 @@
+"""Tasks: loading, validation and the synthetic suite."""
+
+from slca_grpo.data.tasks import LoadReport, TaskFormatError, load_tasks, task_from_dict, write_tasks
+
+__all__ = ["LoadReport", "TaskFormatError", "load_tasks", "task_from_dict", "write_tasks"]

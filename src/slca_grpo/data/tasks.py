@@ -1,0 +1,176 @@
+"""Loading and validating tasks (SPEC §2) from JSONL files.
+
+A bad row raises ``TaskFormatError`` naming the file, the line and the problem, or, with
+``on_error="skip"``, is skipped and counted in the returned ``LoadReport``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slca_grpo.types import SUBSET_IRRELEVANT, SUBSETS, Task, ToolCall, tool_name
+
+MESSAGE_ROLES = ("system", "user", "assistant", "tool")
+
+
+class TaskFormatError(ValueError):
+    """A task row that does not match the schema; ``str()`` names the file and line."""
+
+    def __init__(self, problem: str, path: str | os.PathLike[str] | None = None, line: int | None = None):
+        self.problem = problem
+        self.path = None if path is None else str(path)
+        self.line = line
+        where = f"{self.path}:{line}: " if self.path is not None and line is not None else ""
+        super().__init__(f"{where}{problem}")
+
+
+@dataclass
+class LoadReport:
+    tasks: list[Task] = field(default_factory=list)
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)  # messages of skipped rows, file:line first
+
+
+def _require(condition: bool, problem: str) -> None:
+    if not condition:
+        raise TaskFormatError(problem)
+
+
+def _parse_call(raw: Any, where: str) -> ToolCall:
+    _require(isinstance(raw, dict), f"{where}: a call must be an object with 'name' and 'arguments'")
+    name = raw.get("name")
+    _require(isinstance(name, str) and bool(name), f"{where}: 'name' must be a non-empty string")
+    arguments = raw.get("arguments", raw.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            raise TaskFormatError(f"{where}: 'arguments' string is not JSON") from None
+    _require(isinstance(arguments, dict), f"{where}: 'arguments' must be an object")
+    return ToolCall(name=name, arguments=arguments)
+
+
+def _parse_gold(raw: Any) -> list[list[ToolCall]]:
+    _require(isinstance(raw, list), "'gold_calls' must be a list of steps")
+    steps: list[list[ToolCall]] = []
+    for i, step in enumerate(raw):
+        # A bare call object is accepted as a step of one call.
+        items = step if isinstance(step, list) else [step]
+        _require(bool(items), f"gold_calls[{i}] is an empty step")
+        steps.append([_parse_call(item, f"gold_calls[{i}][{j}]") for j, item in enumerate(items)])
+    return steps
+
+
+def _check_tools(tools: Any) -> list[dict[str, Any]]:
+    _require(isinstance(tools, list), "'tools' must be a list of tool schemas")
+    seen: set[str] = set()
+    for i, tool in enumerate(tools):
+        name = tool_name(tool) if isinstance(tool, dict) else None
+        _require(name is not None, f"tools[{i}] has no function name")
+        _require(name not in seen, f"tools[{i}]: duplicate tool name '{name}'")
+        seen.add(name)
+        function = tool.get("function", tool)
+        parameters = function.get("parameters", {"type": "object"})
+        _require(isinstance(parameters, dict), f"tools[{i}] ('{name}'): 'parameters' must be an object")
+    return tools
+
+
+def _check_messages(messages: Any) -> list[dict[str, Any]]:
+    _require(isinstance(messages, list) and bool(messages), "'messages' must be a non-empty list")
+    for i, message in enumerate(messages):
+        _require(isinstance(message, dict), f"messages[{i}] must be an object")
+        role = message.get("role")
+        _require(role in MESSAGE_ROLES, f"messages[{i}]: role must be one of {', '.join(MESSAGE_ROLES)}, got {role!r}")
+        content = message.get("content")
+        _require(content is None or isinstance(content, str), f"messages[{i}]: 'content' must be a string")
+    _require(any(m.get("role") == "user" for m in messages), "'messages' holds no user turn")
+    return messages
+
+
+def task_from_dict(data: Any) -> Task:
+    """Validate one task object; raises ``TaskFormatError`` (without a location) on a problem."""
+    _require(isinstance(data, dict), "a task must be a JSON object")
+    task_id = data.get("id")
+    _require(isinstance(task_id, (str, int)) and not isinstance(task_id, bool) and str(task_id) != "", "'id' must be a non-empty string")
+    messages = _check_messages(data.get("messages"))
+    tools = _check_tools(data.get("tools", []))
+    gold = _parse_gold(data.get("gold_calls", []))
+    subset = data.get("subset", SUBSET_IRRELEVANT if not gold else SUBSETS[0])
+    _require(subset in SUBSETS, f"'subset' must be one of {', '.join(SUBSETS)}, got {subset!r}")
+    if subset == SUBSET_IRRELEVANT:
+        _require(not gold, "an 'irrelevant' task must have no gold calls")
+    names = {tool_name(t) for t in tools}
+    for step in gold:
+        for call in step:
+            _require(call.name in names, f"gold call '{call.name}' is not among the task's tools")
+    reference = data.get("reference_answer")
+    _require(reference is None or isinstance(reference, str), "'reference_answer' must be a string")
+    metadata = data.get("metadata", {})
+    _require(isinstance(metadata, dict), "'metadata' must be an object")
+    return Task(
+        id=str(task_id),
+        messages=messages,
+        tools=tools,
+        gold_calls=gold,
+        subset=subset,
+        reference_answer=reference,
+        metadata=metadata,
+    )
+
+
+def load_tasks(path: str | os.PathLike[str], *, on_error: str = "raise", limit: int | None = None) -> LoadReport:
+    """Read tasks from a JSONL file (blank lines ignored). ``on_error``: ``"raise"`` or ``"skip"``."""
+    if on_error not in ("raise", "skip"):
+        raise ValueError("on_error must be 'raise' or 'skip'")
+    report = LoadReport()
+    seen_ids: set[str] = set()
+    with open(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            if limit is not None and len(report.tasks) >= limit:
+                break
+            if not raw.strip():
+                continue
+            try:
+                task = _task_from_line(raw)
+                _require(task.id not in seen_ids, f"duplicate task id '{task.id}'")
+            except TaskFormatError as exc:
+                located = TaskFormatError(exc.problem, path, line_number)
+                if on_error == "raise":
+                    raise located from None
+                report.skipped += 1
+                report.errors.append(str(located))
+                continue
+            seen_ids.add(task.id)
+            report.tasks.append(task)
+    return report
+
+
+def _task_from_line(raw: bytes) -> Task:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskFormatError(f"line is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise TaskFormatError(f"invalid JSON: {str(exc)[:200]}") from None
+    return task_from_dict(data)
+
+
+def write_tasks(tasks: Iterable[Task], path: str | os.PathLike[str]) -> int:
+    """Write tasks as JSONL atomically (temp file + rename); returns the count."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    count = 0
+    with open(temporary, "w", encoding="utf-8") as handle:
+        for task in tasks:
+            handle.write(json.dumps(task.to_dict(), ensure_ascii=False, sort_keys=False) + "\n")
+            count += 1
+    os.replace(temporary, target)
+    return count

@@ -1,0 +1,1 @@
+"""Evaluation harnesses: in-domain, BFCL and tau2-Bench."""

@@ -1,0 +1,102 @@
+"""Typed configuration of every reward (HierR, ToolPO, RLTR) and of the judges (SPEC §4, §5)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+TOOLPO_SUCCESS_MODES = ("gold", "judge")
+
+
+def _check_finite(owner: str, name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{owner}.{name} must be a finite number, got {value!r}")
+
+
+@dataclass
+class ExecutionWeights:
+    """Weights of the execution reward ``R_tool`` (SPEC §4); the defaults sum to 1 so R_tool ∈ [0, 1]."""
+
+    fmt: float = 0.10
+    name: float = 0.25
+    key: float = 0.15
+    value: float = 0.20
+    parallel: float = 0.30
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            _check_finite("ExecutionWeights", f.name, value)
+            if value < 0:
+                raise ValueError(f"ExecutionWeights.{f.name} must be >= 0, got {value!r}")
+
+    @property
+    def total(self) -> float:
+        return self.fmt + self.name + self.key + self.value + self.parallel
+
+
+@dataclass
+class RewardConfig:
+    """Settings of all rewards. ``weights`` may be given as a plain dict (e.g. from YAML).
+
+    Judge and checker specs are strings: ``"rule"`` (offline) or ``"openai:URL#MODEL"``; the API key
+    is read from the environment variable named by ``api_key_env`` so no secret sits in a config.
+    """
+
+    weights: ExecutionWeights = field(default_factory=ExecutionWeights)
+    omission_penalty: float = -0.5
+    min_answer_chars: int = 10
+    # SPEC §4 [beyond]: on irrelevant tasks, judge a correct abstention and give a call R_sum = 0.
+    irrelevant_fix: bool = False
+    # RLTR (SPEC §5)
+    rltr_checks: int = 3
+    rltr_repeat_penalty: float = -0.1
+    rltr_error_penalty: float = -0.2
+    rltr_format_penalty: float = -1.0
+    # ToolPO (SPEC §5): R_succ by the gold rule or by the judge (rating >= threshold).
+    toolpo_success: str = "gold"
+    toolpo_judge_threshold: int = 4
+    # Edge parts, built by ``slca_grpo.rewards.factory``.
+    judge: str = "rule"
+    judge_temperature: float = 0.0
+    judge_timeout_s: float = 60.0
+    judge_max_retries: int = 4
+    judge_concurrency: int = 16
+    checker: str = "rule"
+    checker_temperature: float = 0.7
+    api_key_env: str | None = "OPENAI_API_KEY"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.weights, dict):
+            unknown = set(self.weights) - {f.name for f in fields(ExecutionWeights)}
+            if unknown:
+                raise ValueError(f"unknown execution weight(s): {', '.join(sorted(unknown))}")
+            self.weights = ExecutionWeights(**self.weights)
+        if not isinstance(self.weights, ExecutionWeights):
+            raise ValueError(f"RewardConfig.weights must be ExecutionWeights or a dict, got {self.weights!r}")
+        for name in ("omission_penalty", "rltr_repeat_penalty", "rltr_error_penalty", "rltr_format_penalty",
+                     "judge_temperature", "checker_temperature", "judge_timeout_s"):
+            _check_finite("RewardConfig", name, getattr(self, name))
+        if self.min_answer_chars < 0:
+            raise ValueError(f"RewardConfig.min_answer_chars must be >= 0, got {self.min_answer_chars}")
+        if self.rltr_checks < 1:
+            raise ValueError(f"RewardConfig.rltr_checks must be >= 1, got {self.rltr_checks}")
+        if self.toolpo_success not in TOOLPO_SUCCESS_MODES:
+            raise ValueError(
+                f"RewardConfig.toolpo_success must be one of {TOOLPO_SUCCESS_MODES}, got {self.toolpo_success!r}"
+            )
+        if not 1 <= self.toolpo_judge_threshold <= 5:
+            raise ValueError(f"RewardConfig.toolpo_judge_threshold must be in 1..5, got {self.toolpo_judge_threshold}")
+        if self.judge_max_retries < 0 or self.judge_concurrency < 1 or self.judge_timeout_s <= 0:
+            raise ValueError("RewardConfig: judge_max_retries >= 0, judge_concurrency >= 1, judge_timeout_s > 0")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RewardConfig":
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown reward setting(s): {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
