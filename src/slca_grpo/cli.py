@@ -10,6 +10,10 @@ from collections.abc import Sequence
 # Each module exposes ``register(subparsers)``, adding parsers whose ``func(args) -> int`` runs the
 # command. Heavy imports (torch, servers) stay inside those functions so ``slca --help`` is fast.
 COMMAND_MODULES: tuple[str, ...] = (
+    "slca_grpo.trainer.commands",
+    "slca_grpo.eval.commands",
+    "slca_grpo.simulator.commands",
+    "slca_grpo.rewards.commands",
     "slca_grpo.algos.commands",
 )
 

@@ -1,1 +1,74 @@
-"""algos."""
+"""The math of SLCA-GRPO and its baselines: segments, advantage estimators, the policy loss.
+
+Pure functions over tensors, no I/O. The usual path::
+
+    segment_ids = segments_from_mask(response_mask)
+    advantages = compute_advantages("slca", group_ids=uids, segment_ids=segment_ids, rewards=r)
+    loss, metrics = policy_loss(logp, old_logp, ref_logp, advantages, response_mask)
+"""
+
+from slca_grpo.algos import estimators as _builtin_estimators  # noqa: F401  (registers built-ins)
+from slca_grpo.algos.estimators import route_by_segment
+from slca_grpo.algos.grouping import (
+    GroupStats,
+    group_index_from_ids,
+    group_stats,
+    group_zscore,
+)
+from slca_grpo.algos.loss import k3_kl, policy_loss
+from slca_grpo.algos.registry import (
+    AdvantageConfig,
+    EstimatorFn,
+    EstimatorSpec,
+    MissingRewardError,
+    RewardView,
+    UnknownEstimatorError,
+    compute_advantages,
+    estimator_spec,
+    get_estimator,
+    list_estimators,
+    register_estimator,
+    unregister_estimator,
+)
+from slca_grpo.algos.segments import (
+    NUM_SEGMENT_CODES,
+    SEG_NONE,
+    SEG_SUMMARY,
+    SEG_TOOL,
+    SEGMENT_NAMES,
+    segment_presence,
+    segment_token_counts,
+    segments_from_mask,
+    validate_segment_ids,
+)
+
+__all__ = [
+    "NUM_SEGMENT_CODES",
+    "SEGMENT_NAMES",
+    "SEG_NONE",
+    "SEG_SUMMARY",
+    "SEG_TOOL",
+    "AdvantageConfig",
+    "EstimatorFn",
+    "EstimatorSpec",
+    "GroupStats",
+    "MissingRewardError",
+    "RewardView",
+    "UnknownEstimatorError",
+    "compute_advantages",
+    "estimator_spec",
+    "get_estimator",
+    "group_index_from_ids",
+    "group_stats",
+    "group_zscore",
+    "k3_kl",
+    "list_estimators",
+    "policy_loss",
+    "register_estimator",
+    "route_by_segment",
+    "segment_presence",
+    "segment_token_counts",
+    "segments_from_mask",
+    "unregister_estimator",
+    "validate_segment_ids",
+]

@@ -38,8 +38,9 @@ class ExecutionReward:
 def parse_for_task(text_or_parsed: str | ParsedResponse | Any, task: Task) -> ParsedResponse:
     """Parse a response against the task's tools; a ParsedResponse is re-checked against them.
 
-    A response parsed elsewhere may have accepted any tool name, so a ``valid`` block that calls a
-    tool the task does not offer is re-labelled ``unknown_tool`` here.
+    A response parsed elsewhere may have used another tool list, so a ``valid`` block that calls a
+    tool the task does not offer becomes ``unknown_tool``, and an ``unknown_tool`` block whose calls
+    all name task tools becomes ``valid`` (the parser keeps every call of such a block).
     """
     allowed = frozenset(task.tool_names)
     if not isinstance(text_or_parsed, ParsedResponse):
@@ -49,6 +50,8 @@ def parse_for_task(text_or_parsed: str | ParsedResponse | Any, task: Task) -> Pa
         unknown = sorted({c.name for c in block.calls if c.name not in allowed})
         if block.is_valid and unknown:
             block = replace(block, status=BlockStatus.UNKNOWN_TOOL, error=f"unknown tool(s): {', '.join(unknown)}")
+        elif block.status is BlockStatus.UNKNOWN_TOOL and block.calls and not unknown:
+            block = replace(block, status=BlockStatus.VALID, error=None)
         blocks.append(block)
     return replace(text_or_parsed, blocks=tuple(blocks))
 

@@ -34,7 +34,7 @@ class JudgeRequest:
             return item
         if isinstance(item, (tuple, list)) and len(item) == 3:
             question, responses, answer = item
-            if isinstance(responses, str):
+            if isinstance(responses, str):  # one response, not its characters
                 responses = (responses,)
             return cls(str(question), tuple(str(r) for r in (responses or ())), str(answer))
         raise TypeError(f"a judge item must be a JudgeRequest or (question, tool_responses, answer), got {item!r:.80}")
@@ -104,11 +104,11 @@ class Judge(ABC):
 
     # -- public, counted, never raising ------------------------------------------------------
     def rate(self, question: str, tool_responses: Iterable[str], answer: str) -> JudgeVerdict:
-        request = JudgeRequest.of((question, tuple(tool_responses), answer))
+        request = JudgeRequest.of((question, tool_responses, answer))
         return self._record(self._guarded(self._rate, request))
 
     async def arate(self, question: str, tool_responses: Iterable[str], answer: str) -> JudgeVerdict:
-        request = JudgeRequest.of((question, tuple(tool_responses), answer))
+        request = JudgeRequest.of((question, tool_responses, answer))
         try:
             verdict = await self._arate(request)
         except Exception as exc:  # a judge failure never crashes a step

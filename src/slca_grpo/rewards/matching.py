@@ -185,9 +185,9 @@ def max_bipartite_matching(
     for i in range(len(gold)):
         augment(i, set())
     partner: list[int | None] = [None] * len(gold)
-    for j, i in enumerate(owner):
-        if i is not None:
-            partner[i] = j
+    for j, gold_index in enumerate(owner):
+        if gold_index is not None:
+            partner[gold_index] = j
     return partner
 
 

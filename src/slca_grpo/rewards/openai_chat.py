@@ -8,6 +8,8 @@ a chat completion (a deterministic server problem; retrying would only add load)
 from __future__ import annotations
 
 import asyncio
+import os
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -102,20 +104,19 @@ class ChatEndpoint:
             if retry:
                 self.retries += 1
 
-    def _interpret(self, response: httpx.Response) -> str:
+    def _interpret(self, response: httpx.Response) -> Any:
         if response.status_code in RETRY_STATUS:
             raise _Retryable(f"HTTP {response.status_code}", _retry_after(response))
         if response.status_code >= 400:
             raise EndpointError(f"HTTP {response.status_code}: {response.text[:200]}")
         try:
-            data = response.json()
+            return response.json()
         except ValueError:
             raise EndpointError(f"reply is not JSON: {response.text[:200]!r}") from None
-        return completion_text(data)
 
-    def complete(self, client: httpx.Client, messages: list[dict[str, str]], temperature: float) -> str:
-        """The completion text; raises EndpointError when there is none after retries."""
-        body = self.payload(messages, temperature)
+    def post(self, client: httpx.Client, body: dict[str, Any]) -> Any:
+        """POST ``body`` and return the decoded JSON reply; raises EndpointError when there is none
+        after retries."""
         last = "no attempt"
         for attempt in range(self.max_retries + 1):
             self._count(retry=attempt > 0)
@@ -129,11 +130,8 @@ class ChatEndpoint:
                 time.sleep(self._delay(attempt, hint))
         raise EndpointError(f"gave up after {self.max_retries + 1} attempts: {last}")
 
-    async def acomplete(
-        self, client: httpx.AsyncClient, messages: list[dict[str, str]], temperature: float
-    ) -> str:
-        """Async twin of :meth:`complete`."""
-        body = self.payload(messages, temperature)
+    async def apost(self, client: httpx.AsyncClient, body: dict[str, Any]) -> Any:
+        """Async twin of :meth:`post`."""
         last = "no attempt"
         for attempt in range(self.max_retries + 1):
             self._count(retry=attempt > 0)
@@ -147,6 +145,16 @@ class ChatEndpoint:
                 await asyncio.sleep(self._delay(attempt, hint))
         raise EndpointError(f"gave up after {self.max_retries + 1} attempts: {last}")
 
+    def complete(self, client: httpx.Client, messages: list[dict[str, str]], temperature: float) -> str:
+        """The completion text; raises EndpointError when there is none after retries."""
+        return completion_text(self.post(client, self.payload(messages, temperature)))
+
+    async def acomplete(
+        self, client: httpx.AsyncClient, messages: list[dict[str, str]], temperature: float
+    ) -> str:
+        """Async twin of :meth:`complete`."""
+        return completion_text(await self.apost(client, self.payload(messages, temperature)))
+
 
 class EndpointClients:
     """Lazily created, reused HTTP clients for one endpoint: a sync client shared by threads, and
@@ -156,7 +164,22 @@ class EndpointClients:
         self.endpoint = endpoint
         self.concurrency = max(1, concurrency)
         self._client: httpx.Client | None = None
+        self._ssl: ssl.SSLContext | None = None
         self._lock = threading.Lock()
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        # Building a CA context costs ~60 ms; a batch creates a new async client, so keep one.
+        if self._ssl is None:
+            cafile = os.environ.get("SSL_CERT_FILE")
+            if not cafile:
+                try:
+                    import certifi
+
+                    cafile = certifi.where()
+                except ImportError:  # pragma: no cover - certifi comes with httpx
+                    cafile = None
+            self._ssl = ssl.create_default_context(cafile=cafile)
+        return self._ssl
 
     def _limits(self) -> httpx.Limits:
         return httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
@@ -165,11 +188,15 @@ class EndpointClients:
     def sync(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                self._client = httpx.Client(timeout=self.endpoint.timeout_s, limits=self._limits())
+                self._client = httpx.Client(
+                    timeout=self.endpoint.timeout_s, limits=self._limits(), verify=self._ssl_context()
+                )
             return self._client
 
     def new_async(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=self.endpoint.timeout_s, limits=self._limits())
+        with self._lock:
+            context = self._ssl_context()
+        return httpx.AsyncClient(timeout=self.endpoint.timeout_s, limits=self._limits(), verify=context)
 
     def close(self) -> None:
         with self._lock:

@@ -22,10 +22,11 @@ import shutil
 import sys
 import tempfile
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 BFCL_EVAL_VERSION = "2026.3.23"
 # Measured: these are all the third-party modules the data loaders, the AST checker and the

@@ -1,0 +1,146 @@
+"""Typed dataclass configs: built from nested dicts (YAML), overridden with ``a.b=c`` strings.
+
+Unknown keys and values of the wrong type are errors that name the dotted key, so a typo in a
+preset or on the command line never passes silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar, Union
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(value, option, key)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{key}: invalid value {value!r}")
+    if dataclasses.is_dataclass(hint):
+        if isinstance(value, hint):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return from_dict(hint, value, prefix=key + ".")
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        args = typing.get_args(hint)
+        item_hint = args[0] if args else Any
+        items = [_coerce(v, item_hint, f"{key}[{i}]") for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return dict(value)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected true/false, got {value!r}")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{key}: expected a number, got {value!r}")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    return value
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "") -> T:
+    """Build dataclass ``cls`` from a nested mapping, checking keys and types."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(str(k) for k in data if k not in names)
+    if unknown:
+        raise ConfigError(f"unknown setting(s): {', '.join(prefix + k for k in unknown)} (known: {', '.join(sorted(names))})")
+    kwargs = {name: _coerce(value, hints[name], prefix + name) for name, value in data.items()}
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"{prefix.rstrip('.') or cls.__name__}: {exc}") from None
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {dotted}: '{part}' is not a section")
+        node = child
+    if parts[-1] not in node:
+        raise ConfigError(f"--set {dotted}: unknown setting '{parts[-1]}'")
+    node[parts[-1]] = value
+
+
+def apply_overrides(config: T, overrides: Iterable[str]) -> T:
+    """Apply ``a.b=c`` overrides (values parsed as YAML scalars/lists) and re-validate."""
+    data = to_dict(config)
+    for override in overrides:
+        if "=" not in override:
+            raise ConfigError(f"--set expects KEY=VALUE, got {override!r}")
+        key, raw = override.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {key}: cannot parse value {raw!r} ({exc})") from None
+        _set_path(data, key.strip(), value)
+    return from_dict(type(config), data)
+
+
+def load_yaml_config(cls: type[T], path: str | Path, overrides: Iterable[str] = ()) -> T:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML ({exc})") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    try:
+        config = from_dict(cls, data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return apply_overrides(config, overrides)
+
+
+def save_yaml_config(config: Any, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False), encoding="utf-8")

@@ -1,0 +1,111 @@
+"""``slca eval bfcl``: score a policy on BFCL from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from slca_grpo.eval.agent import ChatAgent
+
+
+def resolve_agent(spec: str) -> ChatAgent:
+    """The agent a ``--policy`` spec names.
+
+    ``oracle`` (replays the gold answers), ``oracle:corrupt=F[,mode=drop|alter][,seed=N]``
+    (answers a fraction F of entries wrongly), or a model spec of
+    :func:`slca_grpo.eval.policies.resolve_model_agent` (``hf:PATH``, ``smollm2``, ``openai:URL#MODEL``).
+    """
+    from slca_grpo.eval.bfcl.oracle import BFCLOracleAgent
+
+    spec = spec.strip()
+    kind, _, options = spec.partition(":")
+    if kind == "oracle":
+        return BFCLOracleAgent(**_oracle_options(options, spec))
+    from slca_grpo.eval.policies import resolve_model_agent
+
+    return resolve_model_agent(spec)
+
+
+def _oracle_options(text: str, spec: str) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError("expected key=value")
+            if key == "corrupt":
+                options["corrupt"] = float(value)
+            elif key == "mode":
+                options["corrupt_mode"] = value
+            elif key == "seed":
+                options["seed"] = int(value)
+            else:
+                raise ValueError(f"unknown option {key!r}")
+        except ValueError as exc:
+            raise ValueError(f"bad oracle option {item!r} in policy spec {spec!r}: {exc}") from exc
+    return options
+
+
+def register_bfcl(eval_subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``bfcl`` subcommand to the subparsers of ``slca eval``."""
+    parser = eval_subparsers.add_parser(
+        "bfcl",
+        help="score a policy on BFCL with bfcl-eval's official data and checkers (offline)",
+        description="Run a policy on BFCL categories and score it with the bfcl-eval package's checkers.",
+    )
+    parser.add_argument("--policy", required=True, help="policy spec, e.g. 'oracle'")
+    parser.add_argument(
+        "--categories",
+        nargs="+",
+        default=None,
+        metavar="CATEGORY",
+        help="BFCL categories or aliases (simple, java, javascript, ...); default: the paper's 13",
+    )
+    parser.add_argument("--limit", type=int, default=None, help="first N entries of each category")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output folder (default: runs/bfcl/<policy>-<time>)"
+    )
+    parser.add_argument("--batch-size", type=int, default=8, help="episodes answered per agent call")
+    parser.add_argument(
+        "--max-steps-per-turn",
+        type=int,
+        default=None,
+        help="multi-turn step limit per user turn (default: bfcl-eval's 20)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(func=run_bfcl_command)
+    return parser
+
+
+def _default_out_dir(policy: str) -> Path:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in policy)
+    return Path("runs") / "bfcl" / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_bfcl_command(args: argparse.Namespace) -> int:
+    from slca_grpo.eval.bfcl.data import UnsupportedCategoryError
+    from slca_grpo.eval.bfcl.env import BFCLNotInstalledError
+    from slca_grpo.eval.bfcl.report import markdown_table
+    from slca_grpo.eval.bfcl.runner import run_bfcl
+
+    out_dir = args.out if args.out is not None else _default_out_dir(args.policy)
+    try:
+        agent = resolve_agent(args.policy)
+        report = run_bfcl(
+            agent,
+            categories=args.categories,
+            limit=args.limit,
+            out_dir=out_dir,
+            batch_size=args.batch_size,
+            max_steps_per_turn=args.max_steps_per_turn,
+            progress=not args.no_progress,
+        )
+    except (BFCLNotInstalledError, UnsupportedCategoryError, ValueError) as exc:
+        print(f"slca eval bfcl: {exc}", file=sys.stderr)
+        return 2
+    print(markdown_table(report))
+    print(f"wrote {out_dir}")
+    return 0

@@ -1,0 +1,77 @@
+"""``slca eval``: in-domain, BFCL and τ²-Bench evaluation of any policy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("eval", help="evaluate a policy: indomain, bfcl or tau2")
+    eval_subparsers = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+
+    indomain = eval_subparsers.add_parser(
+        "indomain", help="SPEC §8 metrics on a task file over the training stack's agent loop and simulator"
+    )
+    indomain.add_argument("--policy", required=True, help="oracle, hf:PATH, smollm2 or openai:BASE_URL#MODEL")
+    indomain.add_argument("--tasks", required=True, help="a JSONL task file, or 'synthetic' for the built-in test split")
+    indomain.add_argument("--limit", type=int, default=None, help="evaluate the first N tasks")
+    indomain.add_argument("--max-turns", type=int, default=4)
+    indomain.add_argument("--judge", default="rule", help="summary judge: 'rule' or 'openai:BASE_URL#MODEL'")
+    indomain.add_argument("--simulator", default="schema", help="'schema' (offline) or a serve-sim URL (http://...)")
+    indomain.add_argument("--simulator-token", default=None, help="bearer token of a serve-sim service")
+    indomain.add_argument("--out", default="runs/eval-indomain")
+    indomain.set_defaults(func=run_indomain)
+
+    from slca_grpo.eval.bfcl.commands import register_bfcl
+    from slca_grpo.eval.tau2.commands import register_tau2
+
+    register_bfcl(eval_subparsers)
+    register_tau2(eval_subparsers)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def run_indomain(args: argparse.Namespace) -> int:
+    from slca_grpo.data.tasks import TaskFormatError, load_tasks
+    from slca_grpo.eval.indomain import score_trajectories
+    from slca_grpo.eval.policies import UnknownPolicySpec, resolve_model_agent
+    from slca_grpo.eval.report import write_eval_report
+    from slca_grpo.eval.text_loop import TaskOracleAgent, run_text_episodes
+    from slca_grpo.rewards.factory import make_judge
+    from slca_grpo.rollout.environment import ToolEnvironment
+
+    try:
+        if args.tasks == "synthetic":
+            from slca_grpo.data.synthetic import generate_suite
+
+            tasks = generate_suite(seed=0, n_train=0, n_test=args.limit or 200).test
+        else:
+            tasks = load_tasks(args.tasks, limit=args.limit).tasks
+        agent = TaskOracleAgent(tasks) if args.policy == "oracle" else resolve_model_agent(args.policy)
+        judge = make_judge(args.judge)
+    except (OSError, TaskFormatError, UnknownPolicySpec, ValueError) as exc:
+        return _fail(str(exc))
+    if args.simulator == "schema":
+        from slca_grpo.simulator import SimulatorConfig, build_simulator
+
+        simulator = build_simulator(SimulatorConfig(backend="schema"))
+    else:
+        from slca_grpo.simulator import SimulatorClient
+
+        simulator = SimulatorClient(args.simulator, token=args.simulator_token)
+    trajectories = run_text_episodes(agent, tasks, ToolEnvironment(simulator), max_turns=args.max_turns)
+    items, summary, _ = score_trajectories(trajectories, tasks, judge)
+    for item, trajectory in zip(items, trajectories):
+        item["response"] = trajectory.response_text
+    out = Path(args.out)
+    write_eval_report(out, items, summary, title=f"In-domain evaluation of {args.policy}", chart_keys=("success@0.9", "name_f1", "arg_match", "process"))
+    print(json.dumps({k: v for k, v in summary.items() if k != "by_kind"}, indent=1))
+    print(f"wrote {out}/per_item.jsonl, summary.json, report.md and metrics.png")
+    return 0

@@ -1,0 +1,73 @@
+"""A local Hugging Face causal LM as a text-level ``ChatAgent`` for the benchmark harnesses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from slca_grpo.chat.template import render_chat
+from slca_grpo.eval.agent import AgentRequest
+from slca_grpo.rollout.formatter import TOOL_CALL_STOP, ChatFormatter, prompt_tools
+from slca_grpo.rollout.sampling import SamplingConfig, sample
+
+
+class HFChatAgent:
+    """Answers each request with one assistant turn, sampled in batches with a KV cache.
+
+    A turn ends at ``</tool_call>`` (one block of calls; parallel calls are a JSON list inside it)
+    or at the end-of-turn token, as in training. Prompts longer than ``max_prompt_tokens`` keep
+    their end (the system prompt is cut first), so a long benchmark episode cannot crash the model.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        *,
+        name: str = "hf",
+        max_new_tokens: int = 512,
+        max_prompt_tokens: int | None = None,
+        temperature: float = 0.0,
+        batch_size: int = 8,
+        seed: int = 0,
+    ):
+        self.name = name
+        self.model = model.eval()
+        self.formatter = ChatFormatter(tokenizer)
+        self.max_new_tokens = max_new_tokens
+        limit = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 4096
+        self.max_prompt_tokens = max_prompt_tokens or max(64, limit - max_new_tokens)
+        self.sampling = SamplingConfig(temperature=temperature)
+        self.batch_size = batch_size
+        self.generator = torch.Generator().manual_seed(seed)
+        self.prompts_truncated = 0
+
+    def _prompt(self, request: AgentRequest) -> list[int]:
+        ids = self.formatter.encode(render_chat(request.messages, prompt_tools(request.tools), add_generation_prompt=True))
+        if len(ids) > self.max_prompt_tokens:
+            self.prompts_truncated += 1
+            ids = ids[-self.max_prompt_tokens:]
+        return ids
+
+    def respond(self, requests: list[AgentRequest]) -> list[str]:
+        texts: list[str] = []
+        for start in range(0, len(requests), self.batch_size):
+            chunk = requests[start:start + self.batch_size]
+            generations = sample(
+                self.model,
+                [self._prompt(r) for r in chunk],
+                max_new_tokens=self.max_new_tokens,
+                config=self.sampling,
+                stop_token_ids=self.formatter.stop_token_ids,
+                pad_id=self.formatter.pad_id,
+                stop_strings=(TOOL_CALL_STOP,),
+                decode=self.formatter.decode,
+                generator=self.generator,
+            )
+            for generation in generations:
+                ids = generation.token_ids
+                if ids and ids[-1] in self.formatter.stop_token_ids:
+                    ids = ids[:-1]  # the end-of-turn marker is not part of the answer
+                texts.append(self.formatter.decode(ids))
+        return texts

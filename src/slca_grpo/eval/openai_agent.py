@@ -1,0 +1,162 @@
+"""A model behind any OpenAI-compatible endpoint (vLLM, SGLang, a hosted API) as a ``ChatAgent``.
+
+``native`` mode sends tools through the API's ``tools`` field and turns the reply's
+``tool_calls`` into a Hermes ``<tool_call>`` block; ``prompt`` mode, for servers without a tool
+parser, puts the tools in the system prompt in the Hermes format and returns the text as is.
+Failures after retries become an empty answer (counted), never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from slca_grpo.chat.parser import parse_tool_calls
+from slca_grpo.chat.template import render_tool_calls
+from slca_grpo.eval.agent import AgentRequest
+from slca_grpo.rewards.judge_base import run_sync
+from slca_grpo.rewards.openai_chat import ChatEndpoint, EndpointClients, EndpointError
+from slca_grpo.rollout.formatter import prompt_tools
+
+MODES = ("native", "prompt")
+
+
+def _arguments_dict(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            return raw  # left as a string: the parser reports it as bad arguments
+    return raw if raw is not None else {}
+
+
+def to_api_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Our messages (assistant calls as Hermes text or ``tool_calls``; tool results without ids)
+    in the strict OpenAI shape: every call has an id and every tool result names it."""
+    out: list[dict[str, Any]] = []
+    pending_ids: list[str] = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        content = message.get("content") or ""
+        if role == "assistant":
+            calls = [c.get("function", c) for c in message.get("tool_calls") or []]
+            text = content
+            if not calls and "<tool_call>" in content:
+                parsed = parse_tool_calls(content)
+                calls = [c.to_dict() for c in parsed.calls]
+                text = parsed.final_answer if calls else content
+            item: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if calls:
+                pending_ids = [c.get("id") or f"call_{index}_{j}" for j, c in enumerate(message.get("tool_calls") or calls)]
+                item["tool_calls"] = [
+                    {"id": call_id, "type": "function",
+                     "function": {"name": c["name"], "arguments": json.dumps(_arguments_dict(c.get("arguments", {})))}}
+                    for call_id, c in zip(pending_ids, calls)
+                ]
+            out.append(item)
+        elif role == "tool":
+            call_id = message.get("tool_call_id") or (pending_ids.pop(0) if pending_ids else f"call_{index}")
+            out.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        else:
+            out.append({"role": role, "content": content})
+    return out
+
+
+def reply_to_text(data: Any) -> str:
+    """A chat-completion reply as Hermes text: its prose, then one block with its tool calls."""
+    try:
+        message = data["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        raise EndpointError("reply is not a chat completion") from None
+    content = message.get("content") if isinstance(message, dict) else None
+    text = content if isinstance(content, str) else ""
+    calls = []
+    for call in (message.get("tool_calls") or []) if isinstance(message, dict) else []:
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        if isinstance(function.get("name"), str):
+            calls.append({"name": function["name"], "arguments": _arguments_dict(function.get("arguments"))})
+    if calls:
+        if all(isinstance(c["arguments"], dict) for c in calls):
+            block = render_tool_calls(calls)
+        else:  # undecodable arguments stay visible as a string, which the parser flags
+            block = "<tool_call>\n" + json.dumps(calls if len(calls) > 1 else calls[0]) + "\n</tool_call>"
+        return (text.strip() + "\n" if text.strip() else "") + block
+    return text
+
+
+class OpenAIChatAgent:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        mode: str = "native",
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        timeout_s: float = 120.0,
+        max_retries: int = 3,
+        concurrency: int = 8,
+    ):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        self.name = f"openai:{model}"
+        self.mode = mode
+        self.temperature = temperature
+        self.endpoint = ChatEndpoint(base_url, model, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries, max_tokens=max_tokens)
+        self._clients = EndpointClients(self.endpoint, concurrency)
+        self.failures = 0
+        self.last_errors: list[str] = []
+
+    def body(self, request: AgentRequest) -> dict[str, Any]:
+        tools = prompt_tools(request.tools)
+        if self.mode == "prompt":
+            body = self.endpoint.payload(_prompt_messages(request.messages, tools), self.temperature)
+        else:
+            body = self.endpoint.payload(to_api_messages(request.messages), self.temperature)
+            if tools:
+                body["tools"] = tools
+        return body
+
+    async def _respond_all(self, requests: list[AgentRequest]) -> list[str]:
+        semaphore = asyncio.Semaphore(self._clients.concurrency)
+        async with self._clients.new_async() as client:
+            async def one(request: AgentRequest) -> str:
+                async with semaphore:
+                    try:
+                        return reply_to_text(await self.endpoint.apost(client, self.body(request)))
+                    except EndpointError as exc:
+                        self.failures += 1
+                        self.last_errors = (self.last_errors + [str(exc)])[-20:]
+                        return ""
+
+            return list(await asyncio.gather(*(one(r) for r in requests)))
+
+    def respond(self, requests: list[AgentRequest]) -> list[str]:
+        return run_sync(lambda: self._respond_all(list(requests))) if requests else []
+
+
+def _prompt_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Prompt mode: the Hermes system prompt with tools, assistant calls as text, tool results as
+    ``<tool_response>`` user turns — exactly what ``render_chat`` shows a local model."""
+    from slca_grpo.chat.template import render_tool_response, render_tools_system_prompt
+
+    out: list[dict[str, Any]] = []
+    rest = list(messages)
+    system = rest.pop(0).get("content") if rest and rest[0].get("role") == "system" else None
+    out.append({"role": "system", "content": render_tools_system_prompt(tools, system)})
+    for message in rest:
+        role = message.get("role")
+        content = message.get("content") or ""
+        if role == "tool":
+            if out and out[-1]["role"] == "user" and out[-1]["content"].startswith("<tool_response>"):
+                out[-1]["content"] += "\n" + render_tool_response(content)
+            else:
+                out.append({"role": "user", "content": render_tool_response(content)})
+        elif role == "assistant" and message.get("tool_calls"):
+            calls = [c.get("function", c) for c in message["tool_calls"]]
+            out.append({"role": "assistant", "content": "\n".join(p for p in (content, render_tool_calls(calls)) if p)})
+        else:
+            out.append({"role": role, "content": content})
+    return out

@@ -1,0 +1,40 @@
+"""Files every evaluation writes: per-item JSONL, summary JSON, a markdown table and a bar chart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def write_eval_report(
+    out_dir: str | Path,
+    items: Sequence[dict[str, Any]],
+    summary: dict[str, Any],
+    *,
+    title: str,
+    chart_keys: Sequence[str],
+) -> None:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "per_item.jsonl").write_text("".join(json.dumps(i, default=str) + "\n" for i in items), encoding="utf-8")
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    rows = [("all", summary)] + sorted(summary.get("by_kind", {}).items())
+    keys = [k for k in chart_keys if k in summary]
+    lines = [f"# {title}", "", "| subset | n | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
+    for name, values in rows:
+        lines.append(f"| {name} | {values.get('n', '')} | " + " | ".join(f"{100 * values.get(k, 0.0):.2f}" for k in keys) + " |")
+    (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(max(5, 1.4 * len(keys)), 3.5))
+    axis.bar(keys, [100 * summary.get(k, 0.0) for k in keys], color="#4C72B0")
+    axis.set(ylabel="%", ylim=(0, 100), title=title)
+    figure.tight_layout()
+    figure.savefig(out_dir / "metrics.png", dpi=110)
+    plt.close(figure)

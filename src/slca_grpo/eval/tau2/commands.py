@@ -1,0 +1,129 @@
+"""``slca eval tau2``: run a policy through τ²-Bench and write its report.
+
+Only light imports at module level: ``slca --help`` must not import τ² (litellm takes seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from slca_grpo.eval.tau2._tau2 import DOMAINS
+
+POLICY_SPECS = ("oracle", "hf:PATH", "smollm2", "openai:BASE_URL#MODEL")
+USER_KINDS = ("llm", "scripted")
+
+
+class UnknownPolicy(ValueError):
+    """A ``--policy`` spec this command cannot build."""
+
+
+def resolve_agent(spec: str, domain: str) -> Any:
+    """The :class:`~slca_grpo.eval.agent.ChatAgent` named by ``spec`` for ``domain``.
+
+    ``oracle`` replays gold answers; model specs (local checkpoints, SmolLM2, endpoints)
+    come from the shared policy factory.
+    """
+    name = (spec or "").strip()
+    if name == "oracle":
+        from slca_grpo.eval.tau2.oracle import Tau2OracleAgent
+
+        return Tau2OracleAgent(domain=domain)
+    from slca_grpo.eval.policies import UnknownPolicySpec, resolve_model_agent
+
+    try:
+        return resolve_model_agent(name)
+    except UnknownPolicySpec as exc:
+        raise UnknownPolicy(f"{exc} (for τ²: {', '.join(POLICY_SPECS)})") from None
+
+
+def register_tau2(eval_subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``tau2`` to the ``slca eval`` subcommands."""
+    parser = eval_subparsers.add_parser(
+        "tau2",
+        help="τ²-Bench (airline, retail, telecom) with τ²'s user simulator and evaluator",
+        description=(
+            "Run a policy in τ²-Bench's environments and score it with τ²'s own evaluator. "
+            "The user is τ²'s LLM user simulator on an OpenAI-compatible endpoint (--user-llm), or a "
+            "scripted user (--user scripted) for offline harness checks."
+        ),
+    )
+    parser.add_argument("--policy", required=True, help=f"policy spec ({', '.join(POLICY_SPECS)})")
+    parser.add_argument("--domain", required=True, choices=DOMAINS)
+    parser.add_argument("--split", default="base", help="τ² task split (base, train, test, ...; default base)")
+    parser.add_argument("--task-ids", nargs="+", default=None, help="run only these task ids")
+    parser.add_argument("--limit", type=int, default=None, help="run only the first N selected tasks")
+    parser.add_argument("--trials", type=int, default=1, help="trials per task (pass^1..pass^K)")
+    parser.add_argument("--user", choices=USER_KINDS, default="llm", help="LLM user simulator or scripted user")
+    parser.add_argument("--user-llm", default=None, metavar="openai:URL#MODEL", help="endpoint of the LLM user")
+    parser.add_argument("--max-steps", type=int, default=200, help="τ² orchestrator steps per simulation")
+    parser.add_argument("--max-errors", type=int, default=10, help="tool errors before a simulation stops")
+    parser.add_argument("--seed", type=int, default=300, help="seed of the per-trial seeds (τ²'s default)")
+    parser.add_argument("--concurrency", type=int, default=1, help="simulations in parallel (agent turns batched)")
+    parser.add_argument("--out", default=None, help="output directory (default runs/tau2/<domain>_<policy>_<time>)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_tau2_command)
+    return parser
+
+
+def _default_out(domain: str, policy: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in policy)[:60] or "policy"
+    return Path("runs") / "tau2" / f"{domain}_{safe}_{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"slca eval tau2: error: {message}", file=sys.stderr)
+    return code
+
+
+def run_tau2_command(args: argparse.Namespace) -> int:
+    from slca_grpo.eval.tau2._tau2 import Tau2Unavailable
+    from slca_grpo.eval.tau2.runner import MISSING_USER_MESSAGE
+    from slca_grpo.eval.tau2.spec import SpecError, parse_user_llm
+
+    if args.user == "scripted":
+        user: Any = "scripted"
+    elif not args.user_llm:
+        return _fail(MISSING_USER_MESSAGE)
+    else:
+        try:
+            user = parse_user_llm(args.user_llm)
+        except SpecError as exc:
+            return _fail(str(exc))
+    try:
+        from slca_grpo.eval.tau2.runner import run_tau2
+        from slca_grpo.eval.tau2.tasks import TaskSelectionError
+
+        agent = resolve_agent(args.policy, args.domain)
+        out_dir = Path(args.out) if args.out else _default_out(args.domain, args.policy)
+        report = run_tau2(
+            agent,
+            args.domain,
+            user=user,
+            out_dir=out_dir,
+            task_ids=args.task_ids,
+            limit=args.limit,
+            split=args.split,
+            trials=args.trials,
+            max_steps=args.max_steps,
+            max_errors=args.max_errors,
+            seed=args.seed,
+            concurrency=args.concurrency,
+            progress=not args.no_progress,
+        )
+    except (Tau2Unavailable, UnknownPolicy, TaskSelectionError) as exc:
+        return _fail(str(exc))
+    except ValueError as exc:  # bad numbers (trials, limits): the message names the argument
+        return _fail(str(exc))
+    scores = "  ".join(f"pass^{k}={v:.3f}" for k, v in sorted(report.pass_hat_k.items()))
+    print(
+        f"τ² {report.domain} ({report.num_tasks} tasks × {report.num_trials} trials, user {report.user}): "
+        f"{scores}  avg reward={report.avg_reward:.3f}"
+    )
+    if report.num_errors:
+        print(f"warning: {report.num_errors} simulation(s) raised; see {report.files.get('per_item')}", file=sys.stderr)
+    print(f"report: {report.files.get('report')}")
+    return 1 if report.num_errors == report.num_simulations else 0

@@ -1,0 +1,100 @@
+"""The agent loop at the text level, for any ``ChatAgent`` (local model, endpoint, oracle).
+
+It walks the same path as the token-level training loop — generate a turn, parse, call the tool
+environment (fixtures, then the simulator), append the results, continue — and builds the same
+response text, so in-domain metrics mean the same thing for every kind of policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from slca_grpo.chat.parser import BlockStatus, parse_tool_calls
+from slca_grpo.chat.template import IM_END, generation_prompt, render_tool_calls, tool_results_turn
+from slca_grpo.eval.agent import AgentRequest, ChatAgent
+from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, error_observation, invalid_block_observation
+from slca_grpo.types import Task, Trajectory, Turn
+
+
+def run_text_episodes(
+    agent: ChatAgent,
+    tasks: Sequence[Task],
+    environment: ToolEnvironment,
+    *,
+    max_turns: int = 4,
+    max_parallel_calls: int = 8,
+    session_prefix: str = "eval",
+) -> list[Trajectory]:
+    """One episode per task, all tasks advancing together turn by turn."""
+    episodes = [
+        {"task": task, "messages": [dict(m) for m in task.messages], "trajectory": Trajectory(task_id=task.id, prompt_ids=[]), "done": False}
+        for task in tasks
+    ]
+    for turn_index in range(max_turns):
+        active = [e for e in episodes if not e["done"]]
+        if not active:
+            break
+        texts = agent.respond([
+            AgentRequest(messages=e["messages"], tools=e["task"].tools, key=e["task"].id, step=turn_index) for e in active
+        ])
+        requests, pending = [], []
+        for episode, text in zip(active, texts):
+            text = text if isinstance(text, str) else ""
+            trajectory: Trajectory = episode["trajectory"]
+            trajectory.response_text += text
+            trajectory.turns.append(Turn(text=text))
+            episode["messages"].append({"role": "assistant", "content": text})
+            parsed = parse_tool_calls(text, episode["task"].tool_names)
+            if not parsed.blocks or turn_index == max_turns - 1:
+                episode["done"] = True
+                trajectory.truncated = bool(parsed.blocks)
+                continue
+            block = parsed.blocks[-1]
+            turn = trajectory.turns[-1]
+            if block.status not in (BlockStatus.VALID, BlockStatus.UNKNOWN_TOOL):
+                turn.observations = [invalid_block_observation(block)]
+            else:
+                turn.calls = list(block.calls)
+                for index, call in enumerate(block.calls):
+                    if index < max_parallel_calls:
+                        requests.append(CallRequest(call, episode["task"], f"{session_prefix}-{episode['task'].id}"))
+                        pending.append((turn, index))
+                    else:
+                        turn.observations.append(error_observation("too_many_calls", f"at most {max_parallel_calls} parallel calls per turn"))
+            episode["needs_results"] = True
+        observations = environment.execute(requests)
+        for (turn, index), observation in zip(pending, observations):
+            turn.observations.insert(index, observation)
+        for episode in active:
+            if not episode.pop("needs_results", False):
+                continue
+            turn = episode["trajectory"].turns[-1]
+            texts_out = [o.text for o in turn.observations]
+            episode["trajectory"].response_text += IM_END + "\n" + tool_results_turn(texts_out) + generation_prompt()
+            episode["messages"].extend({"role": "tool", "content": t} for t in texts_out)
+    for episode in episodes:
+        trajectory = episode["trajectory"]
+        trajectory.final_text = parse_tool_calls(trajectory.response_text).final_answer
+        trajectory.counters.update(turns=len(trajectory.turns), calls=trajectory.num_calls)
+    return [e["trajectory"] for e in episodes]
+
+
+class TaskOracleAgent:
+    """Replays each task's gold calls step by step, then its reference answer."""
+
+    name = "oracle"
+
+    def __init__(self, tasks: Sequence[Task]):
+        self.tasks = {t.id: t for t in tasks}
+
+    def respond(self, requests: list[AgentRequest]) -> list[str]:
+        texts = []
+        for request in requests:
+            task = self.tasks.get(request.key)
+            if task is None:
+                texts.append("")
+            elif request.step < len(task.gold_calls):
+                texts.append(render_tool_calls(task.gold_calls[request.step]))
+            else:
+                texts.append(task.reference_answer or "")
+        return texts

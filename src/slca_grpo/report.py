@@ -1,0 +1,110 @@
+"""Side-by-side reports of training runs: a markdown table like the paper's and learning curves."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from slca_grpo.trainer.logger import read_metrics
+
+TABLE_COLUMNS = (
+    ("success@0.9", "Success@0.9", 100.0),
+    ("success@0.7", "Success@0.7", 100.0),
+    ("name_f1", "Name-F1", 100.0),
+    ("arg_match", "ArgMatch", 100.0),
+    ("process", "Process", 100.0),
+    ("r_sum", "R_sum", 1.0),
+    ("calls", "Calls/task", 1.0),
+    ("redundant_calls", "Redundant/task", 1.0),
+    ("generated_tokens", "Tokens/task", 1.0),
+)
+
+
+def load_run(run_dir: str | Path) -> dict[str, Any]:
+    """A run folder's summary, per-step training metrics and evaluation history."""
+    run_dir = Path(run_dir)
+    summary_path = run_dir / "summary.json"
+    if not summary_path.exists():
+        raise FileNotFoundError(f"{run_dir} has no summary.json (is it a finished training run?)")
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    metrics_path = run_dir / "metrics.jsonl"
+    metrics = read_metrics(metrics_path) if metrics_path.exists() else []
+    return {"name": summary.get("estimator", run_dir.name), "dir": str(run_dir), "summary": summary, "metrics": metrics}
+
+
+def markdown_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """One line per (name, eval summary); percentages for rates, plain numbers for counts."""
+    header = "| Method | " + " | ".join(label for _, label, _ in TABLE_COLUMNS) + " |"
+    rule = "|---|" + "---:|" * len(TABLE_COLUMNS)
+    lines = [header, rule]
+    for name, summary in rows:
+        cells = []
+        for key, _, scale in TABLE_COLUMNS:
+            value = summary.get(key)
+            cells.append("–" if value is None else (f"{value * scale:.2f}" if scale != 1.0 else f"{value:.3f}"))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(runs: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """Training reward and held-out Success@0.9 per step, one line per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for run in runs:
+        steps = [m["step"] for m in run["metrics"] if "reward/score" in m]
+        scores = [m["reward/score"] for m in run["metrics"] if "reward/score" in m]
+        if scores:
+            window = max(1, len(scores) // 15)
+            smoothed = [sum(scores[max(0, i - window + 1):i + 1]) / len(scores[max(0, i - window + 1):i + 1]) for i in range(len(scores))]
+            left.plot(steps, smoothed, label=run["name"])
+        evals = run["summary"].get("evals", [])
+        if evals:
+            right.plot([e["step"] + 1 for e in evals], [100 * e.get("success@0.9", 0.0) for e in evals], marker="o", label=run["name"])
+    left.set(title="Training reward (HierR score, smoothed)", xlabel="RL step", ylabel="score")
+    right.set(title="Held-out Success@0.9", xlabel="RL step", ylabel="%")
+    for axis in (left, right):
+        axis.grid(alpha=0.3)
+        axis.legend()
+    figure.tight_layout()
+    path = Path(path)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def compare_runs(run_dirs: Sequence[str | Path], out_dir: str | Path) -> dict[str, Any]:
+    """Write ``report.json``, ``report.md`` and ``curves.png`` comparing finished runs."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = [load_run(d) for d in run_dirs]
+    rows: list[tuple[str, dict[str, Any]]] = []
+    if runs and runs[0]["summary"].get("evals"):
+        rows.append(("start (before RL)", runs[0]["summary"]["evals"][0]))
+    rows += [(run["name"], run["summary"].get("final_eval", {})) for run in runs]
+    report = {
+        "runs": [
+            {
+                "name": run["name"],
+                "dir": run["dir"],
+                "final_eval": run["summary"].get("final_eval", {}),
+                "grad_norm_std": run["summary"].get("grad_norm_std"),
+                "grad_norm_mean": run["summary"].get("grad_norm_mean"),
+            }
+            for run in runs
+        ],
+        "start_eval": rows[0][1] if rows and rows[0][0].startswith("start") else None,
+    }
+    (out_dir / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    extra = ["", "| Method | grad-norm mean | grad-norm std |", "|---|---:|---:|"]
+    extra += [f"| {r['name']} | {r['grad_norm_mean'] or 0:.4f} | {r['grad_norm_std'] or 0:.4f} |" for r in report["runs"]]
+    (out_dir / "report.md").write_text(
+        "# Held-out evaluation\n\n" + markdown_table(rows) + "\n".join(extra) + "\n", encoding="utf-8"
+    )
+    plot_curves(runs, out_dir / "curves.png")
+    return report

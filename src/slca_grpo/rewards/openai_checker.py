@@ -1,0 +1,109 @@
+"""An LLM completeness checker for RLTR over an OpenAI-compatible endpoint (SPEC §5)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+
+import httpx
+
+from slca_grpo.rewards.completeness import CompletenessChecker, CompletenessRequest, CompletenessVerdict
+from slca_grpo.rewards.judge_base import run_sync
+from slca_grpo.rewards.openai_chat import ChatEndpoint, EndpointClients, EndpointError
+from slca_grpo.rewards.rating import parse_yes_no
+from slca_grpo.types import tool_function
+
+CHECKER_SYSTEM_PROMPT = """\
+You check whether an AI assistant's plan of tool calls is complete: whether the calls, with their \
+arguments, obtain everything needed to fully satisfy the user's request. A plan that misses a \
+part of the request, calls the wrong tool, or uses wrong or missing arguments is incomplete. If \
+the request needs no tool (none of the available tools fits it), an empty plan is complete.
+
+Reply with one sentence of reasoning, then a last line of exactly this form:
+Answer: yes
+or
+Answer: no"""
+
+
+def checker_messages(request: CompletenessRequest) -> list[dict[str, str]]:
+    tools = []
+    for schema in request.task.tools:
+        fn = tool_function(schema)
+        tools.append(f"- {fn.get('name', '?')}: {str(fn.get('description', '')).strip()[:300]}")
+    plan = [
+        f"{i}. {c.name}({json.dumps(c.arguments, ensure_ascii=False, default=str)})"
+        for i, c in enumerate(request.calls, 1)
+    ]
+    user = (
+        f"## User request\n{request.task.question}\n\n"
+        f"## Available tools\n{chr(10).join(tools) or '(none)'}\n\n"
+        f"## The assistant's tool calls, in order\n{chr(10).join(plan) or '(no calls)'}\n\n"
+        "Is this plan complete?"
+    )
+    return [{"role": "system", "content": CHECKER_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+class OpenAICompletenessChecker(CompletenessChecker):
+    """LLM checker over an OpenAI-compatible endpoint. Sampled at ``temperature`` > 0 so the N
+    verdicts of one plan can differ (RLTR averages them); all verdicts of a batch run concurrently."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        temperature: float = 0.7,
+        timeout_s: float = 60.0,
+        max_retries: int = 4,
+        concurrency: int = 16,
+        *,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 8.0,
+        max_tokens: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.endpoint = ChatEndpoint(
+            base_url=base_url,
+            model=model,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            backoff_max_s=backoff_max_s,
+            max_tokens=max_tokens,
+        )
+        self.temperature = temperature
+        self.concurrency = max(1, int(concurrency))
+        self._clients = EndpointClients(self.endpoint, self.concurrency)
+
+    async def _one(self, client: httpx.AsyncClient, request: CompletenessRequest) -> CompletenessVerdict:
+        try:
+            reply = await self.endpoint.acomplete(client, checker_messages(request), self.temperature)
+        except EndpointError as exc:
+            return CompletenessVerdict(False, failed=True, error=str(exc))
+        except Exception as exc:  # one bad request must not sink the batch
+            return CompletenessVerdict(False, failed=True, error=f"{type(exc).__name__}: {exc}")
+        verdict = parse_yes_no(reply)
+        if verdict is None:
+            return CompletenessVerdict(False, failed=True, error="no yes/no verdict in the reply", raw=reply)
+        return CompletenessVerdict(verdict, raw=reply)
+
+    async def _agather(self, requests: Sequence[CompletenessRequest], n: int) -> list[list[CompletenessVerdict]]:
+        limit = asyncio.Semaphore(self.concurrency)
+
+        async def limited(client: httpx.AsyncClient, request: CompletenessRequest) -> CompletenessVerdict:
+            async with limit:
+                return await self._one(client, request)
+
+        async with self._clients.new_async() as client:
+            flat = await asyncio.gather(*(limited(client, r) for r in requests for _ in range(n)))
+        return [list(flat[i * n:(i + 1) * n]) for i in range(len(requests))]
+
+    def _check_many(self, requests: Sequence[CompletenessRequest], n: int) -> list[list[CompletenessVerdict]]:
+        return run_sync(lambda: self._agather(requests, n))
+
+    def close(self) -> None:
+        self._clients.close()

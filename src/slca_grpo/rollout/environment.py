@@ -1,0 +1,86 @@
+"""The tool side of a rollout: task fixtures first, then the simulator.
+
+A task may carry ``metadata["fixtures"]``: recorded responses for its gold calls (the synthetic
+suite writes them, so two-step tasks can refer to values step 1 returned). A call that matches a
+fixture gets that response; every other call goes to the simulator, in-process or over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from slca_grpo.chat.parser import ToolCallBlock
+from slca_grpo.rewards.matching import loose_equal
+from slca_grpo.types import Observation, ObservationError, Task, ToolCall
+
+
+class SimulatorLike(Protocol):
+    def simulate_many(self, requests: Sequence[tuple[ToolCall, list[dict[str, Any]], str | None]]) -> list[Observation]: ...
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    call: ToolCall
+    task: Task
+    session_id: str
+
+
+def error_observation(kind: str, message: str) -> Observation:
+    payload = {"error": {"type": kind, "message": message}}
+    return Observation(text=json.dumps(payload), error=ObservationError(kind, message))
+
+
+def invalid_block_observation(block: ToolCallBlock) -> Observation:
+    """What the policy sees for a block the parser rejected, so it can learn to fix its format."""
+    return error_observation(f"invalid_tool_call/{block.status.value}", block.error or "invalid tool call")
+
+
+def _fixture_matches(fixture: dict[str, Any], call: ToolCall) -> bool:
+    if fixture.get("name") != call.name:
+        return False
+    expected = fixture.get("arguments") or {}
+    return all(key in call.arguments and loose_equal(call.arguments[key], value) for key, value in expected.items())
+
+
+def find_fixture(task: Task, call: ToolCall) -> str | None:
+    for fixture in task.metadata.get("fixtures") or ():
+        if isinstance(fixture, dict) and _fixture_matches(fixture, call):
+            response = fixture.get("response")
+            return response if isinstance(response, str) else json.dumps(response)
+    return None
+
+
+class ToolEnvironment:
+    def __init__(self, simulator: SimulatorLike, *, use_fixtures: bool = True):
+        self.simulator = simulator
+        self.use_fixtures = use_fixtures
+        self.fixture_hits = 0
+        self.simulator_calls = 0
+
+    def execute(self, requests: Sequence[CallRequest]) -> list[Observation]:
+        """Observations for a batch of calls, in order; simulator calls run as one batch."""
+        results: list[Observation | None] = [None] * len(requests)
+        pending: list[int] = []
+        for index, request in enumerate(requests):
+            fixture = find_fixture(request.task, request.call) if self.use_fixtures else None
+            if fixture is not None:
+                self.fixture_hits += 1
+                results[index] = Observation(text=fixture, cached=True, latency_ms=0.0)
+            else:
+                pending.append(index)
+        if pending:
+            start = time.perf_counter()
+            observations = self.simulator.simulate_many(
+                [(requests[i].call, requests[i].task.tools, requests[i].session_id) for i in pending]
+            )
+            self.simulator_calls += len(pending)
+            elapsed_ms = (time.perf_counter() - start) * 1000.0
+            for i, observation in zip(pending, observations):
+                if not observation.latency_ms:
+                    observation.latency_ms = elapsed_ms / len(pending)
+                results[i] = observation
+        return [r for r in results if r is not None]

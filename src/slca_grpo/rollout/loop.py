@@ -1,0 +1,172 @@
+"""The multi-turn agent loop: generate, parse, simulate, append, continue — for a whole batch.
+
+All G × prompts rollouts advance together: each turn is one batched sampling call over the
+rollouts still running, then one batched call into the tool environment.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from slca_grpo.chat.parser import BlockStatus, parse_tool_calls
+from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, error_observation, invalid_block_observation
+from slca_grpo.rollout.formatter import TOOL_CALL_STOP, ChatFormatter
+from slca_grpo.rollout.sampling import STOP_STRING, SamplingConfig, sample
+from slca_grpo.types import Observation, Task, Trajectory, Turn
+
+
+@dataclass
+class RolloutConfig:
+    group_size: int = 8
+    max_turns: int = 4  # assistant turns per rollout
+    max_parallel_calls: int = 8
+    # Sampled + injected tokens after the prompt; no turn starts past it (the last injected tool
+    # response may overrun it by up to max_parallel_calls × max_tool_response_tokens).
+    max_response_tokens: int = 512
+    max_tool_response_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
+
+
+@dataclass
+class _Rollout:
+    task: Task
+    trajectory: Trajectory
+    session_id: str
+    done: bool = False
+    pending: list[tuple[int, Observation | None]] = field(default_factory=list)
+
+
+class AgentLoop:
+    def __init__(self, model: torch.nn.Module, formatter: ChatFormatter, environment: ToolEnvironment, config: RolloutConfig):
+        self.model = model
+        self.formatter = formatter
+        self.environment = environment
+        self.config = config
+
+    def run(
+        self,
+        tasks: Sequence[Task],
+        *,
+        group_size: int | None = None,
+        sampling: SamplingConfig | None = None,
+        generator: torch.Generator | None = None,
+        session_prefix: str | None = None,
+    ) -> list[Trajectory]:
+        """Roll out every task ``group_size`` times; trajectories come grouped, task by task.
+
+        Simulator sessions are named ``{session_prefix}-{rollout}`` (random when no prefix is
+        given); a fixed prefix makes simulator answers, error injection included, repeatable."""
+        prefix = session_prefix if session_prefix is not None else uuid.uuid4().hex
+        group_size = self.config.group_size if group_size is None else group_size
+        sampling = self.config.sampling if sampling is None else sampling
+        rollouts = []
+        for task in tasks:
+            prompt = self.formatter.task_prompt_ids(task)
+            for _ in range(group_size):
+                trajectory = Trajectory(task_id=task.id, prompt_ids=list(prompt))
+                rollouts.append(_Rollout(task, trajectory, session_id=f"{prefix}-{len(rollouts)}"))
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for turn_index in range(self.config.max_turns):
+                active = [r for r in rollouts if not r.done]
+                if not active:
+                    break
+                self._generate_turn(active, sampling, generator, last_turn=turn_index == self.config.max_turns - 1)
+                self._run_tools([r for r in active if not r.done])
+        finally:
+            self.model.train(was_training)
+        for rollout in rollouts:
+            self._finish(rollout)
+        return [r.trajectory for r in rollouts]
+
+    def _generate_turn(self, active: list[_Rollout], sampling: SamplingConfig, generator, *, last_turn: bool) -> None:
+        budgets = [self.config.max_response_tokens - len(r.trajectory.response_ids) for r in active]
+        generations = sample(
+            self.model,
+            [r.trajectory.prompt_ids + r.trajectory.response_ids for r in active],
+            max_new_tokens=budgets,
+            config=sampling,
+            stop_token_ids=self.formatter.stop_token_ids,
+            pad_id=self.formatter.pad_id,
+            stop_strings=(TOOL_CALL_STOP,),
+            decode=self.formatter.decode,
+            generator=generator,
+        )
+        for rollout, generation in zip(active, generations):
+            trajectory = rollout.trajectory
+            trajectory.response_ids += generation.token_ids
+            trajectory.response_mask += [1] * len(generation.token_ids)
+            trajectory.logprobs += generation.logprobs
+            text = self.formatter.decode(generation.token_ids)
+            trajectory.response_text += text
+            trajectory.turns.append(Turn(text=text))
+            trajectory.counters["generated_tokens"] = trajectory.counters.get("generated_tokens", 0) + len(generation.token_ids)
+            out_of_budget = len(trajectory.response_ids) >= self.config.max_response_tokens
+            if generation.stop_reason != STOP_STRING:
+                rollout.done = True  # end of turn (a final answer) or the token budget
+                trajectory.truncated = generation.stop_reason != "eos"
+            elif last_turn or out_of_budget:
+                rollout.done, trajectory.truncated = True, True  # a call that the limits leave unanswered
+            else:
+                self._collect_calls(rollout, text)
+
+    def _collect_calls(self, rollout: _Rollout, text: str) -> None:
+        parsed = parse_tool_calls(text, rollout.task.tool_names)
+        turn = rollout.trajectory.turns[-1]
+        rollout.pending = []
+        if not parsed.blocks:  # the stop string closed no block (a stray close tag)
+            rollout.pending.append((-1, error_observation("invalid_tool_call/no_block", "no <tool_call> block before </tool_call>")))
+            return
+        block = parsed.blocks[-1]
+        if block.status not in (BlockStatus.VALID, BlockStatus.UNKNOWN_TOOL):
+            rollout.pending.append((-1, invalid_block_observation(block)))
+            return
+        for index, call in enumerate(block.calls):
+            turn.calls.append(call)
+            if index >= self.config.max_parallel_calls:
+                limit = self.config.max_parallel_calls
+                rollout.pending.append((index, error_observation("too_many_calls", f"at most {limit} parallel calls per turn")))
+            else:
+                rollout.pending.append((index, None))
+
+    def _run_tools(self, rollouts: list[_Rollout]) -> None:
+        requests: list[CallRequest] = []
+        for rollout in rollouts:
+            turn = rollout.trajectory.turns[-1]
+            requests += [CallRequest(turn.calls[i], rollout.task, rollout.session_id) for i, obs in rollout.pending if obs is None]
+        observations = iter(self.environment.execute(requests))
+        for rollout in rollouts:
+            turn = rollout.trajectory.turns[-1]
+            turn.observations = [obs if obs is not None else next(observations) for _, obs in rollout.pending]
+            rollout.pending = []
+            ids, text = self.formatter.tool_results([o.text for o in turn.observations], close_turn=True)
+            trajectory = rollout.trajectory
+            trajectory.response_ids += ids
+            trajectory.response_mask += [0] * len(ids)
+            trajectory.logprobs += [0.0] * len(ids)
+            trajectory.response_text += text
+            counters = trajectory.counters
+            counters["tool_tokens"] = counters.get("tool_tokens", 0) + len(ids)
+            counters["tool_errors"] = counters.get("tool_errors", 0) + sum(o.is_error for o in turn.observations)
+            counters["sim_latency_ms"] = counters.get("sim_latency_ms", 0.0) + sum(o.latency_ms for o in turn.observations)
+            if len(trajectory.response_ids) >= self.config.max_response_tokens:
+                rollout.done, trajectory.truncated = True, True
+
+    def _finish(self, rollout: _Rollout) -> None:
+        trajectory = rollout.trajectory
+        trajectory.final_text = parse_tool_calls(trajectory.response_text).final_answer
+        counters = trajectory.counters
+        counters["turns"] = len(trajectory.turns)
+        counters["calls"] = trajectory.num_calls
+        counters["response_tokens"] = len(trajectory.response_ids)

@@ -1,0 +1,156 @@
+"""Batched KV-cached sampling from a Hugging Face causal LM, token-exact, with log-probs.
+
+A lean loop instead of ``model.generate``: rollouts need per-row stop tokens and stop strings,
+the sampled ids exactly as sampled, and the log-prob of each under the sampling temperature (the
+same quantity the trainer recomputes), and tiny models spend most of ``generate``'s time in its
+Python machinery.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+STOP_EOS = "eos"  # a stop token (end of turn)
+STOP_STRING = "stop_string"  # a stop string such as </tool_call>
+STOP_LENGTH = "length"  # the token budget ran out
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    temperature: float = 1.0  # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = 0
+
+
+@dataclass
+class Generation:
+    token_ids: list[int]
+    logprobs: list[float]
+    stop_reason: str
+
+
+def _filter_logits(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
+    if config.top_k > 0 and config.top_k < logits.shape[-1]:
+        kth = torch.topk(logits, config.top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if config.top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+        # Drop tokens once the mass *before* them exceeds top_p (the top token always stays).
+        drop_sorted = (cumulative - torch.softmax(sorted_logits, dim=-1)) > config.top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def _forward_options(model: torch.nn.Module) -> tuple[str, bool]:
+    """The KV-cache keyword of this model's forward (transformers renamed ``past_key_values`` to
+    ``cache`` in 5.x) and whether it can skip computing logits for all but the last position."""
+    parameters = inspect.signature(model.forward).parameters
+    return ("cache" if "cache" in parameters else "past_key_values"), "logits_to_keep" in parameters
+
+
+def _output_cache(output: Any) -> Any:
+    for name in ("cache", "past_key_values"):
+        value = output.get(name) if hasattr(output, "get") else getattr(output, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        if sequence:
+            ids[row, width - len(sequence):] = torch.tensor(list(sequence), dtype=torch.long)
+            mask[row, width - len(sequence):] = 1
+    return ids, mask
+
+
+@torch.no_grad()
+def sample(
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: Sequence[int] | int,
+    config: SamplingConfig,
+    stop_token_ids: Sequence[int],
+    pad_id: int,
+    stop_strings: Sequence[str] = (),
+    decode=None,
+    generator: torch.Generator | None = None,
+) -> list[Generation]:
+    """Sample a continuation for every prompt until a stop token, a stop string or its budget.
+
+    The stop token or the token completing a stop string is kept in ``token_ids``. ``decode``
+    (ids -> text) is needed only for stop strings that are not single tokens.
+    """
+    batch = len(prompts)
+    budgets = [max_new_tokens] * batch if isinstance(max_new_tokens, int) else list(max_new_tokens)
+    results = [Generation([], [], STOP_LENGTH) for _ in range(batch)]
+    active = [budget > 0 for budget in budgets]
+    if not any(active):
+        return results
+    device = next(model.parameters()).device
+    input_ids, attention = left_pad(prompts, pad_id)
+    input_ids, attention = input_ids.to(device), attention.to(device)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    stop_ids = torch.tensor(sorted(set(stop_token_ids)), dtype=torch.long, device=device)
+    tail_window = max((len(s) for s in stop_strings), default=0) + 16
+
+    cache_name, can_keep_last = _forward_options(model)
+    extra = {"logits_to_keep": 1} if can_keep_last else {}
+    output = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **extra)
+    past = _output_cache(output)
+    logits = output.logits[:, -1, :]
+    last_position = positions[:, -1:]
+    for step in range(max(budgets)):
+        logits = logits.float()
+        if config.temperature > 0:
+            scaled = logits / config.temperature
+            logprobs_all = torch.log_softmax(scaled, dim=-1)
+            probs = torch.softmax(_filter_logits(scaled, config), dim=-1)
+            tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        else:
+            logprobs_all = torch.log_softmax(logits, dim=-1)
+            tokens = logits.argmax(dim=-1)
+        token_logprobs = logprobs_all.gather(1, tokens[:, None]).squeeze(1)
+        is_stop = torch.isin(tokens, stop_ids)
+        for row in range(batch):
+            if not active[row]:
+                continue
+            result = results[row]
+            result.token_ids.append(int(tokens[row]))
+            result.logprobs.append(float(token_logprobs[row]))
+            if bool(is_stop[row]):
+                result.stop_reason, active[row] = STOP_EOS, False
+            elif stop_strings and decode is not None:
+                tail = decode(result.token_ids[-tail_window:])
+                # Checked every step, so a stop string in the tail was completed by this token.
+                if any(s in tail for s in stop_strings):
+                    result.stop_reason, active[row] = STOP_STRING, False
+            if active[row] and len(result.token_ids) >= budgets[row]:
+                active[row] = False
+        if not any(active):
+            break
+        # Finished rows keep decoding (their tokens are discarded) so the cache stays rectangular.
+        next_input = torch.where(torch.tensor(active, device=device), tokens, torch.full_like(tokens, pad_id))
+        attention = torch.cat([attention, torch.ones((batch, 1), dtype=attention.dtype, device=device)], dim=1)
+        last_position = last_position + 1
+        output = model(
+            input_ids=next_input[:, None],
+            attention_mask=attention,
+            position_ids=last_position,
+            use_cache=True,
+            **{cache_name: past},
+        )
+        past = _output_cache(output)
+        logits = output.logits[:, -1, :]
+    return results

@@ -1,0 +1,293 @@
+"""``SimulatorClient``: the simulator service over HTTP, with the in-process simulator's interface.
+
+Transport errors, 5xx and 429 are retried with exponential backoff; anything still failing becomes
+an error observation of kind ``backend_error`` (never an exception), so rollout code treats a remote
+simulator exactly like a local one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from slca_grpo.simulator import errors as E
+from slca_grpo.simulator.base import BatchItem
+from slca_grpo.simulator.text import TokenCounter, approx_token_count, truncate_middle
+from slca_grpo.types import Observation, ObservationError, ToolCall
+
+TOKEN_ENV = "SLCA_SIM_TOKEN"
+
+
+class _Failure(Exception):
+    pass
+
+
+class SimulatorClient:
+    def __init__(self, base_url: str, token: str | None = None, *, timeout_s: float = 60.0, max_retries: int = 3,
+                 backoff_s: float = 0.25, max_backoff_s: float = 5.0, batch_size: int = 256,
+                 max_observation_tokens: int | None = None, count_tokens: TokenCounter | None = None,
+                 transport: httpx.BaseTransport | None = None,
+                 async_transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        token = token if token is not None else os.environ.get(TOKEN_ENV)
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.batch_size = max(1, batch_size)
+        self.max_observation_tokens = max_observation_tokens
+        self.count_tokens = count_tokens or approx_token_count
+        self._sync = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=timeout_s, transport=transport)
+        self._async_transport = async_transport
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        self.counters = {"requests": 0, "retries": 0, "failures": 0}
+
+    # -- simulator interface -----------------------------------------------------------------
+
+    def simulate(self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]],
+                 session_id: str | None = None) -> Observation:
+        start = time.perf_counter()
+        payload = _request_payload(call, tools, session_id)
+        if isinstance(payload, Observation):
+            return payload
+        try:
+            body = self._post_sync("/v1/simulate", payload)
+        except _Failure as exc:
+            return self._failure(exc, start)
+        return self._observation(body, start)
+
+    async def asimulate(self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]],
+                        session_id: str | None = None) -> Observation:
+        start = time.perf_counter()
+        payload = _request_payload(call, tools, session_id)
+        if isinstance(payload, Observation):
+            return payload
+        try:
+            body = await self._post_async("/v1/simulate", payload)
+        except _Failure as exc:
+            return self._failure(exc, start)
+        return self._observation(body, start)
+
+    def simulate_many(self, items: Sequence[BatchItem]) -> list[Observation]:
+        start = time.perf_counter()
+        payloads = [_item_payload(i, item) for i, item in enumerate(items)]
+        results: list[Observation] = []
+        for chunk in _chunks(payloads, self.batch_size):
+            sendable = [p for p in chunk if not isinstance(p, Observation)]
+            try:
+                body = self._post_sync("/v1/simulate_batch", {"requests": sendable}) if sendable else {"results": []}
+            except _Failure as exc:
+                body = exc
+            results.extend(self._merge(chunk, body, start))
+        return results
+
+    async def asimulate_many(self, items: Sequence[BatchItem]) -> list[Observation]:
+        start = time.perf_counter()
+        payloads = [_item_payload(i, item) for i, item in enumerate(items)]
+        chunks = list(_chunks(payloads, self.batch_size))
+
+        async def send(chunk: list[Any]) -> Any:
+            sendable = [p for p in chunk if not isinstance(p, Observation)]
+            if not sendable:
+                return {"results": []}
+            try:
+                return await self._post_async("/v1/simulate_batch", {"requests": sendable})
+            except _Failure as exc:
+                return exc
+
+        bodies = await asyncio.gather(*(send(c) for c in chunks))
+        results: list[Observation] = []
+        for chunk, body in zip(chunks, bodies):
+            results.extend(self._merge(chunk, body, start))
+        return results
+
+    def reset_session(self, session_id: str) -> bool:
+        try:
+            body = self._post_sync(f"/v1/sessions/{quote(str(session_id), safe='')}/reset", {})
+        except _Failure:
+            return False
+        return bool(body.get("reset")) if isinstance(body, dict) else False
+
+    def healthz(self) -> dict[str, Any]:
+        response = self._sync.get("/healthz")
+        response.raise_for_status()
+        return response.json()
+
+    def metrics(self) -> str:
+        response = self._sync.get("/metrics")
+        response.raise_for_status()
+        return response.text
+
+    def close(self) -> None:
+        self._sync.close()
+        for loop, client in list(self._async.items()):
+            if loop.is_running():
+                continue  # owned by a live loop: closed by aclose() there, or at exit
+            if not loop.is_closed():
+                loop.run_until_complete(client.aclose())
+        self._async.clear()
+
+    async def aclose(self) -> None:
+        client = self._async.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+    def __enter__(self) -> "SimulatorClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport ---------------------------------------------------------------------------
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self.counters[name] += 1
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+        return max(delay, min(retry_after, self.max_backoff_s)) if retry_after is not None else delay
+
+    def _post_sync(self, path: str, payload: dict[str, Any]) -> Any:
+        content = json.dumps(payload, ensure_ascii=False).encode()
+        last, retry_after = "no attempt made", None
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                self._count("retries")
+                time.sleep(self._delay(attempt, retry_after))
+            self._count("requests")
+            try:
+                response = self._sync.post(path, content=content, headers={"Content-Type": "application/json"})
+            except httpx.HTTPError as exc:
+                last, retry_after = f"{type(exc).__name__}: {exc}", None
+                continue
+            done, value, retry_after = _judge(response)
+            if done:
+                return value
+            last = value
+        raise _Failure(f"simulator service failed after {self.max_retries + 1} attempts: {last}")
+
+    async def _post_async(self, path: str, payload: dict[str, Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        client = self._async.get(loop)
+        if client is None:
+            client = httpx.AsyncClient(base_url=self.base_url, headers=self._headers, timeout=self.timeout_s,
+                                       transport=self._async_transport)
+            self._async[loop] = client
+        content = json.dumps(payload, ensure_ascii=False).encode()
+        last, retry_after = "no attempt made", None
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                self._count("retries")
+                await asyncio.sleep(self._delay(attempt, retry_after))
+            self._count("requests")
+            try:
+                response = await client.post(path, content=content, headers={"Content-Type": "application/json"})
+            except httpx.HTTPError as exc:
+                last, retry_after = f"{type(exc).__name__}: {exc}", None
+                continue
+            done, value, retry_after = _judge(response)
+            if done:
+                return value
+            last = value
+        raise _Failure(f"simulator service failed after {self.max_retries + 1} attempts: {last}")
+
+    # -- decoding ----------------------------------------------------------------------------
+
+    def _failure(self, exc: Exception, start: float) -> Observation:
+        self._count("failures")
+        obs = E.error_observation(E.BACKEND_ERROR, str(exc))
+        obs.latency_ms = (time.perf_counter() - start) * 1000.0
+        return obs
+
+    def _observation(self, body: Any, start: float) -> Observation:
+        if not isinstance(body, dict) or not isinstance(body.get("observation"), str):
+            return self._failure(_Failure("malformed answer from the simulator service"), start)
+        error = body.get("error")
+        obs = Observation(
+            text=body["observation"],
+            error=ObservationError(str(error.get("kind")), str(error.get("message"))) if isinstance(error, dict) else None,
+            cached=bool(body.get("cached")),
+            latency_ms=float(body["latency_ms"]) if isinstance(body.get("latency_ms"), (int, float)) else
+            (time.perf_counter() - start) * 1000.0,
+        )
+        if self.max_observation_tokens is not None:
+            obs.text = truncate_middle(obs.text, self.max_observation_tokens, self.count_tokens)
+        return obs
+
+    def _merge(self, chunk: list[Any], body: Any, start: float) -> list[Observation]:
+        """Put the service's answers back in place among the items refused locally."""
+        if isinstance(body, Exception):
+            answers: list[Any] = [body] * len(chunk)
+        else:
+            answers = list(body.get("results", [])) if isinstance(body, dict) else []
+        sent = iter(answers)
+        out = []
+        for item in chunk:
+            if isinstance(item, Observation):
+                out.append(item)
+                continue
+            answer = next(sent, None)
+            if isinstance(answer, Exception):
+                out.append(self._failure(answer, start))
+            elif answer is None:
+                out.append(self._failure(_Failure("the service returned fewer results than requests"), start))
+            else:
+                out.append(self._observation(answer, start))
+        return out
+
+
+def _judge(response: httpx.Response) -> tuple[bool, Any, float | None]:
+    """(done, value-or-reason, retry_after): 2xx → done; 5xx/429 → retry; other 4xx → fail now."""
+    status = response.status_code
+    if status < 300:
+        try:
+            return True, response.json(), None
+        except ValueError:
+            return False, "response body is not JSON", None
+    reason = f"HTTP {status}: {response.text[:200]}"
+    if status == 429 or status >= 500:
+        value = response.headers.get("retry-after")
+        try:
+            return False, reason, float(value) if value else None
+        except ValueError:
+            return False, reason, None
+    raise _Failure(reason)
+
+
+def _request_payload(call: Any, tools: Any, session_id: str | None) -> dict[str, Any] | Observation:
+    if isinstance(call, ToolCall):
+        call_dict: Any = call.to_dict()
+    elif isinstance(call, dict):
+        call_dict = {"name": call.get("name"), "arguments": call.get("arguments", call.get("parameters", {}))}
+    else:
+        return E.error_observation(E.UNKNOWN_TOOL, "The call must be a ToolCall or a {name, arguments} object.")
+    payload = {"tools": tools, "call": call_dict, "session_id": None if session_id is None else str(session_id)}
+    try:
+        json.dumps(payload)
+    except (TypeError, ValueError) as exc:
+        return E.error_observation(E.INVALID_ARGUMENTS, f"The call or tools are not JSON-serialisable: {exc}")
+    return payload
+
+
+def _item_payload(index: int, item: Any) -> dict[str, Any] | Observation:
+    if isinstance(item, (tuple, list)) and len(item) in (2, 3):
+        return _request_payload(item[0], item[1], item[2] if len(item) == 3 else None)
+    return E.error_observation(E.INVALID_ARGUMENTS, f"batch item {index} must be (call, tools[, session_id])")
+
+
+def _chunks(items: list[Any], size: int) -> Any:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]

@@ -1,0 +1,124 @@
+"""Typed configuration of the simulator (one part of the run config, see DESIGN.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+BACKENDS = ("schema", "openai")
+
+
+@dataclass
+class OpenAIConfig:
+    """An OpenAI-compatible chat-completions endpoint (vLLM, SGLang, a hosted API)."""
+
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = ""
+    api_key: str | None = None  # falls back to $SLCA_SIM_API_KEY, then $OPENAI_API_KEY
+    temperature: float = 0.6  # the paper's simulator temperature
+    max_tokens: int = 1024
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+    concurrency: int = 32
+    no_schema: bool = False  # the paper's "w/o SGLS" ablation: no tool schema in the prompt
+    max_reasks: int = 1  # re-asks after an answer that is not JSON or does not match `returns`
+    history_turns: int = 8  # earlier calls of the session shown in the prompt
+    extra_body: dict[str, Any] = field(default_factory=dict)  # e.g. chat_template_kwargs
+
+    def resolved_api_key(self) -> str | None:
+        return self.api_key or os.environ.get("SLCA_SIM_API_KEY") or os.environ.get("OPENAI_API_KEY")
+
+
+@dataclass
+class ErrorInjectionConfig:
+    """Rates of injected failures; each call draws once, so the rates add up (≤ 1)."""
+
+    timeout_rate: float = 0.0
+    server_error_rate: float = 0.0
+    rate_limit_rate: float = 0.0
+    empty_result_rate: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.timeout_rate + self.server_error_rate + self.rate_limit_rate + self.empty_result_rate
+
+
+@dataclass
+class SimulatorConfig:
+    backend: str = "schema"
+    seed: int = 0
+    cache_path: str | None = None  # SQLite file; None = no cache
+    session_ttl_s: float = 3600.0
+    max_sessions: int = 10_000
+    max_observation_tokens: int | None = 2048  # the paper's tool-response limit; None = no limit
+    errors: ErrorInjectionConfig = field(default_factory=ErrorInjectionConfig)
+    openai: OpenAIConfig = field(default_factory=OpenAIConfig)
+
+    def __post_init__(self) -> None:
+        # Plain mappings (from YAML or keyword arguments) become the nested dataclasses.
+        if isinstance(self.errors, dict):
+            self.errors = ErrorInjectionConfig(**self.errors)
+        if isinstance(self.openai, dict):
+            self.openai = OpenAIConfig(**self.openai)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad field."""
+        if self.backend not in BACKENDS:
+            raise ValueError(f"simulator.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"simulator.seed must be an integer, got {self.seed!r}")
+        if self.session_ttl_s <= 0:
+            raise ValueError("simulator.session_ttl_s must be > 0")
+        if self.max_sessions < 1:
+            raise ValueError("simulator.max_sessions must be >= 1")
+        if self.max_observation_tokens is not None and self.max_observation_tokens < 16:
+            raise ValueError("simulator.max_observation_tokens must be >= 16 or None")
+        for f in dataclasses.fields(ErrorInjectionConfig):
+            rate = getattr(self.errors, f.name)
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"simulator.errors.{f.name} must be in [0, 1], got {rate}")
+        if self.errors.total > 1.0 + 1e-9:
+            raise ValueError(f"simulator.errors rates add up to {self.errors.total:.3f} > 1")
+        o = self.openai
+        if self.backend == "openai" and not o.model:
+            raise ValueError("simulator.openai.model is required for the openai backend")
+        if o.max_retries < 0 or o.max_reasks < 0 or o.concurrency < 1 or o.timeout_s <= 0:
+            raise ValueError("simulator.openai: max_retries/max_reasks >= 0, concurrency >= 1, timeout_s > 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        if data["openai"].get("api_key"):
+            data["openai"]["api_key"] = "***"  # never written next to a run's outputs
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SimulatorConfig":
+        """Build from a plain mapping (YAML); unknown keys are an error naming them."""
+        if not isinstance(data, dict):
+            raise ValueError(f"simulator config must be a mapping, got {type(data).__name__}")
+        nested = {"errors": ErrorInjectionConfig, "openai": OpenAIConfig}
+        kwargs: dict[str, Any] = {}
+        known = {f.name for f in dataclasses.fields(cls)}
+        for key, value in data.items():
+            if key not in known:
+                raise ValueError(f"unknown simulator config key {key!r} (known: {sorted(known)})")
+            if key in nested:
+                if isinstance(value, nested[key]):
+                    kwargs[key] = value
+                    continue
+                if not isinstance(value, dict):
+                    raise ValueError(f"simulator.{key} must be a mapping")
+                sub_known = {f.name for f in dataclasses.fields(nested[key])}
+                unknown = set(value) - sub_known
+                if unknown:
+                    raise ValueError(f"unknown simulator.{key} keys {sorted(unknown)} (known: {sorted(sub_known)})")
+                kwargs[key] = nested[key](**value)
+            else:
+                kwargs[key] = value
+        config = cls(**kwargs)
+        config.validate()
+        return config

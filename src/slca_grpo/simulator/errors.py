@@ -1,0 +1,46 @@
+"""Stable error kinds and the JSON text of error observations.
+
+Every error observation's text is ``{"error": {"type": <kind>, "message": ..., ...}}`` so the
+policy can read it like a real API's error body; ``Observation.error`` carries the same kind and
+message for code that counts failures.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from slca_grpo.types import Observation, ObservationError
+
+# Checks made before any model call (deterministic, never cached).
+UNKNOWN_TOOL = "unknown_tool"
+MISSING_REQUIRED = "missing_required"
+INVALID_ARGUMENTS = "invalid_arguments"
+INVALID_SCHEMA = "invalid_schema"
+NOT_FOUND = "not_found"  # a lookup of a record this session deleted
+# Injected to teach recovery (deterministic under the seed, never cached).
+TIMEOUT = "timeout"
+SERVER_ERROR = "server_error"
+RATE_LIMITED = "rate_limited"
+EMPTY_RESULT = "empty_result"
+# The simulator's own backend failed (retries exhausted / unusable answer).
+BACKEND_ERROR = "backend_error"
+INVALID_RESPONSE = "invalid_response"
+
+ERROR_KINDS = (
+    UNKNOWN_TOOL, MISSING_REQUIRED, INVALID_ARGUMENTS, INVALID_SCHEMA, NOT_FOUND,
+    TIMEOUT, SERVER_ERROR, RATE_LIMITED, EMPTY_RESULT, BACKEND_ERROR, INVALID_RESPONSE,
+)
+INJECTED_KINDS = (TIMEOUT, SERVER_ERROR, RATE_LIMITED, EMPTY_RESULT)
+
+
+def error_text(kind: str, message: str, **details: Any) -> str:
+    body: dict[str, Any] = {"type": kind, "message": message}
+    body.update({k: v for k, v in details.items() if v is not None})
+    return json.dumps({"error": body}, ensure_ascii=False)
+
+
+def error_observation(kind: str, message: str, *, text: str | None = None, **details: Any) -> Observation:
+    """An observation for a failed call; ``text`` overrides the default JSON error body."""
+    return Observation(text=text if text is not None else error_text(kind, message, **details),
+                       error=ObservationError(kind, message))

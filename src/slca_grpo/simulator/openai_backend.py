@@ -1,0 +1,224 @@
+"""The LLM backend: any OpenAI-compatible chat-completions endpoint plays the API server.
+
+Prompt = the called tool's schema (dropped under the ``no_schema`` ablation) + the session so far
++ the request; the model must answer with the JSON body only. Transport failures, 5xx and 429 are
+retried with exponential backoff (honouring ``Retry-After``); an answer that is not JSON or does
+not match ``returns`` is re-asked once with the problem named. Failures become error results,
+never exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from slca_grpo.simulator import errors as E
+from slca_grpo.simulator.aio import background_loop
+from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult
+from slca_grpo.simulator.checks import validate_value
+from slca_grpo.simulator.config import OpenAIConfig
+from slca_grpo.simulator.text import extract_json
+from slca_grpo.types import ObservationError
+
+# Bump when the prompt changes, so old cache entries are not replayed.
+PROMPT_VERSION = "sgls-v1"
+_HISTORY_ANSWER_CHARS = 1500
+
+SYSTEM_PROMPT = (
+    "You are the backend server of a software API. You receive one API request and reply with the "
+    "exact response body the server returns: a single JSON value and nothing else (no prose, no "
+    "markdown, no code fences, no explanations). Make the response realistic and specific: concrete "
+    "names, ids, dates, numbers. Stay consistent with the API documentation, the request's arguments "
+    "and everything earlier responses in this session established. If the request cannot succeed, "
+    "return a realistic JSON error object instead."
+)
+
+
+class BackendFailure(Exception):
+    """The endpoint could not produce an answer (after retries)."""
+
+
+class OpenAIBackend(Backend):
+    name = "openai"
+    is_async = True
+
+    def __init__(self, config: OpenAIConfig, seed: int = 0, *,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.config = config
+        self.seed = seed
+        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        self._transport = transport
+        self._sleep = sleep
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, asyncio.Semaphore]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+        self.counters = {"requests": 0, "retries": 0, "failures": 0, "reasks": 0, "invalid_answers": 0}
+
+    def cache_identity(self) -> dict[str, Any]:
+        c = self.config
+        return {"backend": self.name, "model": c.model, "prompt_version": PROMPT_VERSION,
+                "no_schema": c.no_schema, "temperature": c.temperature}
+
+    def stats(self) -> dict[str, float]:
+        return dict(self.counters)
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self.counters[name] += 1
+
+    def _client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(loop)
+        if entry is None:
+            headers = {"Content-Type": "application/json"}
+            key = self.config.resolved_api_key()
+            if key:
+                headers["Authorization"] = f"Bearer {key}"
+            n = self.config.concurrency
+            client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.config.timeout_s), headers=headers, transport=self._transport,
+                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+            )
+            entry = (client, asyncio.Semaphore(n))
+            self._clients[loop] = entry
+        return entry
+
+    # -- prompt ------------------------------------------------------------------------------
+
+    def build_messages(self, request: BackendRequest) -> list[dict[str, str]]:
+        spec = request.spec
+        parts = [SYSTEM_PROMPT]
+        if self.config.no_schema:
+            parts.append(f"The endpoint called is `{spec.name}`.")
+        else:
+            doc = {k: spec.function[k] for k in ("name", "description", "parameters") if k in spec.function}
+            parts.append("API documentation of the endpoint called:\n" + json.dumps(doc, ensure_ascii=False))
+            if spec.returns is not None:
+                parts.append("The response body must be valid against this JSON Schema:\n"
+                             + json.dumps(spec.returns, ensure_ascii=False))
+        history = list(request.history)[-self.config.history_turns:] if self.config.history_turns else []
+        if history:
+            lines = []
+            for i, (call, answer) in enumerate(history, 1):
+                if len(answer) > _HISTORY_ANSWER_CHARS:
+                    answer = answer[:_HISTORY_ANSWER_CHARS] + "…"
+                lines.append(f"{i}. request: {json.dumps(call, ensure_ascii=False)}\n   response: {answer}")
+            parts.append("Earlier requests in this session and the responses given (oldest first):\n" + "\n".join(lines))
+        if request.target is not None and request.target.data:
+            parts.append(f"Current state of the record this request refers to ({request.target.id_key}="
+                         f"{request.target.id_value}):\n" + json.dumps(request.target.data, ensure_ascii=False))
+        if request.related:
+            parts.append("Other records this request refers to:\n" + json.dumps(request.related, ensure_ascii=False))
+        call = {"name": spec.name, "arguments": request.call.arguments}
+        user = "Request:\n" + json.dumps(call, ensure_ascii=False) + "\n\nReply with the JSON response body only."
+        return [{"role": "system", "content": "\n\n".join(parts)}, {"role": "user", "content": user}]
+
+    # -- answering ---------------------------------------------------------------------------
+
+    async def agenerate(self, request: BackendRequest) -> BackendResult:
+        client, semaphore = self._client()
+        messages = self.build_messages(request)
+        validator = None if self.config.no_schema else request.spec.returns_validator
+        problem = "no answer"
+        for round_ in range(1 + self.config.max_reasks):
+            try:
+                content = await self._complete(client, semaphore, messages)
+            except BackendFailure as exc:
+                self._count("failures")
+                return BackendResult(error=ObservationError(E.BACKEND_ERROR, str(exc)))
+            data, problem = extract_json(content)
+            if problem is None and validator is not None and not _is_api_error(data):
+                problem = validate_value(validator, data)
+                if problem is not None:
+                    problem = f"the response does not match the response schema ({problem})"
+            if problem is None:
+                return BackendResult(text=json.dumps(data, ensure_ascii=False), data=data)
+            if round_ < self.config.max_reasks:
+                self._count("reasks")
+                messages = [*messages, {"role": "assistant", "content": content},
+                            {"role": "user", "content": f"That reply is invalid: {problem}. Reply again with "
+                                                        "only the corrected JSON response body."}]
+        self._count("invalid_answers")
+        return BackendResult(error=ObservationError(E.INVALID_RESPONSE, f"unusable simulator answer: {problem}"))
+
+    async def _complete(self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore,
+                        messages: list[dict[str, str]]) -> str:
+        c = self.config
+        payload = {"model": c.model, "messages": messages, "temperature": c.temperature,
+                   "max_tokens": c.max_tokens, "seed": self.seed, **c.extra_body}
+        last = "no attempt made"
+        retry_after: float | None = None
+        for attempt in range(c.max_retries + 1):
+            if attempt:
+                self._count("retries")
+                await self._sleep(self._backoff(attempt, retry_after))
+            retry_after = None
+            try:
+                async with semaphore:
+                    self._count("requests")
+                    response = await client.post(self.url, json=payload)
+            except httpx.TimeoutException:
+                last = f"timed out after {c.timeout_s:g} s"
+                continue
+            except httpx.HTTPError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                continue
+            status = response.status_code
+            if status == 429 or status >= 500:
+                last = f"HTTP {status}"
+                retry_after = _retry_after(response)
+                continue
+            if status >= 400:
+                raise BackendFailure(f"HTTP {status} from {self.url}: {response.text[:200]}")
+            try:
+                content = response.json()["choices"][0]["message"]["content"]
+            except (ValueError, KeyError, IndexError, TypeError):
+                last = "malformed completion payload"
+                continue
+            if not isinstance(content, str) or not content.strip():
+                last = "empty completion"
+                continue
+            return content
+        raise BackendFailure(f"simulator endpoint failed after {c.max_retries + 1} attempts: {last}")
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        c = self.config
+        delay = min(c.max_backoff_s, c.backoff_s * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, c.max_backoff_s))
+        return delay
+
+    async def aclose(self) -> None:
+        """Close the client of the running loop."""
+        entry = self._clients.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            await entry[0].aclose()
+
+    def close(self) -> None:
+        loop = background_loop()
+        entry = self._clients.pop(loop, None)
+        if entry is not None and loop.is_running():
+            asyncio.run_coroutine_threadsafe(entry[0].aclose(), loop).result(timeout=5)
+        self._clients.clear()
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _is_api_error(data: Any) -> bool:
+    """A JSON error body is a legitimate answer even when ``returns`` describes success."""
+    return isinstance(data, dict) and "error" in data and len(data) <= 3

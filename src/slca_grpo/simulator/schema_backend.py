@@ -1,0 +1,82 @@
+"""The offline backend: deterministic, schema-valid fabricated answers (no model, no network)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+from typing import Any
+
+from slca_grpo.simulator import intent as I
+from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult
+from slca_grpo.simulator.checks import validate_value
+from slca_grpo.simulator.fabricate import SchemaFaker
+from slca_grpo.simulator.infer import infer_response
+from slca_grpo.simulator.values import BASE_DATE, ValueContext
+from slca_grpo.simulator.words import DetRng, canonical_json, snake
+
+# Bump when the fabricator's output changes, so old cache entries are not replayed.
+FABRICATOR_VERSION = "schema-v1"
+_ATTEMPTS = 3
+
+
+class SchemaBackend(Backend):
+    """Same seed + same call + same session state → the same answer, byte for byte."""
+
+    name = "schema"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self.today = BASE_DATE + timedelta(days=DetRng(seed, "today").randint(0, 180))
+        self.invalid_answers = 0  # answers that still failed `returns` after every attempt
+        self._lock = threading.Lock()
+
+    def cache_identity(self) -> dict[str, Any]:
+        return {"backend": self.name, "prompt_version": FABRICATOR_VERSION}
+
+    def generate(self, request: BackendRequest) -> BackendResult:
+        spec = request.spec
+        args = request.call.arguments
+        base = (self.seed, spec.digest, canonical_json(args), request.state_digest)
+        ctx = ValueContext(DetRng(*base), args, spec.intent, self.today)
+        target = request.target
+        primary = (target.id_key, target.id_value) if target is not None else None
+        stored = target.data if target is not None else None
+        if spec.returns is None:
+            data = infer_response(spec.intent, args, ctx, primary, stored)
+        else:
+            context = _context_values(spec.intent, args, primary, stored)
+            for attempt in range(_ATTEMPTS):
+                if attempt:
+                    ctx = ValueContext(DetRng(*base, attempt), args, spec.intent, self.today)
+                # The last attempt drops echoing: an argument may not fit the answer's schema.
+                faker = SchemaFaker(spec.returns, ctx, context, echo=attempt < _ATTEMPTS - 1)
+                data = faker.generate()
+                if validate_value(spec.returns_validator, data) is None:
+                    break
+            else:
+                with self._lock:
+                    self.invalid_answers += 1
+        return BackendResult(text=json.dumps(data, ensure_ascii=False), data=data)
+
+    def stats(self) -> dict[str, float]:
+        return {"invalid_answers": self.invalid_answers}
+
+
+def _context_values(intent: I.Intent, args: dict[str, Any], primary: tuple[str, Any] | None,
+                    stored: dict[str, Any] | None) -> dict[str, Any]:
+    """Field values the answer should carry, lowest priority first: arguments, record, verb."""
+    context: dict[str, Any] = dict(args)
+    if primary is not None and intent.verb != I.CREATE:
+        context.setdefault("id", primary[1])
+        context.setdefault(f"{snake(intent.entity)}_id", primary[1])
+    if stored:
+        context.update(stored)
+    if intent.verb == I.UPDATE:
+        for key, value in args.items():
+            context[key[4:] if key.startswith("new_") else key] = value
+    elif intent.verb == I.CANCEL:
+        context["status"] = "cancelled"
+    elif intent.verb == I.DELETE:
+        context.update({"deleted": True, "success": True})
+    return context

@@ -1,0 +1,204 @@
+"""The simulator as an HTTP service (FastAPI), shared by many rollout workers.
+
+Endpoints: ``POST /v1/simulate``, ``POST /v1/simulate_batch``, ``POST /v1/sessions/{id}/reset``,
+``GET /healthz`` (open), ``GET /metrics`` (Prometheus text). A bearer token, when set, guards all
+but ``/healthz``; bodies beyond ``max_body_bytes`` get 413 (checked on Content-Length and on the
+bytes actually received); a malformed request gets 400 naming the field. Nothing a client sends
+can raise out of a handler.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from slca_grpo.simulator.core import Simulator
+from slca_grpo.simulator.metrics import CONTENT_TYPE, ServiceMetrics
+from slca_grpo.types import Observation, ToolCall
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_BATCH = 1024
+MAX_SESSION_ID_CHARS = 256
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def create_app(simulator: Simulator, *, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+               max_batch: int = DEFAULT_MAX_BATCH) -> FastAPI:
+    """A FastAPI app serving ``simulator``; ``token`` None or "" means no authentication."""
+    app = FastAPI(title="slca-grpo tool simulator", docs_url=None, redoc_url=None, openapi_url=None)
+    metrics = ServiceMetrics()
+    expected = token.encode() if token else None
+    app.state.simulator = simulator
+    app.state.metrics = metrics
+
+    def authorized(request: Request) -> bool:
+        if expected is None:
+            return True
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), expected)
+
+    async def handle(request: Request, endpoint: str, work: Callable[[Request], Awaitable[Response]],
+                     *, public: bool = False) -> Response:
+        start = time.perf_counter()
+        try:
+            if not public and not authorized(request):
+                response = _error(401, "missing or wrong bearer token")
+                response.headers["WWW-Authenticate"] = "Bearer"
+            else:
+                response = await work(request)
+        except HttpError as exc:
+            response = _error(exc.status, exc.message)
+        except Exception:  # never let a request take the server down
+            logger.exception("simulator service: unexpected error on %s", endpoint)
+            response = _error(500, "internal error")
+        metrics.observe_request(endpoint, response.status_code, time.perf_counter() - start)
+        return response
+
+    def record(observation: Observation) -> dict[str, Any]:
+        metrics.observe_observation(observation.error.kind if observation.error else None)
+        return {
+            "observation": observation.text,
+            "error": observation.error.to_dict() if observation.error else None,
+            "cached": observation.cached,
+            "latency_ms": round(observation.latency_ms, 4),
+        }
+
+    async def simulate(request: Request) -> Response:
+        call, tools, session_id = _parse_item(await _read_json(request, max_body_bytes), "body")
+        return _json(record(await simulator.asimulate(call, tools, session_id)))
+
+    async def simulate_batch(request: Request) -> Response:
+        body = await _read_json(request, max_body_bytes)
+        items = body.get("requests") if isinstance(body, dict) else body
+        if not isinstance(items, list):
+            raise HttpError(400, "body must be a list of requests or an object with a 'requests' list")
+        if len(items) > max_batch:
+            raise HttpError(400, f"at most {max_batch} requests per batch, got {len(items)}")
+        parsed = [_parse_item(item, f"requests[{i}]") for i, item in enumerate(items)]
+        observations = await simulator.asimulate_many(parsed)
+        return _json({"results": [record(o) for o in observations]})
+
+    async def reset(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        return _json({"session_id": session_id, "reset": simulator.reset_session(session_id)})
+
+    async def healthz(request: Request) -> Response:
+        return _json({"status": "ok", "backend": simulator.backend.name, "sessions": len(simulator.sessions)})
+
+    async def metrics_text(request: Request) -> Response:
+        text = metrics.render(simulator.stats.to_dict(), len(simulator.sessions))
+        return Response(content=text, media_type=CONTENT_TYPE)
+
+    # Plain Starlette routes: the handlers read and check the body themselves, so FastAPI's
+    # dependency and validation layers would only add time to every request.
+    routes = (
+        ("/v1/simulate", "/v1/simulate", simulate, "POST", False),
+        ("/v1/simulate_batch", "/v1/simulate_batch", simulate_batch, "POST", False),
+        ("/v1/sessions/{session_id}/reset", "/v1/sessions/{id}/reset", reset, "POST", False),
+        ("/healthz", "/healthz", healthz, "GET", True),
+        ("/metrics", "/metrics", metrics_text, "GET", False),
+    )
+    for path, label, work, method, public in routes:
+        async def endpoint(request: Request, _label: str = label, _work: Any = work, _public: bool = public) -> Response:
+            return await handle(request, _label, _work, public=_public)
+
+        app.add_route(path, endpoint, methods=[method])
+    return app
+
+
+async def _read_json(request: Request, limit: int) -> Any:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise HttpError(400, "invalid Content-Length header")
+        if int(declared) > limit:
+            raise HttpError(413, f"request body exceeds {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise HttpError(413, f"request body exceeds {limit} bytes")
+    if not body:
+        raise HttpError(400, "request body is empty; expected a JSON object")
+    try:
+        return json.loads(body.decode("utf-8"))  # RFC 8259: JSON between systems is UTF-8
+    except UnicodeDecodeError:
+        raise HttpError(400, "request body is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise HttpError(400, f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+
+
+def _parse_item(obj: Any, where: str) -> tuple[ToolCall, list[Any], str | None]:
+    """Check the request envelope; what the policy put in the call is the simulator's to judge."""
+    if not isinstance(obj, dict):
+        raise HttpError(400, f"{where} must be a JSON object with 'tools', 'call' and optional 'session_id'")
+    if "tools" not in obj:
+        raise HttpError(400, f"{where}.tools is required (a list of tool schemas)")
+    tools = obj["tools"]
+    if not isinstance(tools, list):
+        raise HttpError(400, f"{where}.tools must be a list of tool schemas, got {type(tools).__name__}")
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise HttpError(400, f"{where}.tools[{i}] must be an object, got {type(tool).__name__}")
+    call = obj.get("call")
+    if not isinstance(call, dict):
+        raise HttpError(400, f"{where}.call is required and must be an object with 'name' and 'arguments'")
+    name = call.get("name")
+    if not isinstance(name, str):
+        raise HttpError(400, f"{where}.call.name must be a string")
+    arguments = call.get("arguments", call.get("parameters", {}))
+    if isinstance(arguments, str):  # some clients send arguments as JSON text, OpenAI-style
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            raise HttpError(400, f"{where}.call.arguments is a string that is not valid JSON") from None
+    session_id = obj.get("session_id")
+    if session_id is not None and (not isinstance(session_id, str) or len(session_id) > MAX_SESSION_ID_CHARS):
+        raise HttpError(400, f"{where}.session_id must be a string of at most {MAX_SESSION_ID_CHARS} characters or null")
+    return ToolCall(name=name, arguments=arguments if arguments is not None else {}), tools, session_id
+
+
+def _json(payload: Any, status: int = 200) -> Response:
+    return Response(content=json.dumps(payload, ensure_ascii=False), status_code=status, media_type="application/json")
+
+
+def _error(status: int, message: str) -> Response:
+    return _json({"error": message}, status)
+
+
+def serve(simulator: Simulator, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+          allow_no_token: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+          log_level: str = "warning") -> None:
+    """Run the service until interrupted (blocking)."""
+    import uvicorn
+
+    if not token and not is_loopback(host) and not allow_no_token:
+        raise ValueError(f"refusing to serve on non-loopback host {host!r} without a token "
+                         "(set --token / $SLCA_SIM_TOKEN, or pass --allow-no-token)")
+    app = create_app(simulator, token=token, max_body_bytes=max_body_bytes)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, server_header=False)

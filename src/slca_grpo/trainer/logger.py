@@ -1,0 +1,73 @@
+"""Metrics to stdout and a JSONL file always; TensorBoard and Weights & Biases when asked."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+HEADLINE = ("reward/score", "reward/tool", "reward/summary", "train/kl", "train/clip_frac", "train/grad_norm")
+
+
+class MetricsLogger:
+    def __init__(
+        self,
+        out_dir: str | Path,
+        *,
+        name: str = "metrics",
+        stdout: TextIO | None = sys.stdout,
+        tensorboard: bool = False,
+        wandb: bool = False,
+        wandb_project: str = "slca-grpo",
+        run_name: str | None = None,
+        config: dict[str, Any] | None = None,
+        resume: bool = False,
+    ):
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.out_dir / f"{name}.jsonl"
+        self._file = open(self.path, "a" if resume else "w", encoding="utf-8")
+        self._stdout = stdout
+        self._tensorboard = None
+        self._wandb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as exc:
+                raise RuntimeError("TensorBoard logging needs the 'tensorboard' package: pip install tensorboard") from exc
+            self._tensorboard = SummaryWriter(log_dir=str(self.out_dir / "tensorboard"))
+        if wandb:
+            try:
+                import wandb as wandb_module
+            except ImportError as exc:
+                raise RuntimeError("W&B logging needs the 'wandb' package: pip install wandb") from exc
+            self._wandb = wandb_module.init(project=wandb_project, name=run_name, config=config, dir=str(self.out_dir))
+
+    def log(self, step: int, metrics: dict[str, Any], *, echo: bool = True) -> None:
+        clean = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in metrics.items()}
+        self._file.write(json.dumps({"step": step, **clean}, default=str) + "\n")
+        self._file.flush()
+        numeric = {k: v for k, v in clean.items() if isinstance(v, float) and math.isfinite(v)}
+        if self._tensorboard is not None:
+            for key, value in numeric.items():
+                self._tensorboard.add_scalar(key, value, step)
+        if self._wandb is not None:
+            self._wandb.log(numeric, step=step)
+        if echo and self._stdout is not None:
+            shown = [f"{k.split('/')[-1]}={numeric[k]:.4g}" for k in HEADLINE if k in numeric]
+            shown += [f"{k}={v:.4g}" for k, v in numeric.items() if k.startswith("eval/") and "success@0.9" in k]
+            print(f"step {step}: " + " ".join(shown), file=self._stdout, flush=True)
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]

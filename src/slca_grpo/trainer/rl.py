@@ -1,0 +1,222 @@
+"""One RL step, read top to bottom: rollouts → rewards → advantages → PPO-clip updates.
+
+The estimator is chosen by name from the registry; nothing here depends on which one it is
+beyond the reward names it declares. HierR rewards are always computed for logging, so every
+estimator's run reports the same reward components.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL, AdvantageConfig, compute_advantages, estimator_spec, policy_loss
+from slca_grpo.rewards.batch import HIERR_NAMES, compute_rewards
+from slca_grpo.rewards.config import RewardConfig
+from slca_grpo.rewards.judge_base import Judge
+from slca_grpo.rollout.loop import AgentLoop
+from slca_grpo.trainer.batch import TokenBatch, token_logprobs, trajectory_batch
+from slca_grpo.trainer.diagnostics import segment_gradient_cosine
+from slca_grpo.trainer.optim import build_optimizer, build_scheduler
+from slca_grpo.types import Task, Trajectory
+
+
+@dataclass
+class RLConfig:
+    estimator: str = "slca"
+    steps: int = 50
+    prompts_per_step: int = 8
+    mini_batch_prompts: int = 8  # prompts per optimizer step (all their rollouts)
+    micro_batch_rollouts: int = 32  # rollouts per forward/backward (gradient accumulation)
+    ppo_epochs: int = 1
+    lr: float = 2e-4
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    schedule: str = "constant"
+    warmup_ratio: float = 0.0
+    clip: float = 0.2
+    dual_clip: float = 3.0
+    kl_coef: float = 0.001
+    bf16: bool = False  # autocast the training forward passes
+    diagnostics_every: int = 0  # steps between gradient diagnostics (0: never)
+    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
+
+
+def _segment_stats(advantages: torch.Tensor, segment_ids: torch.Tensor) -> dict[str, float]:
+    stats = {}
+    for code, name in ((SEG_TOOL, "tool"), (SEG_SUMMARY, "summary")):
+        rows = (segment_ids == code).any(dim=1)
+        if rows.any():
+            # One value per rollout and segment (advantages are constant within a segment).
+            per_rollout = (advantages * (segment_ids == code)).sum(1)[rows] / (segment_ids == code).sum(1)[rows]
+            stats[f"adv/{name}_mean"] = float(per_rollout.mean())
+            stats[f"adv/{name}_abs_mean"] = float(per_rollout.abs().mean())
+            stats[f"adv/{name}_nonzero"] = float((per_rollout != 0).float().mean())
+        stats[f"adv/{name}_present"] = float(rows.float().mean())
+    return stats
+
+
+def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    count = max(1, len(trajectories))
+
+    def mean(key: str) -> float:
+        return sum(t.counters.get(key, 0.0) for t in trajectories) / count
+
+    return {
+        "rollout/calls": mean("calls"),
+        "rollout/turns": mean("turns"),
+        "rollout/generated_tokens": mean("generated_tokens"),
+        "rollout/response_tokens": mean("response_tokens"),
+        "rollout/tool_errors": mean("tool_errors"),
+        "rollout/truncated": sum(t.truncated for t in trajectories) / count,
+    }
+
+
+class RLTrainer:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        ref_model: torch.nn.Module | None,
+        loop: AgentLoop,
+        judge: Judge,
+        reward_config: RewardConfig,
+        config: RLConfig,
+        *,
+        seed: int = 0,
+        checker: Any = None,
+    ):
+        estimator_spec(config.estimator)  # fail fast on an unknown name
+        self.model = model
+        self.ref_model = ref_model if config.kl_coef > 0 else None
+        self.loop = loop
+        self.judge = judge
+        self.checker = checker
+        self.reward_config = reward_config
+        self.config = config
+        self.seed = seed
+        self.optimizer = build_optimizer(model, lr=config.lr, weight_decay=config.weight_decay)
+        updates_per_step = config.ppo_epochs * -(-config.prompts_per_step // config.mini_batch_prompts)
+        self.scheduler = build_scheduler(
+            self.optimizer, config.schedule, total_steps=config.steps * updates_per_step, warmup_ratio=config.warmup_ratio
+        )
+
+    # -- state for checkpoints -------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+
+    # -- the step ---------------------------------------------------------------------------
+    def step(self, tasks: Sequence[Task], step_index: int) -> tuple[dict[str, float], list[Trajectory]]:
+        config = self.config
+        group_size = self.loop.config.group_size
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + step_index)
+
+        started = time.perf_counter()
+        trajectories = self.loop.run(tasks, generator=generator, session_prefix=f"s{step_index}")
+        rollout_seconds = time.perf_counter() - started
+
+        rollout_tasks = [task for task in tasks for _ in range(group_size)]
+        needs = tuple(dict.fromkeys(HIERR_NAMES + estimator_spec(config.estimator).rewards))
+        rewards = compute_rewards(
+            [t.response_text for t in trajectories], rollout_tasks, self.judge, self.reward_config,
+            estimator_needs=needs, checker=self.checker,
+        )
+        batch = trajectory_batch(trajectories, self.loop.formatter.pad_id)
+        group_ids = torch.arange(len(tasks)).repeat_interleave(group_size)
+        advantages = compute_advantages(
+            config.estimator, group_ids=group_ids, segment_ids=batch.segment_ids,
+            rewards=rewards.tensors(), config=config.advantage,
+        )
+
+        started = time.perf_counter()
+        train_metrics = self._update(batch, advantages, len(tasks), group_size, generator)
+        if config.diagnostics_every and step_index % config.diagnostics_every == 0:
+            train_metrics.update(self._diagnostics(batch, advantages))
+        train_seconds = time.perf_counter() - started
+
+        tokens = float(batch.attention_mask.sum())
+        metrics = {
+            **rewards.metrics(),
+            **_segment_stats(advantages, batch.segment_ids),
+            **rollout_metrics(trajectories),
+            **train_metrics,
+            "time/rollout_s": rollout_seconds,
+            "time/train_s": train_seconds,
+            "throughput/rollout_tokens_per_s": sum(t.counters.get("generated_tokens", 0) for t in trajectories) / max(rollout_seconds, 1e-9),
+            "throughput/train_tokens_per_s": tokens * config.ppo_epochs / max(train_seconds, 1e-9),
+            "lr": self.scheduler.get_last_lr()[0],
+        }
+        return metrics, trajectories
+
+    def _logprobs(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
+        temperature = self.loop.config.temperature
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.config.bf16):
+            return token_logprobs(model, batch.input_ids, batch.attention_mask, temperature=temperature, start=batch.first_learnable)
+
+    @torch.no_grad()
+    def _frozen_logprobs(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
+        chunks = []
+        for start in range(0, len(batch), self.config.micro_batch_rollouts):
+            rows = range(start, min(len(batch), start + self.config.micro_batch_rollouts))
+            chunks.append(self._logprobs(model, batch.select(list(rows))))
+        width = batch.input_ids.shape[1]
+        return torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1])) for c in chunks])
+
+    def _update(self, batch: TokenBatch, advantages: torch.Tensor, prompts: int, group_size: int, generator) -> dict[str, float]:
+        config = self.config
+        minibatches = -(-prompts // config.mini_batch_prompts)
+        # With one pass over one mini-batch the policy is still the sampling policy, so the old
+        # log-probs equal the current ones (detached) and need no extra forward pass.
+        on_policy = config.ppo_epochs == 1 and minibatches == 1
+        old_logp = None if on_policy else self._frozen_logprobs(self.model, batch)
+        ref_logp = self._frozen_logprobs(self.ref_model, batch) if self.ref_model is not None else None
+
+        self.model.train()
+        totals: dict[str, float] = {}
+        token_total = 0.0
+        grad_norms = []
+        for _ in range(config.ppo_epochs):
+            prompt_order = torch.randperm(prompts, generator=generator)
+            for m in range(minibatches):
+                chosen = prompt_order[m * config.mini_batch_prompts:(m + 1) * config.mini_batch_prompts]
+                rows = (chosen[:, None] * group_size + torch.arange(group_size)).flatten()
+                token_count = float(batch.loss_mask[rows].sum())
+                self.optimizer.zero_grad(set_to_none=True)
+                for start in range(0, len(rows), config.micro_batch_rollouts):
+                    micro = rows[start:start + config.micro_batch_rollouts]
+                    sub = batch.select(micro)
+                    logp = self._logprobs(self.model, sub)
+                    old = logp.detach() if old_logp is None else old_logp[micro]
+                    loss, metrics = policy_loss(
+                        logp, old, None if ref_logp is None else ref_logp[micro], advantages[micro], sub.loss_mask,
+                        clip=config.clip, dual_clip=config.dual_clip, kl_coef=config.kl_coef,
+                        segment_ids=sub.segment_ids, token_count=max(token_count, 1.0),
+                    )
+                    loss.backward()
+                    weight = float(sub.loss_mask.sum())
+                    token_total += weight
+                    for key in ("pg_loss", "kl", "clip_frac", "dual_clip_frac", "approx_kl", "ratio_mean"):
+                        if key in metrics:
+                            totals[key] = totals.get(key, 0.0) + metrics[key] * weight
+                grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)))
+                self.optimizer.step()
+                self.scheduler.step()
+        out = {f"train/{k}": v / max(token_total, 1.0) for k, v in totals.items()}
+        out["train/grad_norm"] = sum(grad_norms) / len(grad_norms)
+        out["train/learnable_tokens"] = token_total / config.ppo_epochs
+        return out
+
+    def _diagnostics(self, batch: TokenBatch, advantages: torch.Tensor) -> dict[str, float]:
+        rows = list(range(min(len(batch), self.config.micro_batch_rollouts)))
+        sub = batch.select(rows)
+        return segment_gradient_cosine(
+            self.model, lambda: self._logprobs(self.model, sub), advantages[rows], sub,
+            clip=self.config.clip, dual_clip=self.config.dual_clip,
+        )

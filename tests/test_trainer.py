@@ -1,0 +1,165 @@
+import json
+import shutil
+
+import pytest
+import torch
+
+from slca_grpo.algos import policy_loss
+from slca_grpo.config import ConfigError, apply_overrides, from_dict, load_yaml_config
+from slca_grpo.models import build_tiny
+from slca_grpo.presets import resolve_config_path
+from slca_grpo.rewards.config import RewardConfig
+from slca_grpo.rewards.rule_judge import RuleJudge
+from slca_grpo.rollout.environment import ToolEnvironment
+from slca_grpo.rollout.formatter import ChatFormatter
+from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
+from slca_grpo.trainer.batch import pad_sequences, token_logprobs
+from slca_grpo.trainer.checkpoint import latest_checkpoint
+from slca_grpo.trainer.logger import read_metrics
+from slca_grpo.trainer.optim import lr_factor
+from slca_grpo.trainer.rl import RLConfig, RLTrainer
+from slca_grpo.trainer.run import RunConfig, train
+from slca_grpo.trainer.sft import SFTConfig, build_example, sft_loss, train_sft
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    texts = ["<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call> hello world answer"] * 30
+    return build_tiny("tiny", corpus_texts=texts, vocab_size=400)
+
+
+def random_batch(tokenizer, rows=6, width=24, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    vocab = len(tokenizer) - 1
+    sequences, masks = [], []
+    for row in range(rows):
+        length = width - row
+        sequences.append(torch.randint(0, vocab, (length,), generator=generator).tolist())
+        masks.append([0] * 8 + [1] * 5 + [0] * 3 + [1] * (length - 16))
+    return pad_sequences(sequences, masks, pad_id=tokenizer.pad_token_id)
+
+
+def test_logprobs_from_a_start_position_match_the_full_pass(tiny):
+    model, tokenizer = tiny
+    batch = random_batch(tokenizer)
+    full = token_logprobs(model, batch.input_ids, batch.attention_mask)
+    start = batch.first_learnable
+    assert start == 8
+    partial = token_logprobs(model, batch.input_ids, batch.attention_mask, start=start)
+    assert torch.allclose(full[:, start:], partial[:, start:], atol=1e-5)
+    assert (partial[:, :start] == 0).all()
+    # Matches an explicit log-softmax over the full logits.
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    reference = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, batch.input_ids[:, 1:, None])[..., 0]
+    assert torch.allclose(full[:, 1:], reference, atol=1e-5)
+
+
+def test_one_update_lowers_the_surrogate_loss_on_a_fixed_batch(tiny):
+    model, tokenizer = tiny
+    model = type(model)(model.config)
+    model.load_state_dict(tiny[0].state_dict())
+    batch = random_batch(tokenizer, seed=1)
+    advantages = torch.tensor([1.0, -1.0, 0.5, -0.5, 2.0, -2.0])[:, None] * batch.loss_mask
+    formatter = ChatFormatter(tokenizer)
+    loop = AgentLoop(model, formatter, ToolEnvironment(simulator=None), RolloutConfig(group_size=2))
+    trainer = RLTrainer(model, None, loop, RuleJudge(), RewardConfig(), RLConfig(estimator="grpo", prompts_per_step=3, mini_batch_prompts=3, lr=1e-2, kl_coef=0.0))
+    with torch.no_grad():
+        before_logp = token_logprobs(model, batch.input_ids, batch.attention_mask)
+    before, _ = policy_loss(before_logp, before_logp, None, advantages, batch.loss_mask, kl_coef=0.0)
+    metrics = trainer._update(batch, advantages, prompts=3, group_size=2, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        after_logp = token_logprobs(model, batch.input_ids, batch.attention_mask)
+    after, _ = policy_loss(after_logp, before_logp, None, advantages, batch.loss_mask, kl_coef=0.0)
+    assert float(after) < float(before)
+    assert metrics["train/grad_norm"] > 0
+    # Masked tokens received no credit: their log-probs moved only through shared weights, and the
+    # learnable-token count is exactly the mask's.
+    assert metrics["train/learnable_tokens"] == float(batch.loss_mask.sum())
+
+
+def test_sft_lowers_the_loss_on_assistant_tokens_only(tiny):
+    from slca_grpo.data.synthetic import generate_tasks
+
+    model, tokenizer = tiny
+    model = type(model)(model.config)
+    model.load_state_dict(tiny[0].state_dict())
+    formatter = ChatFormatter(tokenizer, max_tool_response_tokens=64)
+    tasks = generate_tasks(0, 6, "train")
+    examples = [build_example(t, formatter) for t in tasks]
+    assert all(e is not None for e in examples)
+    for example, task in zip(examples, tasks):
+        prompt = formatter.task_prompt_ids(task)
+        assert example.input_ids[: len(prompt)] == prompt
+        assert set(example.loss_mask[: len(prompt)]) == {0}
+        assert example.loss_mask[-1] == 1 and example.input_ids[-1] == formatter.end_of_turn_id
+    before = float(sft_loss(model, examples, formatter.pad_id))
+    losses = train_sft(model, examples, SFTConfig(steps=8, batch_size=6, lr=5e-3, warmup_ratio=0.0, max_length=4096), pad_id=formatter.pad_id)
+    after = float(sft_loss(model, examples, formatter.pad_id))
+    assert losses[0] == pytest.approx(before, rel=1e-4)
+    assert after < before
+
+
+def test_schedules():
+    assert lr_factor(0, "constant", 10, 0) == 1.0
+    assert lr_factor(0, "cosine", 10, 2) == pytest.approx(0.5)
+    assert lr_factor(2, "cosine", 10, 2) == pytest.approx(1.0)
+    assert lr_factor(10, "cosine", 10, 2) == pytest.approx(0.0, abs=1e-12)
+    assert lr_factor(6, "linear", 10, 2) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="unknown schedule"):
+        lr_factor(0, "exp", 10, 0)
+
+
+def test_config_loading_checks_keys_and_types(tmp_path):
+    config = load_yaml_config(RunConfig, resolve_config_path("demo-quick"), ["rl.estimator=grpo", "rollout.group_size=4", "reward.weights.fmt=0.2"])
+    assert config.rl.estimator == "grpo" and config.rollout.group_size == 4 and config.reward.weights.fmt == 0.2
+    with pytest.raises(ConfigError, match="rl.estimatr"):
+        apply_overrides(config, ["rl.estimatr=grpo"])
+    with pytest.raises(ConfigError, match="rollout.group_size: expected an integer"):
+        apply_overrides(config, ["rollout.group_size=many"])
+    with pytest.raises(ConfigError, match="unknown setting"):
+        from_dict(RunConfig, {"modle": {}})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rl: [1, 2\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_yaml_config(RunConfig, bad)
+    for preset in ("demo", "demo-quick", "smollm2", "qwen2.5-7b"):
+        load_yaml_config(RunConfig, resolve_config_path(preset))
+
+
+def smoke_config(out_dir, **extra):
+    overrides = [
+        "data.n_train=40", "data.n_test=4", "sft.steps=4", "sft.batch_size=4", "rl.steps=3",
+        "rl.prompts_per_step=2", "rl.mini_batch_prompts=1", "rl.ppo_epochs=2", "rollout.group_size=3",
+        "rollout.max_response_tokens=48", "rollout.max_turns=2", "train.eval_tasks=2", "train.eval_every=2",
+        "train.save_every=1", "train.keep_last=5", "rl.diagnostics_every=1", f"train.out_dir={out_dir}",
+        *[f"{k}={v}" for k, v in extra.items()],
+    ]
+    return load_yaml_config(RunConfig, resolve_config_path("demo-quick"), overrides)
+
+
+@pytest.mark.slow
+def test_end_to_end_run_and_exact_resume(tmp_path):
+    full_dir, resumed_dir = tmp_path / "full", tmp_path / "resumed"
+    summary = train(smoke_config(full_dir), echo=False)
+    assert [e["step"] for e in summary["evals"]] == [-1, 1, 2]
+    assert (full_dir / "sft" / "config.json").exists()
+    metrics = read_metrics(full_dir / "metrics.jsonl")
+    steps = [m for m in metrics if "reward/score" in m]
+    assert [m["step"] for m in steps] == [0, 1, 2]
+    for key in ("reward/tool", "reward/summary", "adv/tool_present", "train/kl", "train/clip_frac",
+                "train/grad_norm", "rollout/calls", "throughput/rollout_tokens_per_s", "diag/grad_cosine_tool_summary"):
+        assert any(key in m for m in steps), key
+    # Simulate a crash after step 1: keep the run up to that checkpoint, then resume.
+    shutil.copytree(full_dir, resumed_dir)
+    checkpoints = resumed_dir / "checkpoints"
+    shutil.rmtree(checkpoints / "step-000002")
+    (checkpoints / "latest").write_text("step-000001\n")
+    assert latest_checkpoint(checkpoints).name == "step-000001"
+    resumed = train(smoke_config(resumed_dir), resume=True, echo=False)
+    replayed = [m for m in read_metrics(resumed_dir / "metrics.jsonl") if m.get("step") == 2 and "reward/score" in m]
+    original = steps[2]
+    for key in ("reward/score", "reward/tool", "train/pg_loss", "train/kl", "train/grad_norm", "rollout/generated_tokens"):
+        assert replayed[-1][key] == pytest.approx(original[key], rel=1e-5, abs=1e-7), key
+    assert resumed["final_eval"]["score"] == pytest.approx(summary["final_eval"]["score"], abs=1e-9)
+    assert json.loads((resumed_dir / "summary.json").read_text())["steps"] == 3
