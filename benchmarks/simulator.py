@@ -29,14 +29,20 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from slca_grpo.simulator import Simulator, SimulatorConfig  # noqa: E402
-from slca_grpo.types import ToolCall  # noqa: E402
+from slca_grpo.simulator import Simulator, SimulatorConfig
+from slca_grpo.types import ToolCall
 
 TOKEN = "bench-token"
 
 
-def _tool(name: str, props: dict[str, Any], required: list[str], returns: dict[str, Any] | None = None) -> dict[str, Any]:
-    fn: dict[str, Any] = {"name": name, "description": "", "parameters": {"type": "object", "properties": props, "required": required}}
+def _tool(
+    name: str, props: dict[str, Any], required: list[str], returns: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    fn: dict[str, Any] = {
+        "name": name,
+        "description": "",
+        "parameters": {"type": "object", "properties": props, "required": required},
+    }
     if returns:
         fn["returns"] = returns
     return {"type": "function", "function": fn}
@@ -44,13 +50,29 @@ def _tool(name: str, props: dict[str, Any], required: list[str], returns: dict[s
 
 S = {"type": "string"}
 TOOLS = [
-    _tool("get_weather", {"city": S, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, ["city"],
-          {"type": "object", "properties": {"city": S, "temperature": {"type": "number"}, "condition": S,
-                                            "humidity": {"type": "integer", "minimum": 0, "maximum": 100}},
-           "required": ["city", "temperature"]}),
-    _tool("search_hotels", {"city": S, "max_price": {"type": "number"}, "limit": {"type": "integer"}}, ["city"]),
-    _tool("create_order", {"customer_id": S, "product_id": S, "quantity": {"type": "integer", "minimum": 1}},
-          ["customer_id", "product_id"]),
+    _tool(
+        "get_weather",
+        {"city": S, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        ["city"],
+        {
+            "type": "object",
+            "properties": {
+                "city": S,
+                "temperature": {"type": "number"},
+                "condition": S,
+                "humidity": {"type": "integer", "minimum": 0, "maximum": 100},
+            },
+            "required": ["city", "temperature"],
+        },
+    ),
+    _tool(
+        "search_hotels", {"city": S, "max_price": {"type": "number"}, "limit": {"type": "integer"}}, ["city"]
+    ),
+    _tool(
+        "create_order",
+        {"customer_id": S, "product_id": S, "quantity": {"type": "integer", "minimum": 1}},
+        ["customer_id", "product_id"],
+    ),
     _tool("get_order", {"order_id": S}, ["order_id"]),
     _tool("cancel_order", {"order_id": S}, ["order_id"]),
 ]
@@ -65,7 +87,10 @@ def calls_for(i: int) -> tuple[ToolCall, str]:
     elif kind == 1:
         name, args = "search_hotels", {"city": f"City{i % 89}", "max_price": 100 + i % 200, "limit": 3}
     elif kind == 2:
-        name, args = "create_order", {"customer_id": f"C{i}", "product_id": f"P{i % 31}", "quantity": 1 + i % 3}
+        name, args = (
+            "create_order",
+            {"customer_id": f"C{i}", "product_id": f"P{i % 31}", "quantity": 1 + i % 3},
+        )
     elif kind == 3:
         name, args = "get_order", {"order_id": f"ORD-{100000 + i % 500}"}
     else:
@@ -118,45 +143,64 @@ def bench_in_process(n: int, workdir: Path) -> dict[str, dict[str, float]]:
 async def drive_service(url: str, clients: int, per_client: int, offset: int, label: str) -> dict[str, float]:
     latencies: list[float] = []
     errors = 0
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
 
-    async def worker(w: int, client: httpx.AsyncClient) -> None:
+    async def worker(w: int) -> None:
         nonlocal errors
-        for j in range(per_client):
-            call, _ = calls_for(offset + w * per_client + j)
-            # The cache key holds the session's state, not its name: a new label with the same calls
-            # replays the same states, so a second pass is all cache hits.
-            body = {"tools": TOOLS, "call": call.to_dict(), "session_id": f"{label}-{w}"}
-            t = time.perf_counter()
-            try:
-                response = await client.post("/v1/simulate", json=body)
-                ok = response.status_code == 200 and response.json()["error"] is None
-            except httpx.HTTPError:
-                ok = False
-            latencies.append((time.perf_counter() - t) * 1000)
-            errors += not ok
+        # One client (one connection) per worker, as separate rollout workers would have.
+        async with httpx.AsyncClient(
+            base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
+        ) as client:
+            for j in range(per_client):
+                call, _ = calls_for(offset + w * per_client + j)
+                # The cache key holds the session's state, not its name: a new label with the same
+                # calls replays the same states, so a second pass is all cache hits.
+                body = {"tools": TOOLS, "call": call.to_dict(), "session_id": f"{label}-{w}"}
+                t = time.perf_counter()
+                try:
+                    response = await client.post("/v1/simulate", json=body)
+                    ok = response.status_code == 200 and response.json()["error"] is None
+                except httpx.HTTPError:
+                    ok = False
+                latencies.append((time.perf_counter() - t) * 1000)
+                errors += not ok
 
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30,
-                                 limits=limits) as client:
-        start = time.perf_counter()
-        await asyncio.gather(*(worker(w, client) for w in range(clients)))
-        seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(clients)))
+    seconds = time.perf_counter() - start
     return summarize(latencies, seconds, errors)
 
 
-def bench_service(clients: int, per_client: int, workdir: Path, server_path: str | None) -> dict[str, dict[str, float]]:
+def bench_service(
+    clients: int, per_client: int, workdir: Path, server_path: str | None
+) -> dict[str, dict[str, float]]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    serve = ("import argparse, sys; from slca_grpo.simulator import commands; p = argparse.ArgumentParser(); "
-             "commands.register(p.add_subparsers()); a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))")
+    serve = (
+        "import argparse, sys; from slca_grpo.simulator import commands; p = argparse.ArgumentParser(); "
+        "commands.register(p.add_subparsers()); a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"
+    )
     pythonpath = os.pathsep.join(p for p in (server_path, str(ROOT / "src")) if p)
     env = {**os.environ, "SLCA_SIM_TOKEN": TOKEN, "PYTHONPATH": pythonpath}
-    proc = subprocess.Popen([sys.executable, "-c", serve, "serve-sim", "--port", str(port),
-                             "--cache", str(workdir / "service.sqlite")], env=env, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            serve,
+            "serve-sim",
+            "--port",
+            str(port),
+            "--cache",
+            str(workdir / "service.sqlite"),
+        ],
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
     results = {}
     try:
         _wait_ready(url, proc)
-        asyncio.run(drive_service(url, clients, 5, offset=10_000_000, label="warmup"))  # connections, validators
+        asyncio.run(
+            drive_service(url, clients, 5, offset=10_000_000, label="warmup")
+        )  # connections, validators
         for name, label in (("cache miss", "first"), ("cache hit", "replay")):
             server_cpu, client_cpu = _cpu_seconds(proc.pid), _own_cpu_seconds()
             result = asyncio.run(drive_service(url, clients, per_client, offset=0, label=label))
@@ -184,9 +228,11 @@ def _own_cpu_seconds() -> float:
 def _server_stack(extra: str | None) -> str:
     code = "import importlib.util as u; print(bool(u.find_spec('httptools')), bool(u.find_spec('uvloop')))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (extra, str(ROOT / "src")) if p)}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.split()
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    out = done.stdout.split()
     http, loop = (out + ["False", "False"])[:2]
-    return f"uvicorn http={'httptools' if http == 'True' else 'h11'} loop={'uvloop' if loop == 'True' else 'asyncio'}"
+    http_name = "httptools" if http == "True" else "h11"
+    return f"uvicorn http={http_name} loop={'uvloop' if loop == 'True' else 'asyncio'}"
 
 
 def _free_port() -> int:
@@ -212,25 +258,40 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--calls", type=int, default=2000, help="in-process calls per pass")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests-per-client", type=int, default=200)
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    parser.add_argument("--server-pythonpath", metavar="DIR",
-                        help="extra import path for the server only (e.g. a folder holding httptools/uvloop)")
+    parser.add_argument(
+        "--server-pythonpath",
+        metavar="DIR",
+        help="extra import path for the server only (e.g. a folder holding httptools/uvloop)",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         results = bench_in_process(args.calls, Path(tmp))
-        results.update(bench_service(args.clients, args.requests_per_client, Path(tmp), args.server_pythonpath))
-    print(f"# {os.cpu_count()} CPUs, Python {platform.python_version()}, {_server_stack(args.server_pythonpath)}, "
-          f"load average {load_before:.1f} before / {os.getloadavg()[0]:.1f} after")
-    print(f"{'scenario':38s} {'requests':>8s} {'req/s':>7s} {'p50 ms':>7s} {'p99 ms':>7s} {'errors':>6s}"
-          f" {'srv CPU ms/req':>14s} {'client CPU ms/req':>17s}")
+        results.update(
+            bench_service(args.clients, args.requests_per_client, Path(tmp), args.server_pythonpath)
+        )
+    print(
+        f"# {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{_server_stack(args.server_pythonpath)}, "
+        f"load average {load_before:.1f} before / {os.getloadavg()[0]:.1f} after"
+    )
+    print(
+        f"{'scenario':38s} {'requests':>8s} {'req/s':>7s} {'p50 ms':>7s} {'p99 ms':>7s} {'errors':>6s}"
+        f" {'srv CPU ms/req':>14s} {'client CPU ms/req':>17s}"
+    )
     for name, r in results.items():
-        cpu = (f" {r['server_cpu_ms']:14.3f} {r['client_cpu_ms']:17.3f}" if "server_cpu_ms" in r else "")
-        print(f"{name:38s} {r['requests']:8d} {r['per_s']:7.0f} {r['p50_ms']:7.3f} {r['p99_ms']:7.3f} {r['errors']:6d}{cpu}")
+        cpu = f" {r['server_cpu_ms']:14.3f} {r['client_cpu_ms']:17.3f}" if "server_cpu_ms" in r else ""
+        print(
+            f"{name:38s} {r['requests']:8d} {r['per_s']:7.0f} {r['p50_ms']:7.3f} {r['p99_ms']:7.3f}"
+            f" {r['errors']:6d}{cpu}"
+        )
     for name, r in results.items():
         if "server_cpu_ms" in r:
             capacity = 2000 / (r["server_cpu_ms"] + r["client_cpu_ms"])

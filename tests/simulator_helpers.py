@@ -12,8 +12,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
-def tool(name: str, properties: dict[str, Any], required: list[str] | None = None, *,
-         returns: dict[str, Any] | None = None, description: str = "", extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def tool(
+    name: str,
+    properties: dict[str, Any],
+    required: list[str] | None = None,
+    *,
+    returns: dict[str, Any] | None = None,
+    description: str = "",
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     parameters: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         parameters["required"] = required
@@ -28,8 +35,12 @@ def tool(name: str, properties: dict[str, Any], required: list[str] | None = Non
 STRING = {"type": "string"}
 
 ORDER_TOOLS = [
-    tool("create_order", {"customer_id": STRING, "product_id": STRING, "quantity": {"type": "integer", "minimum": 1}},
-         ["customer_id", "product_id"], description="Place an order for a product."),
+    tool(
+        "create_order",
+        {"customer_id": STRING, "product_id": STRING, "quantity": {"type": "integer", "minimum": 1}},
+        ["customer_id", "product_id"],
+        description="Place an order for a product.",
+    ),
     tool("get_order", {"order_id": STRING}, ["order_id"], description="Look up an order by id."),
     tool("cancel_order", {"order_id": STRING}, ["order_id"], description="Cancel an order."),
     tool("update_order", {"order_id": STRING, "shipping_address": STRING}, ["order_id"]),
@@ -50,8 +61,16 @@ BOOKING_RETURNS = {
     "additionalProperties": False,
 }
 BOOKING_TOOLS = [
-    tool("book_hotel", {"hotel": STRING, "check_in": {"type": "string", "format": "date"},
-                        "nights": {"type": "integer", "minimum": 1}}, ["hotel", "check_in"], returns=BOOKING_RETURNS),
+    tool(
+        "book_hotel",
+        {
+            "hotel": STRING,
+            "check_in": {"type": "string", "format": "date"},
+            "nights": {"type": "integer", "minimum": 1},
+        },
+        ["hotel", "check_in"],
+        returns=BOOKING_RETURNS,
+    ),
     tool("get_booking", {"booking_id": STRING}, ["booking_id"], returns=BOOKING_RETURNS),
     tool("cancel_booking", {"booking_id": STRING}, ["booking_id"], returns=BOOKING_RETURNS),
 ]
@@ -69,11 +88,18 @@ WEATHER_RETURNS = {
 }
 WEATHER_TOOL = tool(
     "get_weather",
-    {"city": STRING, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-     "days": {"type": "integer", "minimum": 1, "maximum": 7}},
-    ["city"], returns=WEATHER_RETURNS, extra={"additionalProperties": False},
+    {
+        "city": STRING,
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7},
+    },
+    ["city"],
+    returns=WEATHER_RETURNS,
+    extra={"additionalProperties": False},
 )
-SEARCH_TOOL = tool("search_hotels", {"city": STRING, "max_price": {"type": "number"}, "limit": {"type": "integer"}}, ["city"])
+SEARCH_TOOL = tool(
+    "search_hotels", {"city": STRING, "max_price": {"type": "number"}, "limit": {"type": "integer"}}, ["city"]
+)
 ALL_TOOLS = [*ORDER_TOOLS, *BOOKING_TOOLS, WEATHER_TOOL, SEARCH_TOOL]
 
 
@@ -89,8 +115,13 @@ Reply = tuple[int, Any, float]  # (status, body: dict or raw str, delay in secon
 
 
 def completion(content: str) -> dict[str, Any]:
-    return {"id": "cmpl-1", "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+    return {
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
+    }
 
 
 class FakeChatServer:
@@ -107,7 +138,7 @@ class FakeChatServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
@@ -130,14 +161,16 @@ class FakeChatServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     def _reply(self, body: dict[str, Any], index: int) -> Reply:
         if callable(self.script):
             return self.script(body, index)
         return self.script[min(index, len(self.script) - 1)]
 
-    def __enter__(self) -> "FakeChatServer":
+    def __enter__(self) -> FakeChatServer:
         self._thread.start()
         return self
 
@@ -148,13 +181,16 @@ class FakeChatServer:
 
 # -- uvicorn in a thread ------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def running_app(app: Any) -> Iterator[str]:
     """Serve an ASGI app on a free localhost port in a thread; yields its base URL."""
     import uvicorn
 
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", access_log=False, lifespan="off")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="error", access_log=False, lifespan="off"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

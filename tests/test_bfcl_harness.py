@@ -290,8 +290,10 @@ def test_cli_runs_the_oracle_and_refuses_unknown_specs(tmp_path, capsys):
     )
     assert args.func(args) == 2
     assert "excluded" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="unknown policy spec"):
+    with pytest.raises(ValueError, match="not a checkpoint folder"):
         resolve_agent("hf:/nowhere")
+    with pytest.raises(ValueError, match="unknown policy spec"):
+        resolve_agent("gpt-9")
     corrupted = resolve_agent("oracle:corrupt=0.25,mode=alter,seed=7")
     assert (corrupted.corrupt, corrupted.corrupt_mode, corrupted.seed) == (0.25, "alter", 7)
     with pytest.raises(ValueError, match="bad oracle option"):

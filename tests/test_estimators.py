@@ -170,17 +170,7 @@ def test_grpo_one_value_per_rollout(data: st.DataObject) -> None:
 
 # --------------------------------------------------------------------------- SLCA
 
-SLCA_SEGMENTS = torch.tensor(
-    [
-        TOOL_AND_SUMMARY,
-        TOOL_AND_SUMMARY,
-        TOOL_AND_SUMMARY,
-        SUMMARY_ONLY,
-        TOOL_AND_SUMMARY,
-        TOOL_AND_SUMMARY,
-        TOOL_AND_SUMMARY,
-    ]
-)
+SLCA_SEGMENTS = torch.tensor([TOOL_AND_SUMMARY] * 3 + [SUMMARY_ONLY] + [TOOL_AND_SUMMARY] * 3)
 SLCA_GROUPS = ["A", "B", "A", "A", "B", "A", "B"]
 SLCA_REWARDS = {
     #          A0    B0    A1    A2(no call)  B1(neg.)  A3   B2

@@ -33,8 +33,13 @@ print(json.dumps({{"text": obs.text, "cached": obs.cached, "error": obs.error an
 
 def run_replay(config: dict, tools: list) -> dict:
     script = _REPLAY_SCRIPT.format(src=SRC)
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(config), json.dumps(tools)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(config), json.dumps(tools)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -44,11 +49,18 @@ def test_a_model_answer_is_replayed_by_another_process(tmp_path):
 
     def reply(body, index):  # a different answer every time the model is asked
         counter["n"] += 1
-        return 200, completion(json.dumps({"city": "Paris", "temperature": 10 + counter["n"], "condition": "rain"})), 0.0
+        return (
+            200,
+            completion(json.dumps({"city": "Paris", "temperature": 10 + counter["n"], "condition": "rain"})),
+            0.0,
+        )
 
     with FakeChatServer(reply) as server:
-        config = {"backend": "openai", "cache_path": str(tmp_path / "cache.sqlite"),
-                  "openai": {"base_url": server.base_url, "model": "sim", "max_retries": 0}}
+        config = {
+            "backend": "openai",
+            "cache_path": str(tmp_path / "cache.sqlite"),
+            "openai": {"base_url": server.base_url, "model": "sim", "max_retries": 0},
+        }
         first = run_replay(config, [WEATHER_TOOL])
         second = run_replay(config, [WEATHER_TOOL])
     assert first["error"] is None and first["cached"] is False and first["misses"] == 1
@@ -80,9 +92,14 @@ def test_no_cache_path_means_no_cache():
 
 
 def test_injected_errors_and_validation_errors_are_not_cached(tmp_path):
-    sim = Simulator(SimulatorConfig(cache_path=str(tmp_path / "c.sqlite"),
-                                    errors=ErrorInjectionConfig(server_error_rate=1.0)))
-    assert sim.simulate(ToolCall("get_weather", {"city": "Oslo"}), [WEATHER_TOOL]).error.kind == "server_error"
+    sim = Simulator(
+        SimulatorConfig(
+            cache_path=str(tmp_path / "c.sqlite"), errors=ErrorInjectionConfig(server_error_rate=1.0)
+        )
+    )
+    assert (
+        sim.simulate(ToolCall("get_weather", {"city": "Oslo"}), [WEATHER_TOOL]).error.kind == "server_error"
+    )
     assert sim.simulate(ToolCall("get_weather", {}), [WEATHER_TOOL]).error.kind == "missing_required"
     assert len(sim.cache) == 0
 
@@ -103,8 +120,15 @@ print(json.dumps({{"seen": seen, "reads": reads, "errors": cache.errors}}))
 def test_concurrent_writer_processes_agree_on_every_answer(tmp_path):
     path = str(tmp_path / "shared.sqlite")
     script = _WRITER_SCRIPT.format(src=SRC)
-    procs = [subprocess.Popen([sys.executable, "-c", script, path, f"p{n}"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for n in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, path, f"p{n}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(4)
+    ]
     outputs = []
     for proc in procs:
         out, err = proc.communicate(timeout=60)
@@ -122,7 +146,9 @@ def test_threads_sharing_one_simulator_and_cache(tmp_path):
     results: dict[int, list[str]] = {}
 
     def work(n: int) -> None:
-        results[n] = [sim.simulate(ToolCall("get_order", {"order_id": f"ORD-{i}"}), ORDER_TOOLS).text for i in range(40)]
+        results[n] = [
+            sim.simulate(ToolCall("get_order", {"order_id": f"ORD-{i}"}), ORDER_TOOLS).text for i in range(40)
+        ]
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
     for t in threads:
@@ -145,5 +171,7 @@ def test_a_corrupt_cache_file_is_moved_aside_and_rebuilt(tmp_path):
     assert first.error is None and first.cached is False
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the rebuilt file opens cleanly
-        again = Simulator(SimulatorConfig(cache_path=str(path))).simulate(ToolCall("get_weather", {"city": "Oslo"}), [WEATHER_TOOL])
+        again = Simulator(SimulatorConfig(cache_path=str(path))).simulate(
+            ToolCall("get_weather", {"city": "Oslo"}), [WEATHER_TOOL]
+        )
     assert again.cached is True and again.text == first.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from simulator_helpers import ALL_TOOLS, STRING, WEATHER_TOOL, tool
@@ -39,8 +40,12 @@ def test_unknown_tool_names_the_tool_and_lists_the_available_ones(sim_and_backen
     sim, backend = sim_and_backend
     obs = sim.simulate(ToolCall("get_wether", {"city": "Paris"}), [WEATHER_TOOL])
     assert obs.error.kind == "unknown_tool"
-    assert body(obs) == {"type": "unknown_tool", "message": "Tool 'get_wether' not found.", "tool": "get_wether",
-                         "available_tools": ["get_weather"]}
+    assert body(obs) == {
+        "type": "unknown_tool",
+        "message": "Tool 'get_wether' not found.",
+        "tool": "get_wether",
+        "available_tools": ["get_weather"],
+    }
     assert backend.calls == 0
 
 
@@ -78,11 +83,18 @@ def test_schema_violations_give_a_structured_validation_error(sim_and_backend, a
 
 def test_formats_are_checked(sim_and_backend):
     sim, _ = sim_and_backend
-    t = tool("schedule", {"day": {"type": "string", "format": "date"}, "email": {"type": "string", "format": "email"}})
+    t = tool(
+        "schedule",
+        {"day": {"type": "string", "format": "date"}, "email": {"type": "string", "format": "email"}},
+    )
     assert sim.simulate(ToolCall("schedule", {"day": "2025-02-30"}), [t]).error.kind == "invalid_arguments"
     assert sim.simulate(ToolCall("schedule", {"day": "tomorrow"}), [t]).error.kind == "invalid_arguments"
-    assert sim.simulate(ToolCall("schedule", {"email": "not-an-address"}), [t]).error.kind == "invalid_arguments"
-    assert sim.simulate(ToolCall("schedule", {"day": "2025-02-28", "email": "a@example.com"}), [t]).error is None
+    assert (
+        sim.simulate(ToolCall("schedule", {"email": "not-an-address"}), [t]).error.kind == "invalid_arguments"
+    )
+    assert (
+        sim.simulate(ToolCall("schedule", {"day": "2025-02-28", "email": "a@example.com"}), [t]).error is None
+    )
 
 
 def test_non_object_arguments_are_rejected(sim_and_backend):
@@ -98,8 +110,14 @@ def test_non_object_arguments_are_rejected(sim_and_backend):
         {"type": "function", "function": {"name": "f", "parameters": {"type": "objekt"}}},
         {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "required": "x"}}},
         {"type": "function", "function": {"name": "f", "parameters": "not a schema"}},
-        {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "returns": {"type": 5}}},
-        {"type": "function", "function": {"name": "f", "parameters": {"properties": {"x": {"$ref": "#/nowhere"}}}}},
+        {
+            "type": "function",
+            "function": {"name": "f", "parameters": {"type": "object"}, "returns": {"type": 5}},
+        },
+        {
+            "type": "function",
+            "function": {"name": "f", "parameters": {"properties": {"x": {"$ref": "#/nowhere"}}}},
+        },
     ],
 )
 def test_a_broken_tool_schema_gives_an_error_observation_not_a_crash(sim_and_backend, broken):
@@ -113,8 +131,11 @@ def test_a_broken_tool_schema_gives_an_error_observation_not_a_crash(sim_and_bac
 def test_bare_schemas_and_returns_at_the_outer_level_are_accepted():
     sim = Simulator(SimulatorConfig())
     bare = {"name": "get_time", "parameters": {"type": "object", "properties": {"tz": STRING}}}
-    outer = {"type": "function", "function": {"name": "ping", "parameters": {"type": "object"}},
-             "returns": {"type": "object", "properties": {"pong": {"const": True}}, "required": ["pong"]}}
+    outer = {
+        "type": "function",
+        "function": {"name": "ping", "parameters": {"type": "object"}},
+        "returns": {"type": "object", "properties": {"pong": {"const": True}}, "required": ["pong"]},
+    }
     assert sim.simulate(ToolCall("get_time", {"tz": "UTC"}), [bare]).error is None
     assert json.loads(sim.simulate(ToolCall("ping", {}), [outer]).text) == {"pong": True}
 
@@ -125,7 +146,8 @@ def test_calls_given_as_dicts_and_string_arguments_work():
     assert obs.error is None and json.loads(obs.text)["city"] == "Oslo"
     assert sim.simulate({"arguments": {}}, [WEATHER_TOOL]).error.kind == "unknown_tool"
     assert sim.simulate("nonsense", ALL_TOOLS).error.kind == "unknown_tool"  # type: ignore[arg-type]
-    assert sim.simulate(ToolCall("get_weather", {"city": "x"}), "not a list").error.kind == "unknown_tool"  # type: ignore[arg-type]
+    not_a_list: Any = "not a list"
+    assert sim.simulate(ToolCall("get_weather", {"city": "x"}), not_a_list).error.kind == "unknown_tool"
 
 
 def test_error_counters_and_latency_are_recorded(sim_and_backend):

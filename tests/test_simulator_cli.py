@@ -41,12 +41,30 @@ def test_the_commands_are_registered_with_the_main_cli():
 
 
 def test_simulate_prints_one_observation_as_json(tools_file, capsys):
-    code = run(["simulate", "--tools", str(tools_file), "--call", '{"name": "get_weather", "arguments": {"city": "Oslo"}}',
-                "--seed", "3"])
+    code = run(
+        [
+            "simulate",
+            "--tools",
+            str(tools_file),
+            "--call",
+            '{"name": "get_weather", "arguments": {"city": "Oslo"}}',
+            "--seed",
+            "3",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["error"] is None and json.loads(out["observation"])["city"] == "Oslo"
-    run(["simulate", "--tools", str(tools_file), "--call", '{"name": "get_weather", "arguments": {"city": "Oslo"}}',
-         "--seed", "3"])
+    run(
+        [
+            "simulate",
+            "--tools",
+            str(tools_file),
+            "--call",
+            '{"name": "get_weather", "arguments": {"city": "Oslo"}}',
+            "--seed",
+            "3",
+        ]
+    )
     assert json.loads(capsys.readouterr().out)["observation"] == out["observation"]  # deterministic
 
 
@@ -63,8 +81,22 @@ def test_simulate_accepts_a_single_tool_a_tools_object_yaml_config_and_call_file
     assert json.loads(json.loads(capsys.readouterr().out)["observation"])["city"] == "Rome"
     assert run(["simulate", "--tools", str(wrapped), "--call", f"@{call}", "--config", str(config)]) == 0
     assert json.loads(capsys.readouterr().out)["error"]["kind"] == "server_error"
-    assert run(["simulate", "--tools", str(wrapped), "--call", f"@{call}", "--config", str(config),
-                "--server-error-rate", "0"]) == 0  # flags override the file
+    assert (
+        run(
+            [
+                "simulate",
+                "--tools",
+                str(wrapped),
+                "--call",
+                f"@{call}",
+                "--config",
+                str(config),
+                "--server-error-rate",
+                "0",
+            ]
+        )
+        == 0
+    )  # flags override the file
     assert json.loads(capsys.readouterr().out)["error"] is None
 
 
@@ -93,7 +125,9 @@ def test_bad_settings_exit_2(tools_file, tmp_path, capsys):
     bad.write_text("simulator:\n  bogus: 1\n")
     assert run(["simulate", "--tools", str(tools_file), "--call", '{"name": "x"}', "--config", str(bad)]) == 2
     assert "unknown simulator config key 'bogus'" in capsys.readouterr().err
-    assert run(["simulate", "--tools", str(tools_file), "--call", '{"name": "x"}', "--backend", "openai"]) == 2
+    assert (
+        run(["simulate", "--tools", str(tools_file), "--call", '{"name": "x"}', "--backend", "openai"]) == 2
+    )
     assert "openai.model is required" in capsys.readouterr().err
 
 
@@ -113,8 +147,21 @@ _SERVE = (
 def test_serve_sim_runs_a_working_service(tmp_path):
     port = free_port()
     env = {**os.environ, "SLCA_SIM_TOKEN": "from-env"}
-    proc = subprocess.Popen([sys.executable, "-c", _SERVE.format(src=SRC), "serve-sim", "--port", str(port),
-                             "--cache", str(tmp_path / "c.sqlite")], env=env, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _SERVE.format(src=SRC),
+            "serve-sim",
+            "--port",
+            str(port),
+            "--cache",
+            str(tmp_path / "c.sqlite"),
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30

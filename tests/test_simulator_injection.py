@@ -8,7 +8,12 @@ import math
 import pytest
 from simulator_helpers import SEARCH_TOOL, WEATHER_TOOL
 
-from slca_grpo.simulator import ErrorInjectionConfig, Simulator, SimulatorConfig, truncate_middle
+from slca_grpo.simulator import (
+    ErrorInjectionConfig,
+    Simulator,
+    SimulatorConfig,
+    truncate_middle,
+)
 from slca_grpo.simulator.config import SimulatorConfig as Config
 from slca_grpo.simulator.injection import ErrorInjector
 from slca_grpo.types import ToolCall
@@ -20,7 +25,9 @@ def test_injection_rate_is_within_binomial_tolerance_and_deterministic():
     config = ErrorInjectionConfig(timeout_rate=0.2)
     draws = [ErrorInjector(config, seed=3).draw(f"ep-{i // 10}", '{"name":"f"}', i % 10)[0] for i in range(N)]
     again = [ErrorInjector(config, seed=3).draw(f"ep-{i // 10}", '{"name":"f"}', i % 10)[0] for i in range(N)]
-    other_seed = [ErrorInjector(config, seed=4).draw(f"ep-{i // 10}", '{"name":"f"}', i % 10)[0] for i in range(N)]
+    other_seed = [
+        ErrorInjector(config, seed=4).draw(f"ep-{i // 10}", '{"name":"f"}', i % 10)[0] for i in range(N)
+    ]
     hits = sum(d == "timeout" for d in draws)
     sd = math.sqrt(N * 0.2 * 0.8)  # 40
     assert abs(hits - 0.2 * N) < 4.5 * sd
@@ -30,10 +37,17 @@ def test_injection_rate_is_within_binomial_tolerance_and_deterministic():
 
 
 def test_several_kinds_share_one_draw_in_proportion():
-    config = ErrorInjectionConfig(timeout_rate=0.1, server_error_rate=0.1, rate_limit_rate=0.05, empty_result_rate=0.05)
+    config = ErrorInjectionConfig(
+        timeout_rate=0.1, server_error_rate=0.1, rate_limit_rate=0.05, empty_result_rate=0.05
+    )
     injector = ErrorInjector(config, seed=0)
     kinds = [injector.draw("s", f"call-{i}", 0)[0] for i in range(N)]
-    for kind, rate in (("timeout", 0.1), ("server_error", 0.1), ("rate_limited", 0.05), ("empty_result", 0.05)):
+    for kind, rate in (
+        ("timeout", 0.1),
+        ("server_error", 0.1),
+        ("rate_limited", 0.05),
+        ("empty_result", 0.05),
+    ):
         count = kinds.count(kind)
         assert abs(count - rate * N) < 4.5 * math.sqrt(N * rate * (1 - rate)), kind
     assert abs(kinds.count(None) - 0.7 * N) < 4.5 * math.sqrt(N * 0.21)
@@ -55,7 +69,7 @@ def test_simulator_injects_the_same_errors_on_two_runs_and_a_retry_can_succeed()
     assert first == second
     assert 20 < sum(k is not None for k in first) < 100  # ~30% of 200
     assert set(first) == {None, "server_error", "rate_limited"}
-    per_episode = [first[i:i + 5] for i in range(0, 200, 5)]
+    per_episode = [first[i : i + 5] for i in range(0, 200, 5)]
     assert any(e[0] is not None and None in e for e in per_episode)  # fails, then a retry goes through
 
 
@@ -80,6 +94,7 @@ def test_rates_must_be_probabilities_that_add_up_to_at_most_one():
 
 # -- truncation ---------------------------------------------------------------------------------
 
+
 def test_truncate_middle_keeps_head_and_tail_within_the_budget():
     text = "HEAD-" + "x" * 10_000 + "-TAIL"
     out = truncate_middle(text, 100)  # default: ~4 characters a token
@@ -87,7 +102,7 @@ def test_truncate_middle_keeps_head_and_tail_within_the_budget():
     assert out.startswith("HEAD-") and out.endswith("-TAIL")
     assert "[truncated" in out and "characters]" in out
     omitted = int(out.split("[truncated ")[1].split(" ")[0])
-    kept = len(out) - len(out[out.index("\n...["):out.index("]...\n") + 5])
+    kept = len(out) - len(out[out.index("\n...[") : out.index("]...\n") + 5])
     assert omitted + kept == len(text)
     assert truncate_middle("short", 100) == "short"
     assert truncate_middle(text, None) == text
@@ -95,7 +110,7 @@ def test_truncate_middle_keeps_head_and_tail_within_the_budget():
 
 def test_truncate_middle_with_a_custom_token_counter():
     words = " ".join(f"w{i}" for i in range(1000))
-    count = lambda s: len(s.split())  # noqa: E731
+    count = lambda s: len(s.split())
     out = truncate_middle(words, 50, count)
     assert count(out) <= 50 and out.startswith("w0 w1") and out.endswith("w998 w999")
     assert count(out) >= 45  # the budget is used, not wasted
@@ -113,5 +128,6 @@ def test_the_simulator_truncates_long_observations_with_its_token_counter():
     assert counter(obs.text) <= 64 and "[truncated" in obs.text
     assert sim.stats.truncated == 1
     full = Simulator(SimulatorConfig(max_observation_tokens=None)).simulate(
-        ToolCall("search_hotels", {"city": "Paris", "limit": 5}), [SEARCH_TOOL])
+        ToolCall("search_hotels", {"city": "Paris", "limit": 5}), [SEARCH_TOOL]
+    )
     assert obs.text.startswith(full.text[:40]) and obs.text.endswith(full.text[-20:])

@@ -7,7 +7,13 @@ import json
 import threading
 import time
 
-from simulator_helpers import BOOKING_TOOLS, WEATHER_TOOL, FakeChatServer, completion, free_port
+from simulator_helpers import (
+    BOOKING_TOOLS,
+    WEATHER_TOOL,
+    FakeChatServer,
+    completion,
+    free_port,
+)
 
 from slca_grpo.simulator import OpenAIConfig, Simulator, SimulatorConfig
 from slca_grpo.simulator.openai_backend import OpenAIBackend
@@ -17,11 +23,23 @@ GOOD = {"city": "Paris", "temperature": 18.5, "condition": "sunny"}
 CALL = ToolCall("get_weather", {"city": "Paris"})
 
 
-def make_sim(server: FakeChatServer | None = None, *, sleeps: list[float] | None = None, cache_path: str | None = None,
-             **openai: object) -> Simulator:
-    settings = {"base_url": server.base_url if server else f"http://127.0.0.1:{free_port()}/v1", "model": "sim-model",
-                "backoff_s": 0.001, "max_backoff_s": 0.01, "timeout_s": 5.0, **openai}
-    config = SimulatorConfig(backend="openai", cache_path=cache_path, openai=OpenAIConfig(**settings))  # type: ignore[arg-type]
+def make_sim(
+    server: FakeChatServer | None = None,
+    *,
+    sleeps: list[float] | None = None,
+    cache_path: str | None = None,
+    **openai: object,
+) -> Simulator:
+    settings = {
+        "base_url": server.base_url if server else f"http://127.0.0.1:{free_port()}/v1",
+        "model": "sim-model",
+        "backoff_s": 0.001,
+        "max_backoff_s": 0.01,
+        "timeout_s": 5.0,
+        **openai,
+    }
+    openai_config = OpenAIConfig(**settings)  # type: ignore[arg-type]
+    config = SimulatorConfig(backend="openai", cache_path=cache_path, openai=openai_config)
 
     async def fake_sleep(seconds: float) -> None:
         if sleeps is not None:
@@ -57,14 +75,20 @@ def test_no_schema_ablation_drops_the_schema_from_the_prompt():
 
 
 def test_fences_think_blocks_and_tags_are_stripped():
-    noisy = "<think>the user wants weather</think>\n<tool_response>\n```json\n" + json.dumps(GOOD) + "\n```\n</tool_response>"
+    noisy = (
+        "<think>the user wants weather</think>\n<tool_response>\n```json\n"
+        + json.dumps(GOOD)
+        + "\n```\n</tool_response>"
+    )
     with FakeChatServer([ok(noisy)]) as server:
         obs = make_sim(server).simulate(CALL, [WEATHER_TOOL])
     assert json.loads(obs.text) == GOOD and len(server.requests) == 1
 
 
 def test_json_inside_prose_is_extracted():
-    with FakeChatServer([ok("Sure! Here is the response: " + json.dumps(GOOD) + " Hope that helps.")]) as server:
+    with FakeChatServer(
+        [ok("Sure! Here is the response: " + json.dumps(GOOD) + " Hope that helps.")]
+    ) as server:
         obs = make_sim(server).simulate(CALL, [WEATHER_TOOL])
     assert json.loads(obs.text) == GOOD
 
@@ -93,7 +117,9 @@ def test_still_invalid_after_the_re_ask_gives_invalid_response_and_is_not_cached
     with FakeChatServer([ok("nope"), ok("still nope")]) as server:
         sim = make_sim(server, cache_path=str(tmp_path / "c.sqlite"))
         obs = sim.simulate(CALL, [WEATHER_TOOL])
-    assert obs.error.kind == "invalid_response" and json.loads(obs.text)["error"]["type"] == "invalid_response"
+    assert (
+        obs.error.kind == "invalid_response" and json.loads(obs.text)["error"]["type"] == "invalid_response"
+    )
     assert len(server.requests) == 2 and len(sim.cache) == 0
     assert sim.stats.backend_errors == 1
 
@@ -107,14 +133,20 @@ def test_an_api_error_body_is_a_legitimate_answer_even_with_returns():
 
 def test_server_errors_and_rate_limits_are_retried_with_backoff():
     sleeps: list[float] = []
-    script = [(500, {"error": "boom"}, 0.0), (503, "unavailable", 0.0), (429, {"error": "slow down"}, 0.0),
-              ok(json.dumps(GOOD))]
+    script = [
+        (500, {"error": "boom"}, 0.0),
+        (503, "unavailable", 0.0),
+        (429, {"error": "slow down"}, 0.0),
+        ok(json.dumps(GOOD)),
+    ]
     with FakeChatServer(script) as server:
         sim = make_sim(server, sleeps=sleeps, backoff_s=1.0, max_backoff_s=8.0, max_retries=3)
         obs = sim.simulate(CALL, [WEATHER_TOOL])
     assert json.loads(obs.text) == GOOD and len(server.requests) == 4
     assert len(sleeps) == 3
-    assert 0.5 <= sleeps[0] <= 1.0 and 1.0 <= sleeps[1] <= 2.0 and 2.0 <= sleeps[2] <= 4.0  # exponential, jittered
+    assert (
+        0.5 <= sleeps[0] <= 1.0 and 1.0 <= sleeps[1] <= 2.0 and 2.0 <= sleeps[2] <= 4.0
+    )  # exponential, jittered
 
 
 def test_a_timeout_is_retried():
@@ -147,7 +179,9 @@ def test_session_history_and_stored_record_reach_the_prompt():
     booked = {"booking_id": "BK-123456", "hotel": "Harbor Inn", "status": "CONFIRMED"}
     with FakeChatServer([ok(json.dumps(booked)), ok(json.dumps({**booked, "status": "CANCELED"}))]) as server:
         sim = make_sim(server)
-        sim.simulate(ToolCall("book_hotel", {"hotel": "Harbor Inn", "check_in": "2025-10-01"}), BOOKING_TOOLS, "ep")
+        sim.simulate(
+            ToolCall("book_hotel", {"hotel": "Harbor Inn", "check_in": "2025-10-01"}), BOOKING_TOOLS, "ep"
+        )
         obs = sim.simulate(ToolCall("cancel_booking", {"booking_id": "BK-123456"}), BOOKING_TOOLS, "ep")
     system = server.requests[1]["messages"][0]["content"]
     assert "Earlier requests in this session" in system and '"hotel": "Harbor Inn"' in system
@@ -159,7 +193,7 @@ def test_batches_run_concurrently_within_the_limit_and_sessions_in_order():
     active = {"now": 0, "peak": 0}
     lock = threading.Lock()
 
-    def reply(body, index):  # noqa: ANN001
+    def reply(body, index):
         with lock:
             active["now"] += 1
             active["peak"] = max(active["peak"], active["now"])

@@ -9,7 +9,15 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from simulator_helpers import BOOKING_RETURNS, BOOKING_TOOLS, SEARCH_TOOL, STRING, WEATHER_RETURNS, WEATHER_TOOL, tool
+from simulator_helpers import (
+    BOOKING_RETURNS,
+    BOOKING_TOOLS,
+    SEARCH_TOOL,
+    STRING,
+    WEATHER_RETURNS,
+    WEATHER_TOOL,
+    tool,
+)
 
 from slca_grpo.simulator import Simulator, SimulatorConfig
 from slca_grpo.simulator.intent import read_intent
@@ -43,7 +51,9 @@ def test_answers_follow_the_returns_schema_and_echo_arguments():
 
 def test_pattern_enum_and_format_constraints_hold_and_the_date_argument_is_echoed():
     sim = Simulator(SimulatorConfig(seed=1))
-    data = answer(sim, "book_hotel", {"hotel": "Grand Plaza", "check_in": "2025-09-14", "nights": 3}, BOOKING_TOOLS)
+    data = answer(
+        sim, "book_hotel", {"hotel": "Grand Plaza", "check_in": "2025-09-14", "nights": 3}, BOOKING_TOOLS
+    )
     jsonschema.validate(data, BOOKING_RETURNS)
     assert re.fullmatch(r"BK-[0-9]{6}", data["booking_id"])
     assert data["status"] == "CONFIRMED"  # "confirmed" after a create, spelled as the enum spells it
@@ -79,7 +89,9 @@ def test_field_name_heuristics_give_plausible_values():
 
 def test_currency_conversion_is_internally_consistent():
     sim = Simulator(SimulatorConfig())
-    t = tool("convert_currency", {"amount": {"type": "number"}, "from_currency": STRING, "to_currency": STRING})
+    t = tool(
+        "convert_currency", {"amount": {"type": "number"}, "from_currency": STRING, "to_currency": STRING}
+    )
     data = answer(sim, "convert_currency", {"amount": 200, "from_currency": "USD", "to_currency": "EUR"}, [t])
     assert 0.85 < data["rate"] < 1.0
     assert data["converted_amount"] == round(200 * data["rate"], 2)
@@ -87,9 +99,17 @@ def test_currency_conversion_is_internally_consistent():
 
 @pytest.mark.parametrize(
     ("name", "verb", "entity"),
-    [("get_weather", "get", "weather"), ("search_hotels", "search", "hotel"), ("cancel_booking", "cancel", "booking"),
-     ("createHotelBooking", "create", "booking"), ("get_order_status", "get", "order"), ("list_orders", "search", "order"),
-     ("delete_user", "delete", "user"), ("book_flight", "create", "flight"), ("convert_currency", "compute", "currency")],
+    [
+        ("get_weather", "get", "weather"),
+        ("search_hotels", "search", "hotel"),
+        ("cancel_booking", "cancel", "booking"),
+        ("createHotelBooking", "create", "booking"),
+        ("get_order_status", "get", "order"),
+        ("list_orders", "search", "order"),
+        ("delete_user", "delete", "user"),
+        ("book_flight", "create", "flight"),
+        ("convert_currency", "compute", "currency"),
+    ],
 )
 def test_intent_is_read_from_the_tool_name(name, verb, entity):
     intent = read_intent(name)
@@ -98,17 +118,39 @@ def test_intent_is_read_from_the_tool_name(name, verb, entity):
 
 def test_composite_schemas_refs_and_nullable_types():
     schema = {
-        "$defs": {"money": {"type": "object", "properties": {"amount": {"type": "number", "minimum": 0},
-                                                             "currency": {"type": "string", "enum": ["USD", "EUR"]}},
-                            "required": ["amount", "currency"], "additionalProperties": False}},
+        "$defs": {
+            "money": {
+                "type": "object",
+                "properties": {
+                    "amount": {"type": "number", "minimum": 0},
+                    "currency": {"type": "string", "enum": ["USD", "EUR"]},
+                },
+                "required": ["amount", "currency"],
+                "additionalProperties": False,
+            }
+        },
         "type": "object",
-        "allOf": [{"properties": {"total": {"$ref": "#/$defs/money"}}, "required": ["total"]},
-                  {"properties": {"note": {"type": ["string", "null"], "maxLength": 12}}}],
-        "properties": {"id": {"type": "string", "format": "uuid"},
-                       "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2, "uniqueItems": True},
-                       "code": {"oneOf": [{"type": "integer", "multipleOf": 7, "minimum": 10, "maximum": 30},
-                                          {"type": "boolean"}]},
-                       "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"const": "x"}], "items": False}},
+        "allOf": [
+            {"properties": {"total": {"$ref": "#/$defs/money"}}, "required": ["total"]},
+            {"properties": {"note": {"type": ["string", "null"], "maxLength": 12}}},
+        ],
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 2,
+                "maxItems": 2,
+                "uniqueItems": True,
+            },
+            "code": {
+                "oneOf": [
+                    {"type": "integer", "multipleOf": 7, "minimum": 10, "maximum": 30},
+                    {"type": "boolean"},
+                ]
+            },
+            "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"const": "x"}], "items": False},
+        },
         "required": ["id", "tags", "code", "pair"],
     }
     sim = Simulator(SimulatorConfig(seed=11))
@@ -129,8 +171,14 @@ def test_an_unsatisfiable_returns_schema_is_counted_not_fatal():
 
 def test_regex_generation_matches_common_patterns():
     rng = DetRng(0)
-    for pattern in (r"^[A-Z]{3}-\d{4}$", r"^(foo|bar)+baz$", r"^\+?[0-9]{10,12}$", r"[^abc]x", r"(a|b)\1c",
-                    r"^[\w.-]+@[a-z]+\.(com|org)$"):
+    for pattern in (
+        r"^[A-Z]{3}-\d{4}$",
+        r"^(foo|bar)+baz$",
+        r"^\+?[0-9]{10,12}$",
+        r"[^abc]x",
+        r"(a|b)\1c",
+        r"^[\w.-]+@[a-z]+\.(com|org)$",
+    ):
         text = string_from_pattern(pattern, rng)
         assert text is not None and re.search(pattern, text), pattern
     assert string_from_pattern("(unclosed", rng) is None
@@ -138,8 +186,24 @@ def test_regex_generation_matches_common_patterns():
 
 # -- property: whatever the schema, the answer validates ---------------------------------------
 
-FIELD_NAMES = ["id", "price", "email", "city", "status", "created_at", "name", "count", "rating", "url", "misc_value",
-               "temperature", "is_active", "date", "items", "description"]
+FIELD_NAMES = [
+    "id",
+    "price",
+    "email",
+    "city",
+    "status",
+    "created_at",
+    "name",
+    "count",
+    "rating",
+    "url",
+    "misc_value",
+    "temperature",
+    "is_active",
+    "date",
+    "items",
+    "description",
+]
 _formats = st.sampled_from([None, "date", "date-time", "email", "uuid", "uri", "ipv4", "hostname"])
 
 
@@ -152,7 +216,9 @@ def string_schema(draw):  # type: ignore[no-untyped-def]
         if fmt:
             schema["format"] = fmt
     elif choice == 1:
-        schema["pattern"] = draw(st.sampled_from([r"^[A-Z]{2}\d{3}$", r"^(red|green|blue)$", r"^\d+(\.\d{2})?$"]))
+        schema["pattern"] = draw(
+            st.sampled_from([r"^[A-Z]{2}\d{3}$", r"^(red|green|blue)$", r"^\d+(\.\d{2})?$"])
+        )
     elif choice == 2:
         low = draw(st.integers(0, 8))
         schema.update(minLength=low, maxLength=low + draw(st.integers(0, 20)))
@@ -178,8 +244,14 @@ def number_schema(draw):  # type: ignore[no-untyped-def]
     return schema
 
 
-leaf = st.one_of(string_schema(), number_schema(), st.just({"type": "boolean"}), st.just({"type": "null"}),
-                 st.builds(lambda v: {"const": v}, st.integers()), st.just({}))
+leaf = st.one_of(
+    string_schema(),
+    number_schema(),
+    st.just({"type": "boolean"}),
+    st.just({"type": "null"}),
+    st.builds(lambda v: {"const": v}, st.integers()),
+    st.just({}),
+)
 
 
 def compound(children):  # type: ignore[no-untyped-def]
@@ -188,10 +260,18 @@ def compound(children):  # type: ignore[no-untyped-def]
         schema["required"] = [k for k, flag in zip(props, required_flags) if flag]
         return schema
 
-    objects = st.builds(obj, st.dictionaries(st.sampled_from(FIELD_NAMES), children, max_size=5),
-                        st.lists(st.booleans(), min_size=5, max_size=5), st.booleans())
-    arrays = st.builds(lambda items, low, extra: {"type": "array", "items": items, "minItems": low, "maxItems": low + extra},
-                       children, st.integers(0, 3), st.integers(0, 3))
+    objects = st.builds(
+        obj,
+        st.dictionaries(st.sampled_from(FIELD_NAMES), children, max_size=5),
+        st.lists(st.booleans(), min_size=5, max_size=5),
+        st.booleans(),
+    )
+    arrays = st.builds(
+        lambda items, low, extra: {"type": "array", "items": items, "minItems": low, "maxItems": low + extra},
+        children,
+        st.integers(0, 3),
+        st.integers(0, 3),
+    )
     unions = st.builds(lambda a, b: {"anyOf": [a, b]}, children, children)
     return st.one_of(objects, arrays, unions)
 

@@ -9,13 +9,17 @@ import httpx
 import pytest
 from simulator_helpers import ORDER_TOOLS, WEATHER_TOOL, free_port, running_app
 
-from slca_grpo.simulator import Simulator, SimulatorClient, SimulatorConfig, create_app
+from slca_grpo.simulator import Simulator, SimulatorClient, SimulatorConfig, SimulatorLike, create_app
 from slca_grpo.types import ToolCall
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 LIMIT = 20_000
-GOOD = {"tools": [WEATHER_TOOL], "call": {"name": "get_weather", "arguments": {"city": "Paris"}}, "session_id": "s1"}
+GOOD = {
+    "tools": [WEATHER_TOOL],
+    "call": {"name": "get_weather", "arguments": {"city": "Paris"}},
+    "session_id": "s1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +46,17 @@ def test_simulate_returns_the_observation(http):
     assert body["error"] == {"kind": "missing_required", "message": "Missing required parameter: city."}
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"},
-                                     {"Authorization": TOKEN}])
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}, {"Authorization": TOKEN}],
+)
 def test_a_missing_or_wrong_token_is_401(http, headers):
-    for method, path in (("POST", "/v1/simulate"), ("POST", "/v1/simulate_batch"), ("GET", "/metrics"),
-                         ("POST", "/v1/sessions/s1/reset")):
+    for method, path in (
+        ("POST", "/v1/simulate"),
+        ("POST", "/v1/simulate_batch"),
+        ("GET", "/metrics"),
+        ("POST", "/v1/sessions/s1/reset"),
+    ):
         response = http.request(method, path, json=GOOD, headers=headers)
         assert response.status_code == 401, path
         assert response.headers["www-authenticate"] == "Bearer"
@@ -73,7 +83,9 @@ def test_healthz_is_open(http):
     ],
 )
 def test_malformed_requests_are_400_naming_the_problem(http, content, message):
-    response = http.post("/v1/simulate", content=content, headers={**AUTH, "Content-Type": "application/json"})
+    response = http.post(
+        "/v1/simulate", content=content, headers={**AUTH, "Content-Type": "application/json"}
+    )
     assert response.status_code == 400
     assert message in response.json()["error"]
 
@@ -92,14 +104,24 @@ def test_oversized_bodies_are_413_by_header_and_by_stream(http):
 
 
 def test_batch_keeps_order_and_session_state(http):
-    create = {"tools": ORDER_TOOLS, "call": {"name": "create_order", "arguments": {"customer_id": "C", "product_id": "P"}},
-              "session_id": "batch-1"}
-    response = http.post("/v1/simulate_batch", json=[create, GOOD, {**GOOD, "call": {"name": "nope", "arguments": {}}}],
-                         headers=AUTH)
+    create = {
+        "tools": ORDER_TOOLS,
+        "call": {"name": "create_order", "arguments": {"customer_id": "C", "product_id": "P"}},
+        "session_id": "batch-1",
+    }
+    response = http.post(
+        "/v1/simulate_batch",
+        json=[create, GOOD, {**GOOD, "call": {"name": "nope", "arguments": {}}}],
+        headers=AUTH,
+    )
     results = response.json()["results"]
     assert [r["error"] and r["error"]["kind"] for r in results] == [None, None, "unknown_tool"]
     order_id = json.loads(results[0]["observation"])["order_id"]
-    cancel = {"tools": ORDER_TOOLS, "call": {"name": "cancel_order", "arguments": {"order_id": order_id}}, "session_id": "batch-1"}
+    cancel = {
+        "tools": ORDER_TOOLS,
+        "call": {"name": "cancel_order", "arguments": {"order_id": order_id}},
+        "session_id": "batch-1",
+    }
     get = {**cancel, "call": {"name": "get_order", "arguments": {"order_id": order_id}}}
     second = http.post("/v1/simulate_batch", json={"requests": [cancel, get]}, headers=AUTH).json()["results"]
     assert json.loads(second[1]["observation"])["status"] == "cancelled"
@@ -109,7 +131,10 @@ def test_batch_keeps_order_and_session_state(http):
 
 def test_reset_endpoint_forgets_the_session(http):
     http.post("/v1/simulate", json={**GOOD, "session_id": "to-reset"}, headers=AUTH)
-    assert http.post("/v1/sessions/to-reset/reset", headers=AUTH).json() == {"session_id": "to-reset", "reset": True}
+    assert http.post("/v1/sessions/to-reset/reset", headers=AUTH).json() == {
+        "session_id": "to-reset",
+        "reset": True,
+    }
     assert http.post("/v1/sessions/to-reset/reset", headers=AUTH).json()["reset"] is False
 
 
@@ -131,24 +156,31 @@ def test_metrics_expose_requests_errors_cache_and_latency(http):
 
 # -- the client ---------------------------------------------------------------------------------
 
+
 def test_client_has_the_simulator_interface(service):
-    url, _ = service
+    url, sim = service
     with SimulatorClient(url, TOKEN) as client:
+        assert isinstance(client, SimulatorLike) and isinstance(sim, SimulatorLike)
         obs = client.simulate(ToolCall("get_weather", {"city": "Lima"}), [WEATHER_TOOL], "c1")
         assert obs.error is None and json.loads(obs.text)["city"] == "Lima"
-        created = json.loads(client.simulate(ToolCall("create_order", {"customer_id": "C", "product_id": "P"}),
-                                             ORDER_TOOLS, "c1").text)
-        batch = client.simulate_many([
-            (ToolCall("cancel_order", {"order_id": created["order_id"]}), ORDER_TOOLS, "c1"),
-            (ToolCall("get_order", {"order_id": created["order_id"]}), ORDER_TOOLS, "c1"),
-            (ToolCall("get_weather", {}), [WEATHER_TOOL]),
-            "not an item",
-        ])
+        created = json.loads(
+            client.simulate(
+                ToolCall("create_order", {"customer_id": "C", "product_id": "P"}), ORDER_TOOLS, "c1"
+            ).text
+        )
+        batch = client.simulate_many(
+            [
+                (ToolCall("cancel_order", {"order_id": created["order_id"]}), ORDER_TOOLS, "c1"),
+                (ToolCall("get_order", {"order_id": created["order_id"]}), ORDER_TOOLS, "c1"),
+                (ToolCall("get_weather", {}), [WEATHER_TOOL]),
+                "not an item",
+            ]
+        )
         assert json.loads(batch[1].text)["status"] == "cancelled"
         assert batch[2].error.kind == "missing_required" and batch[3].error.kind == "invalid_arguments"
         assert client.reset_session("c1") is True
 
-        async def both():  # noqa: ANN202
+        async def both():
             one = await client.asimulate(ToolCall("get_weather", {"city": "Lima"}), [WEATHER_TOOL])
             many = await client.asimulate_many([(ToolCall("get_weather", {"city": "Quito"}), [WEATHER_TOOL])])
             await client.aclose()

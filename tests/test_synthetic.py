@@ -123,6 +123,22 @@ def test_fabricated_responses_validate_and_are_deterministic():
             assert fabricate_response(spec.name, args, seed=3) == response
 
 
+def test_fabricate_response_rejects_arguments_that_do_not_fit():
+    with pytest.raises(ValueError, match="required: \\['city'\\]"):
+        fabricate_response("get_current_weather", {"town": "Oslo"})
+    with pytest.raises(ValueError, match="book_hotel"):
+        fabricate_response("book_hotel", {"hotel_id": "H", "guest_name": "A", "check_in": "soon", "check_out": "x"})
+
+
+def test_parallel_tools_have_templates_naming_the_listed_slot():
+    for spec in TOOL_SPECS:
+        if spec.parallel_slot is None:
+            continue
+        assert spec.parallel_values is not None
+        for split in ("train", "test"):
+            assert any("{" + spec.parallel_slot + "}" in t for t in spec.phrasings(split)), (spec.name, split)
+
+
 def test_every_template_fills_cleanly():
     rng = random.Random(1)
     for spec in TOOL_SPECS:
@@ -379,6 +395,13 @@ def test_jsonl_round_trip(tmp_path: Path, suite):
                        metadata=data.get("metadata", {}))
         assert rebuilt.to_dict() == task.to_dict()
         assert render_gold(rebuilt) == render_gold(task)
+
+
+def test_module_cli_rejects_unknown_kind(tmp_path: Path):
+    result = subprocess.run([sys.executable, "-m", "slca_grpo.data.synthetic", "--out", str(tmp_path),
+                             "--kinds", "single=1,chitchat=2"], timeout=60, capture_output=True, text=True)
+    assert result.returncode == 2 and "unknown kind 'chitchat'" in result.stderr
+    assert not (tmp_path / "train.jsonl").exists()
 
 
 def test_module_cli_writes_splits(tmp_path: Path):

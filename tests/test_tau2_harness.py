@@ -178,8 +178,10 @@ def test_user_is_required_and_selection_errors_are_clear():
         select_tasks("retail", task_ids=["9999"])
     with pytest.raises(TaskSelectionError, match="airline, retail, telecom"):
         select_tasks("banking")
-    with pytest.raises(ValueError, match="supported: oracle"):
-        resolve_agent("hf:Qwen/Qwen2.5-0.5B", "retail")
+    with pytest.raises(ValueError, match="not a checkpoint folder"):
+        resolve_agent("hf:Qwen/Qwen2.5-0.5B", "retail")  # a hub name: never downloaded
+    with pytest.raises(ValueError, match="unknown policy spec 'gpt-9'"):
+        resolve_agent("gpt-9", "retail")
 
 
 # ---------------------------------------------------------------- CLI

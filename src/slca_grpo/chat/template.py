@@ -17,18 +17,18 @@ IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 DEFAULT_SYSTEM = "You are a helpful assistant."
 
-_TOOLS_PREAMBLE = (
+TOOLS_PREAMBLE = (
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
 )
-_TOOLS_POSTAMBLE = (
+TOOLS_POSTAMBLE = (
     "</tools>\n\nFor each function call, return a json object with function name and arguments "
     "within <tool_call></tool_call> XML tags:\n<tool_call>\n"
     '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
 )
 
 
-_RESERVED_TAGS = ("tool_call>", "/tool_call>", "tool_response>", "/tool_response>", "think>", "/think>")
+RESERVED_TAGS = ("tool_call>", "/tool_call>", "tool_response>", "/tool_response>", "think>", "/think>")
 
 
 def _dumps(value: Any) -> str:
@@ -40,7 +40,7 @@ def _dumps_call(value: Any) -> str:
     argument value can never open or close a block when the text is parsed back."""
     text = _dumps(value)
     if "<" in text:
-        for tag in _RESERVED_TAGS:
+        for tag in RESERVED_TAGS:
             text = text.replace("<" + tag, "\\u003c" + tag)
     return text
 
@@ -51,7 +51,7 @@ def render_tools_system_prompt(tools: Sequence[dict[str, Any]], system: str | No
     if not tools:
         return head
     listing = "".join("\n" + _dumps(tool) for tool in tools)
-    return f"{head}\n\n{_TOOLS_PREAMBLE}{listing}\n{_TOOLS_POSTAMBLE}"
+    return f"{head}\n\n{TOOLS_PREAMBLE}{listing}\n{TOOLS_POSTAMBLE}"
 
 
 def render_tool_calls(calls: Iterable[ToolCall | dict[str, Any]]) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 
 from slca_grpo.chat.parser import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
-from slca_grpo.chat.template import _RESERVED_TAGS as RESERVED_TAGS
-from slca_grpo.chat.template import _TOOLS_POSTAMBLE, _TOOLS_PREAMBLE, DEFAULT_SYSTEM, IM_END, IM_START
+from slca_grpo.chat.template import RESERVED_TAGS
+from slca_grpo.chat.template import TOOLS_POSTAMBLE, TOOLS_PREAMBLE, DEFAULT_SYSTEM, IM_END, IM_START
 
 
 def _lit(text: str) -> str:
@@ -32,9 +32,9 @@ def hermes_chat_template() -> str:
         "{%- endif -%}",
         "{{- " + _lit(IM_START + "system\n") + " ~ system_text -}}",
         "{%- if tools -%}",
-        "{{- " + _lit("\n\n" + _TOOLS_PREAMBLE) + " -}}",
+        "{{- " + _lit("\n\n" + TOOLS_PREAMBLE) + " -}}",
         "{%- for tool in tools -%}{{- '\\n' ~ (tool | tojson) -}}{%- endfor -%}",
-        "{{- " + _lit("\n" + _TOOLS_POSTAMBLE) + " -}}",
+        "{{- " + _lit("\n" + TOOLS_POSTAMBLE) + " -}}",
         "{%- endif -%}",
         "{{- " + turn_end + " -}}",
         "{%- for message in messages -%}",

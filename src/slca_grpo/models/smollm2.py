@@ -91,7 +91,8 @@ def to_serializable(model: PreTrainedModel) -> PreTrainedModel:
     missing, unexpected = fresh.load_state_dict(model.state_dict(), strict=False)
     tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
     if unexpected or set(missing) - tied:
-        raise RuntimeError(f"state dict mismatch while rebuilding the model: missing {missing}, unexpected {unexpected}")
+        raise RuntimeError(
+            f"state dict mismatch while rebuilding the model: missing {missing}, unexpected {unexpected}")
     fresh.tie_weights()
     fresh.generation_config = copy.deepcopy(model.generation_config)
     fresh.eval()

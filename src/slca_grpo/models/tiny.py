@@ -40,7 +40,7 @@ class TinyModelConfig:
             raise ValueError("the head dimension (hidden_size / num_heads) must be even for rotary embeddings")
 
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> "TinyModelConfig":
+    def preset(cls, name: str, **overrides: Any) -> TinyModelConfig:
         """``"tiny"`` (2 layers, hidden 128) or ``"small"`` (4 layers, hidden 256), with overrides."""
         if name not in PRESETS:
             raise ValueError(f"unknown tiny-model preset {name!r}; presets: {', '.join(PRESETS)}")

@@ -40,7 +40,8 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, 
     """
     reserved = len(SPECIAL_TOKENS) + len(TAG_TOKENS) + len(pre_tokenizers.ByteLevel.alphabet())
     if not isinstance(vocab_size, int) or vocab_size < reserved:
-        raise ValueError(f"vocab_size must be an int of at least {reserved} (bytes + special tokens), got {vocab_size!r}")
+        raise ValueError(
+            f"vocab_size must be an int of at least {reserved} (bytes + special tokens), got {vocab_size!r}")
     texts = list(texts)
     if not texts:
         raise ValueError("train_tokenizer needs at least one text")

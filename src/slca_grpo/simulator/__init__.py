@@ -16,20 +16,55 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "Backend": "base", "BackendRequest": "base", "BackendResult": "base", "SimulatorLike": "base",
+    "Backend": "base",
+    "BackendRequest": "base",
+    "BackendResult": "base",
+    "SimulatorLike": "base",
     "SimulatorClient": "client",
-    "ErrorInjectionConfig": "config", "OpenAIConfig": "config", "SimulatorConfig": "config",
-    "Simulator": "core", "SimulatorStats": "core", "build_simulator": "core",
-    "ERROR_KINDS": "errors", "INJECTED_KINDS": "errors",
-    "approx_token_count": "text", "truncate_middle": "text",
+    "ErrorInjectionConfig": "config",
+    "OpenAIConfig": "config",
+    "SimulatorConfig": "config",
+    "Simulator": "core",
+    "SimulatorStats": "core",
+    "build_simulator": "core",
+    "ERROR_KINDS": "errors",
+    "INJECTED_KINDS": "errors",
+    "approx_token_count": "text",
+    "truncate_middle": "text",
     "create_app": "service",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "ERROR_KINDS",
+    "INJECTED_KINDS",
+    "Backend",
+    "BackendRequest",
+    "BackendResult",
+    "ErrorInjectionConfig",
+    "OpenAIConfig",
+    "Simulator",
+    "SimulatorClient",
+    "SimulatorConfig",
+    "SimulatorLike",
+    "SimulatorStats",
+    "approx_token_count",
+    "build_simulator",
+    "create_app",
+    "truncate_middle",
+]
 
 if TYPE_CHECKING:
-    from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult, SimulatorLike
+    from slca_grpo.simulator.base import (
+        Backend,
+        BackendRequest,
+        BackendResult,
+        SimulatorLike,
+    )
     from slca_grpo.simulator.client import SimulatorClient
-    from slca_grpo.simulator.config import ErrorInjectionConfig, OpenAIConfig, SimulatorConfig
+    from slca_grpo.simulator.config import (
+        ErrorInjectionConfig,
+        OpenAIConfig,
+        SimulatorConfig,
+    )
     from slca_grpo.simulator.core import Simulator, SimulatorStats, build_simulator
     from slca_grpo.simulator.errors import ERROR_KINDS, INJECTED_KINDS
     from slca_grpo.simulator.service import create_app

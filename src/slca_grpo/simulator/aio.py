@@ -29,6 +29,11 @@ def background_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+def existing_background_loop() -> asyncio.AbstractEventLoop | None:
+    """The background loop if one was started (never starts one)."""
+    return _loop
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on the background loop and wait for its result."""
     loop = background_loop()

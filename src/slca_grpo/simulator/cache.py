@@ -64,8 +64,9 @@ class ResponseCache:
         conn = getattr(self._local, "conn", None)
         if conn is not None and self._local.generation == self._generation:
             return conn
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None,
-                               check_same_thread=False)
+        conn = sqlite3.connect(
+            self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
+        )
         try:
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
             conn.execute("PRAGMA journal_mode=WAL")
@@ -100,7 +101,9 @@ class ResponseCache:
                     except OSError:
                         source.unlink(missing_ok=True)
             self.recoveries += 1
-        message = f"simulator cache {self.path} was unreadable ({exc}); moved it to {moved} and started a new one"
+        message = (
+            f"simulator cache {self.path} was unreadable ({exc}); moved it to {moved} and started a new one"
+        )
         logger.warning(message)
         warnings.warn(message, CacheCorruptWarning, stacklevel=3)
         self._connection()
@@ -136,7 +139,8 @@ class ResponseCache:
 
         def action(conn: sqlite3.Connection) -> str:
             cursor = conn.execute(
-                "INSERT OR IGNORE INTO responses (key, text, created_at) VALUES (?, ?, ?)", (key, text, time.time())
+                "INSERT OR IGNORE INTO responses (key, text, created_at) VALUES (?, ?, ?)",
+                (key, text, time.time()),
             )
             if cursor.rowcount == 1:
                 return text

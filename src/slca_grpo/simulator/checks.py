@@ -34,7 +34,9 @@ def _build_format_checker() -> FormatChecker:
 
     @checker.checks("date", raises=ValueError)
     def _is_date(value: object) -> bool:
-        return not isinstance(value, str) or (bool(_DATE.fullmatch(value)) and bool(date.fromisoformat(value)))
+        return not isinstance(value, str) or (
+            bool(_DATE.fullmatch(value)) and bool(date.fromisoformat(value))
+        )
 
     @checker.checks("date-time", raises=ValueError)
     def _is_datetime(value: object) -> bool:
@@ -99,9 +101,15 @@ class ToolChecker:
                     tool = candidate
                     break
         if tool is None:
-            available = [n for n in (tool_name(t) for t in tools if isinstance(t, dict)) if n] if isinstance(tools, list) else []
+            available = (
+                [n for n in (tool_name(t) for t in tools if isinstance(t, dict)) if n]
+                if isinstance(tools, list)
+                else []
+            )
             return E.error_observation(
-                E.UNKNOWN_TOOL, f"Tool {name!r} not found.", tool=name if isinstance(name, str) else None,
+                E.UNKNOWN_TOOL,
+                f"Tool {name!r} not found.",
+                tool=name if isinstance(name, str) else None,
                 available_tools=available[:_MAX_LISTED_TOOLS],
             )
         spec = self.spec(tool)
@@ -145,9 +153,13 @@ class ToolChecker:
                 return _schema_error(name, "returns", exc)
         description = fn.get("description") if isinstance(fn.get("description"), str) else ""
         return ToolSpec(
-            name=name, function=fn, parameters=parameters if isinstance(parameters, dict) else {},
-            returns=returns if isinstance(returns, dict) else None, digest=digest(key),
-            intent=read_intent(name, description), arguments_validator=arguments_validator,
+            name=name,
+            function=fn,
+            parameters=parameters if isinstance(parameters, dict) else {},
+            returns=returns if isinstance(returns, dict) else None,
+            digest=digest(key),
+            intent=read_intent(name, description),
+            arguments_validator=arguments_validator,
             returns_validator=returns_validator,
         )
 
@@ -155,8 +167,10 @@ class ToolChecker:
     def check_arguments(spec: ToolSpec, arguments: Any) -> ToolSpec | Observation:
         if not isinstance(arguments, dict):
             return E.error_observation(
-                E.INVALID_ARGUMENTS, f"Arguments must be a JSON object, got {type(arguments).__name__}.",
-                tool=spec.name, path="$",
+                E.INVALID_ARGUMENTS,
+                f"Arguments must be a JSON object, got {type(arguments).__name__}.",
+                tool=spec.name,
+                path="$",
             )
         required = spec.parameters.get("required")
         if isinstance(required, list):
@@ -165,16 +179,22 @@ class ToolChecker:
                 return E.error_observation(
                     E.MISSING_REQUIRED,
                     f"Missing required parameter{'s' if len(missing) > 1 else ''}: {', '.join(missing)}.",
-                    tool=spec.name, missing=missing,
+                    tool=spec.name,
+                    missing=missing,
                 )
         try:
             error = best_match(spec.arguments_validator.iter_errors(arguments))
         except Exception as exc:  # unresolvable $ref and the like: the schema's fault, not the call's
-            return E.error_observation(E.INVALID_SCHEMA, _short(f"Tool schema cannot be applied: {exc}"), tool=spec.name)
+            return E.error_observation(
+                E.INVALID_SCHEMA, _short(f"Tool schema cannot be applied: {exc}"), tool=spec.name
+            )
         if error is not None:
             return E.error_observation(
-                E.INVALID_ARGUMENTS, _short(f"Invalid arguments: {error.message}"), tool=spec.name,
-                path=error.json_path, validator=str(error.validator),
+                E.INVALID_ARGUMENTS,
+                _short(f"Invalid arguments: {error.message}"),
+                tool=spec.name,
+                path=error.json_path,
+                validator=str(error.validator),
             )
         return spec
 
@@ -192,7 +212,9 @@ def validate_value(validator: Any, value: Any) -> str | None:
 
 def _schema_error(name: str, part: str, exc: SchemaError) -> Observation:
     where = "/".join(str(p) for p in exc.path)
-    message = f"Tool {name!r} has an invalid {part} schema" + (f" at {where}" if where else "") + f": {exc.message}"
+    message = (
+        f"Tool {name!r} has an invalid {part} schema" + (f" at {where}" if where else "") + f": {exc.message}"
+    )
     return E.error_observation(E.INVALID_SCHEMA, _short(message), tool=name)
 
 

@@ -33,11 +33,21 @@ class _Failure(Exception):
 
 
 class SimulatorClient:
-    def __init__(self, base_url: str, token: str | None = None, *, timeout_s: float = 60.0, max_retries: int = 3,
-                 backoff_s: float = 0.25, max_backoff_s: float = 5.0, batch_size: int = 256,
-                 max_observation_tokens: int | None = None, count_tokens: TokenCounter | None = None,
-                 transport: httpx.BaseTransport | None = None,
-                 async_transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.25,
+        max_backoff_s: float = 5.0,
+        batch_size: int = 256,
+        max_observation_tokens: int | None = None,
+        count_tokens: TokenCounter | None = None,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         token = token if token is not None else os.environ.get(TOKEN_ENV)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -48,16 +58,21 @@ class SimulatorClient:
         self.batch_size = max(1, batch_size)
         self.max_observation_tokens = max_observation_tokens
         self.count_tokens = count_tokens or approx_token_count
-        self._sync = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=timeout_s, transport=transport)
+        self._sync = httpx.Client(
+            base_url=self.base_url, headers=self._headers, timeout=timeout_s, transport=transport
+        )
         self._async_transport = async_transport
-        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
         self.counters = {"requests": 0, "retries": 0, "failures": 0}
 
     # -- simulator interface -----------------------------------------------------------------
 
-    def simulate(self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]],
-                 session_id: str | None = None) -> Observation:
+    def simulate(
+        self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]], session_id: str | None = None
+    ) -> Observation:
         start = time.perf_counter()
         payload = _request_payload(call, tools, session_id)
         if isinstance(payload, Observation):
@@ -68,8 +83,9 @@ class SimulatorClient:
             return self._failure(exc, start)
         return self._observation(body, start)
 
-    async def asimulate(self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]],
-                        session_id: str | None = None) -> Observation:
+    async def asimulate(
+        self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]], session_id: str | None = None
+    ) -> Observation:
         start = time.perf_counter()
         payload = _request_payload(call, tools, session_id)
         if isinstance(payload, Observation):
@@ -87,7 +103,11 @@ class SimulatorClient:
         for chunk in _chunks(payloads, self.batch_size):
             sendable = [p for p in chunk if not isinstance(p, Observation)]
             try:
-                body = self._post_sync("/v1/simulate_batch", {"requests": sendable}) if sendable else {"results": []}
+                body = (
+                    self._post_sync("/v1/simulate_batch", {"requests": sendable})
+                    if sendable
+                    else {"results": []}
+                )
             except _Failure as exc:
                 body = exc
             results.extend(self._merge(chunk, body, start))
@@ -144,7 +164,7 @@ class SimulatorClient:
         if client is not None:
             await client.aclose()
 
-    def __enter__(self) -> "SimulatorClient":
+    def __enter__(self) -> SimulatorClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -169,7 +189,9 @@ class SimulatorClient:
                 time.sleep(self._delay(attempt, retry_after))
             self._count("requests")
             try:
-                response = self._sync.post(path, content=content, headers={"Content-Type": "application/json"})
+                response = self._sync.post(
+                    path, content=content, headers={"Content-Type": "application/json"}
+                )
             except httpx.HTTPError as exc:
                 last, retry_after = f"{type(exc).__name__}: {exc}", None
                 continue
@@ -183,8 +205,12 @@ class SimulatorClient:
         loop = asyncio.get_running_loop()
         client = self._async.get(loop)
         if client is None:
-            client = httpx.AsyncClient(base_url=self.base_url, headers=self._headers, timeout=self.timeout_s,
-                                       transport=self._async_transport)
+            client = httpx.AsyncClient(
+                base_url=self.base_url,
+                headers=self._headers,
+                timeout=self.timeout_s,
+                transport=self._async_transport,
+            )
             self._async[loop] = client
         content = json.dumps(payload, ensure_ascii=False).encode()
         last, retry_after = "no attempt made", None
@@ -194,7 +220,9 @@ class SimulatorClient:
                 await asyncio.sleep(self._delay(attempt, retry_after))
             self._count("requests")
             try:
-                response = await client.post(path, content=content, headers={"Content-Type": "application/json"})
+                response = await client.post(
+                    path, content=content, headers={"Content-Type": "application/json"}
+                )
             except httpx.HTTPError as exc:
                 last, retry_after = f"{type(exc).__name__}: {exc}", None
                 continue
@@ -218,10 +246,13 @@ class SimulatorClient:
         error = body.get("error")
         obs = Observation(
             text=body["observation"],
-            error=ObservationError(str(error.get("kind")), str(error.get("message"))) if isinstance(error, dict) else None,
+            error=ObservationError(str(error.get("kind")), str(error.get("message")))
+            if isinstance(error, dict)
+            else None,
             cached=bool(body.get("cached")),
-            latency_ms=float(body["latency_ms"]) if isinstance(body.get("latency_ms"), (int, float)) else
-            (time.perf_counter() - start) * 1000.0,
+            latency_ms=float(body["latency_ms"])
+            if isinstance(body.get("latency_ms"), (int, float))
+            else (time.perf_counter() - start) * 1000.0,
         )
         if self.max_observation_tokens is not None:
             obs.text = truncate_middle(obs.text, self.max_observation_tokens, self.count_tokens)
@@ -273,8 +304,14 @@ def _request_payload(call: Any, tools: Any, session_id: str | None) -> dict[str,
     elif isinstance(call, dict):
         call_dict = {"name": call.get("name"), "arguments": call.get("arguments", call.get("parameters", {}))}
     else:
-        return E.error_observation(E.UNKNOWN_TOOL, "The call must be a ToolCall or a {name, arguments} object.")
-    payload = {"tools": tools, "call": call_dict, "session_id": None if session_id is None else str(session_id)}
+        return E.error_observation(
+            E.UNKNOWN_TOOL, "The call must be a ToolCall or a {name, arguments} object."
+        )
+    payload = {
+        "tools": tools,
+        "call": call_dict,
+        "session_id": None if session_id is None else str(session_id),
+    }
     try:
         json.dumps(payload)
     except (TypeError, ValueError) as exc:
@@ -290,4 +327,4 @@ def _item_payload(index: int, item: Any) -> dict[str, Any] | Observation:
 
 def _chunks(items: list[Any], size: int) -> Any:
     for i in range(0, len(items), size):
-        yield items[i:i + size]
+        yield items[i : i + size]

@@ -14,28 +14,47 @@ TOKEN_ENV = "SLCA_SIM_TOKEN"
 
 def register(subparsers: Any) -> None:
     simulate = subparsers.add_parser(
-        "simulate", help="simulate one tool call and print the observation as JSON",
+        "simulate",
+        help="simulate one tool call and print the observation as JSON",
         description="Simulate one tool call against a tool schema file and print the observation as JSON.",
     )
-    simulate.add_argument("--tools", required=True, metavar="FILE",
-                          help='JSON file: a list of tool schemas, one schema, or {"tools": [...]}')
-    simulate.add_argument("--call", required=True, metavar="JSON",
-                          help='the call, e.g. \'{"name": "get_weather", "arguments": {"city": "Paris"}}\' (@FILE reads a file)')
-    simulate.add_argument("--session-id", default=None, help="session id (state carries over only within one process)")
+    simulate.add_argument(
+        "--tools",
+        required=True,
+        metavar="FILE",
+        help='JSON file: a list of tool schemas, one schema, or {"tools": [...]}',
+    )
+    simulate.add_argument(
+        "--call",
+        required=True,
+        metavar="JSON",
+        help='the call, e.g. \'{"name": "get_weather", "arguments": {"city": "Paris"}}\'; @FILE reads it',
+    )
+    simulate.add_argument(
+        "--session-id", default=None, help="session id (state carries over only within one process)"
+    )
     _add_simulator_arguments(simulate)
     simulate.set_defaults(func=run_simulate)
 
     serve = subparsers.add_parser(
-        "serve-sim", help="serve the tool simulator over HTTP",
+        "serve-sim",
+        help="serve the tool simulator over HTTP",
         description="Serve the tool simulator over HTTP for many rollout workers.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     serve.add_argument("--port", type=int, default=8765)
-    serve.add_argument("--token", default=None, help=f"bearer token clients must send (default: ${TOKEN_ENV})")
-    serve.add_argument("--allow-no-token", action="store_true",
-                       help="allow serving on a non-loopback address without a token")
+    serve.add_argument(
+        "--token", default=None, help=f"bearer token clients must send (default: ${TOKEN_ENV})"
+    )
+    serve.add_argument(
+        "--allow-no-token",
+        action="store_true",
+        help="allow serving on a non-loopback address without a token",
+    )
     serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024)
-    serve.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
+    serve.add_argument(
+        "--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug")
+    )
     _add_simulator_arguments(serve)
     serve.set_defaults(func=run_serve)
 
@@ -50,7 +69,9 @@ def _add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-sessions", type=int)
     g.add_argument("--max-observation-tokens", type=int, help="truncate longer observations (0 = never)")
     for name in ("timeout", "server-error", "rate-limit", "empty-result"):
-        g.add_argument(f"--{name}-rate", type=float, metavar="P", help=f"injected {name.replace('-', ' ')} rate")
+        g.add_argument(
+            f"--{name}-rate", type=float, metavar="P", help=f"injected {name.replace('-', ' ')} rate"
+        )
     o = parser.add_argument_group("openai backend")
     o.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     o.add_argument("--model")
@@ -59,7 +80,9 @@ def _add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     o.add_argument("--request-timeout", type=float, metavar="SECONDS")
     o.add_argument("--max-retries", type=int)
     o.add_argument("--concurrency", type=int)
-    o.add_argument("--no-schema", action="store_true", default=None, help='ablation "w/o SGLS": no schema in the prompt')
+    o.add_argument(
+        "--no-schema", action="store_true", default=None, help='ablation "w/o SGLS": no schema in the prompt'
+    )
 
 
 def build_config(args: argparse.Namespace) -> Any:
@@ -72,21 +95,37 @@ def build_config(args: argparse.Namespace) -> Any:
         if isinstance(data, dict) and isinstance(data.get("simulator"), dict):
             data = data["simulator"]
     config = SimulatorConfig.from_dict(data) if data else SimulatorConfig()
-    top = {"backend": args.backend, "seed": args.seed, "cache_path": args.cache, "session_ttl_s": args.session_ttl,
-           "max_sessions": args.max_sessions}
+    top = {
+        "backend": args.backend,
+        "seed": args.seed,
+        "cache_path": args.cache,
+        "session_ttl_s": args.session_ttl,
+        "max_sessions": args.max_sessions,
+    }
     for key, value in top.items():
         if value is not None:
             setattr(config, key, value)
     if args.max_observation_tokens is not None:
         config.max_observation_tokens = args.max_observation_tokens or None
-    for flag, field in (("timeout_rate", "timeout_rate"), ("server_error_rate", "server_error_rate"),
-                        ("rate_limit_rate", "rate_limit_rate"), ("empty_result_rate", "empty_result_rate")):
+    for flag, field in (
+        ("timeout_rate", "timeout_rate"),
+        ("server_error_rate", "server_error_rate"),
+        ("rate_limit_rate", "rate_limit_rate"),
+        ("empty_result_rate", "empty_result_rate"),
+    ):
         value = getattr(args, flag)
         if value is not None:
             setattr(config.errors, field, value)
-    openai = {"base_url": args.base_url, "model": args.model, "api_key": args.api_key,
-              "temperature": args.temperature, "timeout_s": args.request_timeout, "max_retries": args.max_retries,
-              "concurrency": args.concurrency, "no_schema": args.no_schema}
+    openai = {
+        "base_url": args.base_url,
+        "model": args.model,
+        "api_key": args.api_key,
+        "temperature": args.temperature,
+        "timeout_s": args.request_timeout,
+        "max_retries": args.max_retries,
+        "concurrency": args.concurrency,
+        "no_schema": args.no_schema,
+    }
     for key, value in openai.items():
         if value is not None:
             setattr(config.openai, key, value)
@@ -109,8 +148,17 @@ def run_simulate(args: argparse.Namespace) -> int:
         return _fail(f"cannot start the simulator: {exc}")
     with simulator:
         obs = simulator.simulate(call, tools, args.session_id)
-    print(json.dumps({"observation": obs.text, "error": obs.error.to_dict() if obs.error else None,
-                      "cached": obs.cached, "latency_ms": round(obs.latency_ms, 3)}, ensure_ascii=False))
+    print(
+        json.dumps(
+            {
+                "observation": obs.text,
+                "error": obs.error.to_dict() if obs.error else None,
+                "cached": obs.cached,
+                "latency_ms": round(obs.latency_ms, 3),
+            },
+            ensure_ascii=False,
+        )
+    )
     return 0
 
 
@@ -119,8 +167,10 @@ def run_serve(args: argparse.Namespace) -> int:
     from slca_grpo.simulator.service import is_loopback
 
     if not token and not is_loopback(args.host) and not args.allow_no_token:
-        return _fail(f"refusing to serve on non-loopback host {args.host!r} without a token "
-                     f"(set --token or ${TOKEN_ENV}, or pass --allow-no-token)")
+        return _fail(
+            f"refusing to serve on non-loopback host {args.host!r} without a token "
+            f"(set --token or ${TOKEN_ENV}, or pass --allow-no-token)"
+        )
     try:
         config = build_config(args)
     except ValueError as exc:
@@ -132,11 +182,22 @@ def run_serve(args: argparse.Namespace) -> int:
         simulator = build_simulator(config)
     except (OSError, ValueError) as exc:
         return _fail(f"cannot start the simulator: {exc}")
-    print(f"slca serve-sim: backend={config.backend} on http://{args.host}:{args.port} "
-          f"(token {'required' if token else 'not required'})", file=sys.stderr, flush=True)
+    print(
+        f"slca serve-sim: backend={config.backend} on http://{args.host}:{args.port} "
+        f"(token {'required' if token else 'not required'})",
+        file=sys.stderr,
+        flush=True,
+    )
     with simulator:
-        serve(simulator, host=args.host, port=args.port, token=token, allow_no_token=args.allow_no_token,
-              max_body_bytes=args.max_body_bytes, log_level=args.log_level)
+        serve(
+            simulator,
+            host=args.host,
+            port=args.port,
+            token=token,
+            allow_no_token=args.allow_no_token,
+            max_body_bytes=args.max_body_bytes,
+            log_level=args.log_level,
+        )
     return 0
 
 
@@ -149,7 +210,9 @@ def _load_structured(path: Path, flag: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read {flag} {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+        raise ValueError(
+            f"cannot read {flag} {path}: {exc.strerror if isinstance(exc, OSError) else exc}"
+        ) from None
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
@@ -160,7 +223,9 @@ def _load_structured(path: Path, flag: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{flag} {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise ValueError(
+            f"{flag} {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
 
 
 def _load_tools(path: Path) -> list[dict[str, Any]]:

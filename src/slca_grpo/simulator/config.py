@@ -96,7 +96,7 @@ class SimulatorConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SimulatorConfig":
+    def from_dict(cls, data: dict[str, Any]) -> SimulatorConfig:
         """Build from a plain mapping (YAML); unknown keys are an error naming them."""
         if not isinstance(data, dict):
             raise ValueError(f"simulator config must be a mapping, got {type(data).__name__}")
@@ -115,7 +115,9 @@ class SimulatorConfig:
                 sub_known = {f.name for f in dataclasses.fields(nested[key])}
                 unknown = set(value) - sub_known
                 if unknown:
-                    raise ValueError(f"unknown simulator.{key} keys {sorted(unknown)} (known: {sorted(sub_known)})")
+                    raise ValueError(
+                        f"unknown simulator.{key} keys {sorted(unknown)} (known: {sorted(sub_known)})"
+                    )
                 kwargs[key] = nested[key](**value)
             else:
                 kwargs[key] = value

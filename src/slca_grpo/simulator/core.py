@@ -1,4 +1,7 @@
-"""The in-process simulator: checks → session → error injection → cache → backend → state → truncation."""
+"""The in-process simulator.
+
+One call: checks → session → error injection → cache → backend → session update → truncation.
+"""
 
 from __future__ import annotations
 
@@ -43,9 +46,16 @@ class SimulatorStats:
         return self.errors[E.BACKEND_ERROR] + self.errors[E.INVALID_RESPONSE]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "cache_hits": self.cache_hits, "cache_misses": self.cache_misses,
-                "backend_calls": self.backend_calls, "backend_errors": self.backend_errors,
-                "injected": self.injected, "truncated": self.truncated, "errors": dict(self.errors)}
+        return {
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "cache_misses": self.cache_misses,
+            "backend_calls": self.backend_calls,
+            "backend_errors": self.backend_errors,
+            "injected": self.injected,
+            "truncated": self.truncated,
+            "errors": dict(self.errors),
+        }
 
 
 @dataclass
@@ -71,8 +81,14 @@ def make_backend(config: SimulatorConfig) -> Backend:
 class Simulator:
     """Answers tool calls without real APIs. Thread-safe; never raises on bad calls or tools."""
 
-    def __init__(self, config: SimulatorConfig | None = None, *, backend: Backend | None = None,
-                 count_tokens: TokenCounter | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: SimulatorConfig | None = None,
+        *,
+        backend: Backend | None = None,
+        count_tokens: TokenCounter | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config or SimulatorConfig()
         if backend is None:
             self.config.validate()
@@ -89,8 +105,9 @@ class Simulator:
 
     # -- public API --------------------------------------------------------------------------
 
-    def simulate(self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]],
-                 session_id: str | None = None) -> Observation:
+    def simulate(
+        self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]], session_id: str | None = None
+    ) -> Observation:
         """One call's observation."""
         if self.backend.is_async:
             from slca_grpo.simulator.aio import run_sync
@@ -102,8 +119,9 @@ class Simulator:
         result = None if pending.cached_text is not None else self._generate_safely(pending.request)
         return self._finish(pending, result)
 
-    async def asimulate(self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]],
-                        session_id: str | None = None) -> Observation:
+    async def asimulate(
+        self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]], session_id: str | None = None
+    ) -> Observation:
         if not self.backend.is_async:
             return self.simulate(call, tools, session_id)
         pending = self._prepare(call, tools, session_id)
@@ -123,8 +141,10 @@ class Simulator:
             from slca_grpo.simulator.aio import run_sync
 
             return run_sync(self.asimulate_many(items))
-        return [self.simulate(*unpacked) if isinstance(unpacked, tuple) else unpacked
-                for unpacked in map(_unpack, enumerate(items))]
+        return [
+            self.simulate(*unpacked) if isinstance(unpacked, tuple) else unpacked
+            for unpacked in map(_unpack, enumerate(items))
+        ]
 
     async def asimulate_many(self, items: Sequence[BatchItem]) -> list[Observation]:
         if not self.backend.is_async:
@@ -153,7 +173,7 @@ class Simulator:
         if self.cache is not None:
             self.cache.close()
 
-    def __enter__(self) -> "Simulator":
+    def __enter__(self) -> Simulator:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -174,7 +194,10 @@ class Simulator:
         try:
             call_key = canonical_json(call_dict)
         except (TypeError, ValueError) as exc:
-            return self._done(E.error_observation(E.INVALID_ARGUMENTS, f"Arguments are not JSON: {exc}", tool=spec.name), start)
+            return self._done(
+                E.error_observation(E.INVALID_ARGUMENTS, f"Arguments are not JSON: {exc}", tool=spec.name),
+                start,
+            )
         state = None
         resolution = Resolution()
         history: tuple[tuple[dict[str, Any], str], ...] = ()
@@ -201,13 +224,28 @@ class Simulator:
             return self._done(E.error_observation(E.NOT_FOUND, message, status=404, tool=spec.name), start)
         cache_key = cached_text = None
         if self.cache is not None:
-            cache_key = digest(canonical_json({
-                "v": CACHE_KEY_VERSION, "tool": spec.name, "tool_digest": spec.digest, "call": call_key,
-                "state": state_digest, "backend": self._identity, "seed": self.config.seed,
-            }))
+            cache_key = digest(
+                canonical_json(
+                    {
+                        "v": CACHE_KEY_VERSION,
+                        "tool": spec.name,
+                        "tool_digest": spec.digest,
+                        "call": call_key,
+                        "state": state_digest,
+                        "backend": self._identity,
+                        "seed": self.config.seed,
+                    }
+                )
+            )
             cached_text = self.cache.get(cache_key)
-        request = BackendRequest(call=ToolCall(spec.name, call.arguments), spec=spec, state_digest=state_digest,
-                                 history=history, target=resolution.target, related=resolution.related)
+        request = BackendRequest(
+            call=ToolCall(spec.name, call.arguments),
+            spec=spec,
+            state_digest=state_digest,
+            history=history,
+            target=resolution.target,
+            related=resolution.related,
+        )
         return _Pending(request, cache_key, cached_text, state, call_dict, start)
 
     def _generate_safely(self, request: BackendRequest) -> BackendResult:
@@ -237,8 +275,9 @@ class Simulator:
                     text, data = stored, _parse(stored)
         if pending.state is not None:
             with self.sessions.lock:
-                pending.state.record(pending.call_dict, pending.request.spec.intent, text, data,
-                                     pending.request.target)
+                pending.state.record(
+                    pending.call_dict, pending.request.spec.intent, text, data, pending.request.target
+                )
         shown = truncate_middle(text, self.config.max_observation_tokens, self.count_tokens)
         if shown is not text:
             with self._lock:
@@ -263,8 +302,12 @@ class Simulator:
         return index
 
 
-def build_simulator(config: SimulatorConfig | None = None, *, count_tokens: TokenCounter | None = None,
-                    backend: Backend | None = None) -> Simulator:
+def build_simulator(
+    config: SimulatorConfig | None = None,
+    *,
+    count_tokens: TokenCounter | None = None,
+    backend: Backend | None = None,
+) -> Simulator:
     """A simulator for ``config`` (validated); ``count_tokens`` sets the truncation tokenizer."""
     return Simulator(config, backend=backend, count_tokens=count_tokens)
 
@@ -279,7 +322,8 @@ def _coerce_call(call: Any) -> ToolCall:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError:
                 pass
-        return ToolCall(name=call.get("name"), arguments={} if arguments is None else arguments)  # type: ignore[arg-type]
+        name = call.get("name")
+        return ToolCall(name=name, arguments={} if arguments is None else arguments)  # type: ignore[arg-type]
     return ToolCall(name=None, arguments={})  # type: ignore[arg-type]
 
 

@@ -28,8 +28,17 @@ BACKEND_ERROR = "backend_error"
 INVALID_RESPONSE = "invalid_response"
 
 ERROR_KINDS = (
-    UNKNOWN_TOOL, MISSING_REQUIRED, INVALID_ARGUMENTS, INVALID_SCHEMA, NOT_FOUND,
-    TIMEOUT, SERVER_ERROR, RATE_LIMITED, EMPTY_RESULT, BACKEND_ERROR, INVALID_RESPONSE,
+    UNKNOWN_TOOL,
+    MISSING_REQUIRED,
+    INVALID_ARGUMENTS,
+    INVALID_SCHEMA,
+    NOT_FOUND,
+    TIMEOUT,
+    SERVER_ERROR,
+    RATE_LIMITED,
+    EMPTY_RESULT,
+    BACKEND_ERROR,
+    INVALID_RESPONSE,
 )
 INJECTED_KINDS = (TIMEOUT, SERVER_ERROR, RATE_LIMITED, EMPTY_RESULT)
 
@@ -42,5 +51,7 @@ def error_text(kind: str, message: str, **details: Any) -> str:
 
 def error_observation(kind: str, message: str, *, text: str | None = None, **details: Any) -> Observation:
     """An observation for a failed call; ``text`` overrides the default JSON error body."""
-    return Observation(text=text if text is not None else error_text(kind, message, **details),
-                       error=ObservationError(kind, message))
+    return Observation(
+        text=text if text is not None else error_text(kind, message, **details),
+        error=ObservationError(kind, message),
+    )

@@ -17,7 +17,13 @@ from datetime import timedelta
 from typing import Any
 
 from slca_grpo.simulator.regexgen import string_from_pattern
-from slca_grpo.simulator.values import MISSING, ValueContext, coerce, field_value, generic_value
+from slca_grpo.simulator.values import (
+    MISSING,
+    ValueContext,
+    coerce,
+    field_value,
+    generic_value,
+)
 from slca_grpo.simulator.words import singular, snake
 
 _MAX_DEPTH = 8
@@ -35,8 +41,14 @@ _TYPE_CHECKS = {
 class SchemaFaker:
     """Builds one value for a schema; ``context_values`` maps field names to preferred values."""
 
-    def __init__(self, root: Mapping[str, Any], ctx: ValueContext, context_values: Mapping[str, Any],
-                 *, echo: bool = True) -> None:
+    def __init__(
+        self,
+        root: Mapping[str, Any],
+        ctx: ValueContext,
+        context_values: Mapping[str, Any],
+        *,
+        echo: bool = True,
+    ) -> None:
         self.root = root
         self.ctx = ctx
         self.context_values = context_values if echo else {}
@@ -58,7 +70,9 @@ class SchemaFaker:
             if isinstance(options, list) and options:
                 rest = {k: v for k, v in schema.items() if k != key}
                 option = options[0] if depth >= _MAX_DEPTH else self.ctx.rng.choice(options)
-                merged = {**rest, **self._resolve(option)} if isinstance(self._resolve(option), Mapping) else rest
+                merged = (
+                    {**rest, **self._resolve(option)} if isinstance(self._resolve(option), Mapping) else rest
+                )
                 return self.generate(merged, name, depth + 1, in_array)
         kind = self._pick_type(schema, name, in_array)
         if name:
@@ -159,7 +173,8 @@ class SchemaFaker:
         return self.ctx.rng.choice(options)
 
     def _object(self, schema: Mapping[str, Any], name: str, depth: int, in_array: bool) -> dict[str, Any]:
-        props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+        declared = schema.get("properties")
+        props: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
         required = [r for r in schema.get("required") or [] if isinstance(r, str)]
         shallow = depth >= _MAX_DEPTH
         result: dict[str, Any] = {}
@@ -255,8 +270,17 @@ class SchemaFaker:
             return (ctx.anchor + timedelta(days=ctx.rng.randint(0, 5))).isoformat()
         if fmt == "time":
             return f"{ctx.rng.randint(6, 21):02d}:{5 * ctx.rng.randint(0, 11):02d}:00Z"
-        by_format = {"email": "email", "idn-email": "email", "uri": "url", "url": "url", "iri": "url",
-                     "uri-reference": "url", "iri-reference": "url", "uuid": "uuid", "ipv4": "ip"}
+        by_format = {
+            "email": "email",
+            "idn-email": "email",
+            "uri": "url",
+            "url": "url",
+            "iri": "url",
+            "uri-reference": "url",
+            "iri-reference": "url",
+            "uuid": "uuid",
+            "ipv4": "ip",
+        }
         if fmt in by_format:
             return field_value(by_format[fmt], ctx, "string")
         if fmt in ("hostname", "idn-hostname"):
@@ -273,8 +297,14 @@ class SchemaFaker:
         if value is MISSING or (low is not None and value < low) or (high is not None and value > high):
             lo = low if low is not None else (high - 100 if high is not None else 1)
             hi = high if high is not None else lo + (99 if kind == "integer" else 499)
-            value = self.ctx.rng.randint(math.ceil(lo), math.floor(hi)) if kind == "integer" else round(self.ctx.rng.uniform(lo, hi), 2)
-            if kind == "number" and ((low is not None and value < low) or (high is not None and value > high)):
+            value = (
+                self.ctx.rng.randint(math.ceil(lo), math.floor(hi))
+                if kind == "integer"
+                else round(self.ctx.rng.uniform(lo, hi), 2)
+            )
+            if kind == "number" and (
+                (low is not None and value < low) or (high is not None and value > high)
+            ):
                 value = lo
         step = schema.get("multipleOf")
         if isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0:
@@ -289,14 +319,14 @@ def _bounds(schema: Mapping[str, Any], kind: str) -> tuple[float | None, float |
 
     low, high = num("minimum"), num("maximum")
     tiny = 1 if kind == "integer" else 1e-6
-    ex_low, ex_high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-    if ex_low is True and low is not None:  # draft 4 booleans
+    ex_low, ex_high = num("exclusiveMinimum"), num("exclusiveMaximum")
+    if schema.get("exclusiveMinimum") is True and low is not None:  # draft 4 booleans
         low += tiny
-    elif num("exclusiveMinimum") is not None:
+    elif ex_low is not None:
         low = max(low if low is not None else -math.inf, ex_low + tiny)
-    if ex_high is True and high is not None:
+    if schema.get("exclusiveMaximum") is True and high is not None:
         high -= tiny
-    elif num("exclusiveMaximum") is not None:
+    elif ex_high is not None:
         high = min(high if high is not None else math.inf, ex_high - tiny)
     if kind == "integer":
         low = math.ceil(low) if low is not None else None
@@ -321,8 +351,9 @@ def _snap(value: float, step: float, low: float | None, high: float | None, kind
 
 
 def _fit_length(value: str, schema: Mapping[str, Any], ctx: ValueContext) -> str:
-    low = schema.get("minLength") if isinstance(schema.get("minLength"), int) else 0
-    high = schema.get("maxLength") if isinstance(schema.get("maxLength"), int) else None
+    min_length, max_length = schema.get("minLength"), schema.get("maxLength")
+    low: int = min_length if isinstance(min_length, int) else 0
+    high: int | None = max_length if isinstance(max_length, int) else None
     if high is not None and len(value) > high:
         value = value[:high].rstrip() if high > 0 else ""
         value = value if len(value) >= low else value.ljust(low, "x")

@@ -12,17 +12,61 @@ import re
 from typing import Any
 
 from slca_grpo.simulator import intent as I
-from slca_grpo.simulator.values import MISSING, ValueContext, classify, field_value, generic_value, make_id
+from slca_grpo.simulator.values import (
+    MISSING,
+    ValueContext,
+    classify,
+    field_value,
+    generic_value,
+    make_id,
+)
 from slca_grpo.simulator.words import plural, snake
 
 TEMPLATES: dict[str, tuple[str, ...]] = {
-    "weather": ("location", "temperature", "feels_like", "condition", "humidity", "wind_speed_kmh", "unit", "observed_at"),
+    "weather": (
+        "location",
+        "temperature",
+        "feels_like",
+        "condition",
+        "humidity",
+        "wind_speed_kmh",
+        "unit",
+        "observed_at",
+    ),
     "stock": ("symbol", "company_name", "price", "change", "change_percent", "currency", "volume", "as_of"),
-    "flight": ("flight_number", "airline", "origin", "destination", "departure_time", "arrival_time",
-               "duration_minutes", "price", "currency", "seats_available", "status"),
-    "hotel": ("name", "address", "city", "rating", "price_per_night", "currency", "available_rooms", "amenities"),
+    "flight": (
+        "flight_number",
+        "airline",
+        "origin",
+        "destination",
+        "departure_time",
+        "arrival_time",
+        "duration_minutes",
+        "price",
+        "currency",
+        "seats_available",
+        "status",
+    ),
+    "hotel": (
+        "name",
+        "address",
+        "city",
+        "rating",
+        "price_per_night",
+        "currency",
+        "available_rooms",
+        "amenities",
+    ),
     "restaurant": ("name", "cuisine", "address", "rating", "phone", "open_now"),
-    "order": ("items", "total", "currency", "status", "created_at", "shipping_address", "estimated_delivery_date"),
+    "order": (
+        "items",
+        "total",
+        "currency",
+        "status",
+        "created_at",
+        "shipping_address",
+        "estimated_delivery_date",
+    ),
     "booking": ("status", "date", "guests", "total_price", "currency", "created_at"),
     "user": ("name", "email", "phone", "city", "created_at", "status"),
     "product": ("name", "price", "currency", "category", "in_stock", "rating"),
@@ -56,13 +100,20 @@ _CONTROL = re.compile(
 )
 _QUERY_ARGS = ("query", "q", "keyword", "keywords", "search", "term", "search_term")
 _LIMIT_ARGS = ("limit", "max_results", "top_k", "top_n", "num_results", "count", "per_page", "page_size")
-_ALIASES = {"recipient": ("to", "email", "recipient_email", "phone", "phone_number", "recipients"),
-            "location": ("city", "address", "place", "query", "q")}
+_ALIASES = {
+    "recipient": ("to", "email", "recipient_email", "phone", "phone_number", "recipients"),
+    "location": ("city", "address", "place", "query", "q"),
+}
 META_KEYS = frozenset({"message", "success", "deleted", "ok", "error", "total_results", "count"})
 
 
-def infer_response(intent: I.Intent, args: dict[str, Any], ctx: ValueContext,
-                   primary: tuple[str, Any] | None, stored: dict[str, Any] | None) -> Any:
+def infer_response(
+    intent: I.Intent,
+    args: dict[str, Any],
+    ctx: ValueContext,
+    primary: tuple[str, Any] | None,
+    stored: dict[str, Any] | None,
+) -> Any:
     """The JSON value a plausible API would return for this call."""
     verb = intent.verb
     entity_label = intent.entity.replace("_", " ").capitalize()
@@ -100,8 +151,15 @@ def infer_response(intent: I.Intent, args: dict[str, Any], ctx: ValueContext,
     return record
 
 
-def _record(intent: I.Intent, args: dict[str, Any], ctx: ValueContext, primary: tuple[str, Any] | None,
-            stored: dict[str, Any] | None, *, in_list: bool) -> dict[str, Any]:
+def _record(
+    intent: I.Intent,
+    args: dict[str, Any],
+    ctx: ValueContext,
+    primary: tuple[str, Any] | None,
+    stored: dict[str, Any] | None,
+    *,
+    in_list: bool,
+) -> dict[str, Any]:
     ctx.new_record()
     record: dict[str, Any] = {}
     if primary is not None and not in_list and intent.verb != I.CREATE:
@@ -116,7 +174,7 @@ def _record(intent: I.Intent, args: dict[str, Any], ctx: ValueContext, primary: 
         if _CONTROL.match(snake(key)) or (in_list and I.is_id_key(key)):
             continue
         if intent.verb == I.UPDATE:
-            target = key[4:] if key.startswith("new_") else key
+            target = key.removeprefix("new_")
             record[target] = value
         else:
             record.setdefault(key, value)
@@ -172,7 +230,9 @@ def _apply_bounds(record: dict[str, Any], args: dict[str, Any], ctx: ValueContex
                 new = ctx.rng.uniform(limit, ceiling)
             else:
                 continue
-            record[name] = int(new) if isinstance(value, int) else round(new, 2 if classify(name) != "rating" else 1)
+            record[name] = (
+                int(new) if isinstance(value, int) else round(new, 2 if classify(name) != "rating" else 1)
+            )
 
 
 def _result_count(args: dict[str, Any], ctx: ValueContext) -> int:
@@ -194,8 +254,14 @@ def _id_of(record: dict[str, Any], primary: tuple[str, Any] | None) -> Any:
 
 
 def _convert(record: dict[str, Any], args: dict[str, Any]) -> None:
-    amount = next((v for k, v in args.items() if classify(k) == "money" and isinstance(v, (int, float))
-                   and not isinstance(v, bool)), None)
+    amount = next(
+        (
+            v
+            for k, v in args.items()
+            if classify(k) == "money" and isinstance(v, (int, float)) and not isinstance(v, bool)
+        ),
+        None,
+    )
     rate = record.get("rate")
     if amount is not None and isinstance(rate, (int, float)):
         record["amount"] = amount

@@ -17,7 +17,11 @@ from slca_grpo.types import Observation
 _SERVER_ERRORS = (
     (500, "Internal Server Error", "The server encountered an unexpected condition. Please try again later."),
     (502, "Bad Gateway", "The upstream service returned an invalid response. Please retry."),
-    (503, "Service Unavailable", "The service is temporarily unavailable due to maintenance or load. Please retry shortly."),
+    (
+        503,
+        "Service Unavailable",
+        "The service is temporarily unavailable due to maintenance or load. Please retry shortly.",
+    ),
 )
 
 

@@ -43,7 +43,9 @@ class ServiceMetrics:
                 "# TYPE slca_sim_requests_total counter",
             ]
             for (endpoint, status), n in sorted(self.requests.items()):
-                lines.append(f'slca_sim_requests_total{{endpoint="{_escape(endpoint)}",status="{status}"}} {n}')
+                lines.append(
+                    f'slca_sim_requests_total{{endpoint="{_escape(endpoint)}",status="{status}"}} {n}'
+                )
             lines += [
                 "# HELP slca_sim_observations_total Observations returned (one per simulated call).",
                 "# TYPE slca_sim_observations_total counter",
@@ -57,7 +59,7 @@ class ServiceMetrics:
                 "# HELP slca_sim_cache_hits_total Simulated calls answered from the cache.",
                 "# TYPE slca_sim_cache_hits_total counter",
                 f"slca_sim_cache_hits_total {simulator_stats.get('cache_hits', 0)}",
-                "# HELP slca_sim_cache_misses_total Simulated calls the backend had to answer (cache enabled).",
+                "# HELP slca_sim_cache_misses_total Calls the backend had to answer (cache enabled).",
                 "# TYPE slca_sim_cache_misses_total counter",
                 f"slca_sim_cache_misses_total {simulator_stats.get('cache_misses', 0)}",
                 "# HELP slca_sim_backend_calls_total Calls that reached the backend.",

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from slca_grpo.simulator import errors as E
-from slca_grpo.simulator.aio import background_loop
+from slca_grpo.simulator.aio import existing_background_loop
 from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult
 from slca_grpo.simulator.checks import validate_value
 from slca_grpo.simulator.config import OpenAIConfig
@@ -49,24 +49,34 @@ class OpenAIBackend(Backend):
     name = "openai"
     is_async = True
 
-    def __init__(self, config: OpenAIConfig, seed: int = 0, *,
-                 transport: httpx.AsyncBaseTransport | None = None,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        config: OpenAIConfig,
+        seed: int = 0,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.config = config
         self.seed = seed
         self.url = config.base_url.rstrip("/") + "/chat/completions"
         self._transport = transport
         self._sleep = sleep
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, asyncio.Semaphore]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, asyncio.Semaphore]
+        ] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self.counters = {"requests": 0, "retries": 0, "failures": 0, "reasks": 0, "invalid_answers": 0}
 
     def cache_identity(self) -> dict[str, Any]:
         c = self.config
-        return {"backend": self.name, "model": c.model, "prompt_version": PROMPT_VERSION,
-                "no_schema": c.no_schema, "temperature": c.temperature}
+        return {
+            "backend": self.name,
+            "model": c.model,
+            "prompt_version": PROMPT_VERSION,
+            "no_schema": c.no_schema,
+            "temperature": c.temperature,
+        }
 
     def stats(self) -> dict[str, float]:
         return dict(self.counters)
@@ -85,7 +95,9 @@ class OpenAIBackend(Backend):
                 headers["Authorization"] = f"Bearer {key}"
             n = self.config.concurrency
             client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.config.timeout_s), headers=headers, transport=self._transport,
+                timeout=httpx.Timeout(self.config.timeout_s),
+                headers=headers,
+                transport=self._transport,
                 limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
             )
             entry = (client, asyncio.Semaphore(n))
@@ -103,23 +115,36 @@ class OpenAIBackend(Backend):
             doc = {k: spec.function[k] for k in ("name", "description", "parameters") if k in spec.function}
             parts.append("API documentation of the endpoint called:\n" + json.dumps(doc, ensure_ascii=False))
             if spec.returns is not None:
-                parts.append("The response body must be valid against this JSON Schema:\n"
-                             + json.dumps(spec.returns, ensure_ascii=False))
-        history = list(request.history)[-self.config.history_turns:] if self.config.history_turns else []
+                parts.append(
+                    "The response body must be valid against this JSON Schema:\n"
+                    + json.dumps(spec.returns, ensure_ascii=False)
+                )
+        history = list(request.history)[-self.config.history_turns :] if self.config.history_turns else []
         if history:
             lines = []
             for i, (call, answer) in enumerate(history, 1):
                 if len(answer) > _HISTORY_ANSWER_CHARS:
                     answer = answer[:_HISTORY_ANSWER_CHARS] + "…"
                 lines.append(f"{i}. request: {json.dumps(call, ensure_ascii=False)}\n   response: {answer}")
-            parts.append("Earlier requests in this session and the responses given (oldest first):\n" + "\n".join(lines))
+            parts.append(
+                "Earlier requests in this session and the responses given (oldest first):\n"
+                + "\n".join(lines)
+            )
         if request.target is not None and request.target.data:
-            parts.append(f"Current state of the record this request refers to ({request.target.id_key}="
-                         f"{request.target.id_value}):\n" + json.dumps(request.target.data, ensure_ascii=False))
+            parts.append(
+                f"Current state of the record this request refers to ({request.target.id_key}="
+                f"{request.target.id_value}):\n" + json.dumps(request.target.data, ensure_ascii=False)
+            )
         if request.related:
-            parts.append("Other records this request refers to:\n" + json.dumps(request.related, ensure_ascii=False))
+            parts.append(
+                "Other records this request refers to:\n" + json.dumps(request.related, ensure_ascii=False)
+            )
         call = {"name": spec.name, "arguments": request.call.arguments}
-        user = "Request:\n" + json.dumps(call, ensure_ascii=False) + "\n\nReply with the JSON response body only."
+        user = (
+            "Request:\n"
+            + json.dumps(call, ensure_ascii=False)
+            + "\n\nReply with the JSON response body only."
+        )
         return [{"role": "system", "content": "\n\n".join(parts)}, {"role": "user", "content": user}]
 
     # -- answering ---------------------------------------------------------------------------
@@ -128,7 +153,7 @@ class OpenAIBackend(Backend):
         client, semaphore = self._client()
         messages = self.build_messages(request)
         validator = None if self.config.no_schema else request.spec.returns_validator
-        problem = "no answer"
+        problem: str | None = "no answer"
         for round_ in range(1 + self.config.max_reasks):
             try:
                 content = await self._complete(client, semaphore, messages)
@@ -144,17 +169,32 @@ class OpenAIBackend(Backend):
                 return BackendResult(text=json.dumps(data, ensure_ascii=False), data=data)
             if round_ < self.config.max_reasks:
                 self._count("reasks")
-                messages = [*messages, {"role": "assistant", "content": content},
-                            {"role": "user", "content": f"That reply is invalid: {problem}. Reply again with "
-                                                        "only the corrected JSON response body."}]
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": content},
+                    {
+                        "role": "user",
+                        "content": f"That reply is invalid: {problem}. Reply again with "
+                        "only the corrected JSON response body.",
+                    },
+                ]
         self._count("invalid_answers")
-        return BackendResult(error=ObservationError(E.INVALID_RESPONSE, f"unusable simulator answer: {problem}"))
+        return BackendResult(
+            error=ObservationError(E.INVALID_RESPONSE, f"unusable simulator answer: {problem}")
+        )
 
-    async def _complete(self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore,
-                        messages: list[dict[str, str]]) -> str:
+    async def _complete(
+        self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore, messages: list[dict[str, str]]
+    ) -> str:
         c = self.config
-        payload = {"model": c.model, "messages": messages, "temperature": c.temperature,
-                   "max_tokens": c.max_tokens, "seed": self.seed, **c.extra_body}
+        payload = {
+            "model": c.model,
+            "messages": messages,
+            "temperature": c.temperature,
+            "max_tokens": c.max_tokens,
+            "seed": self.seed,
+            **c.extra_body,
+        }
         last = "no attempt made"
         retry_after: float | None = None
         for attempt in range(c.max_retries + 1):
@@ -204,9 +244,10 @@ class OpenAIBackend(Backend):
             await entry[0].aclose()
 
     def close(self) -> None:
-        loop = background_loop()
-        entry = self._clients.pop(loop, None)
-        if entry is not None and loop.is_running():
+        """Close the client of the shared background loop; clients of other loops close with them."""
+        loop = existing_background_loop()
+        entry = self._clients.pop(loop, None) if loop is not None else None
+        if entry is not None and loop is not None and loop.is_running():
             asyncio.run_coroutine_threadsafe(entry[0].aclose(), loop).result(timeout=5)
         self._clients.clear()
 

@@ -29,7 +29,9 @@ _CATEGORY_CHARS = {
     _sre.CATEGORY_SPACE: " ",
     _sre.CATEGORY_NOT_SPACE: string.ascii_letters + string.digits,
 }
-_REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT} | ({_sre.POSSESSIVE_REPEAT} if hasattr(_sre, "POSSESSIVE_REPEAT") else set())
+_REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT} | (
+    {_sre.POSSESSIVE_REPEAT} if hasattr(_sre, "POSSESSIVE_REPEAT") else set()
+)
 
 
 def string_from_pattern(pattern: str, rng: DetRng) -> str | None:
@@ -111,7 +113,14 @@ def _class_source(items: list[tuple[Any, Any]]) -> list[str]:
         elif op is _sre.RANGE:
             parts.append(f"{re.escape(chr(arg[0]))}-{re.escape(chr(arg[1]))}")
         elif op is _sre.CATEGORY:
-            parts.append({_sre.CATEGORY_DIGIT: r"\d", _sre.CATEGORY_NOT_DIGIT: r"\D",
-                          _sre.CATEGORY_WORD: r"\w", _sre.CATEGORY_NOT_WORD: r"\W",
-                          _sre.CATEGORY_SPACE: r"\s", _sre.CATEGORY_NOT_SPACE: r"\S"}.get(arg, ""))
+            parts.append(
+                {
+                    _sre.CATEGORY_DIGIT: r"\d",
+                    _sre.CATEGORY_NOT_DIGIT: r"\D",
+                    _sre.CATEGORY_WORD: r"\w",
+                    _sre.CATEGORY_NOT_WORD: r"\W",
+                    _sre.CATEGORY_SPACE: r"\s",
+                    _sre.CATEGORY_NOT_SPACE: r"\S",
+                }.get(arg, "")
+            )
     return parts

@@ -63,8 +63,9 @@ class SchemaBackend(Backend):
         return {"invalid_answers": self.invalid_answers}
 
 
-def _context_values(intent: I.Intent, args: dict[str, Any], primary: tuple[str, Any] | None,
-                    stored: dict[str, Any] | None) -> dict[str, Any]:
+def _context_values(
+    intent: I.Intent, args: dict[str, Any], primary: tuple[str, Any] | None, stored: dict[str, Any] | None
+) -> dict[str, Any]:
     """Field values the answer should carry, lowest priority first: arguments, record, verb."""
     context: dict[str, Any] = dict(args)
     if primary is not None and intent.verb != I.CREATE:
@@ -74,7 +75,7 @@ def _context_values(intent: I.Intent, args: dict[str, Any], primary: tuple[str, 
         context.update(stored)
     if intent.verb == I.UPDATE:
         for key, value in args.items():
-            context[key[4:] if key.startswith("new_") else key] = value
+            context[key.removeprefix("new_")] = value
     elif intent.verb == I.CANCEL:
         context["status"] = "cancelled"
     elif intent.verb == I.DELETE:

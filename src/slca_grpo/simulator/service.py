@@ -47,8 +47,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def create_app(simulator: Simulator, *, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-               max_batch: int = DEFAULT_MAX_BATCH) -> FastAPI:
+def create_app(
+    simulator: Simulator,
+    *,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_batch: int = DEFAULT_MAX_BATCH,
+) -> FastAPI:
     """A FastAPI app serving ``simulator``; ``token`` None or "" means no authentication."""
     app = FastAPI(title="slca-grpo tool simulator", docs_url=None, redoc_url=None, openapi_url=None)
     metrics = ServiceMetrics()
@@ -62,8 +67,13 @@ def create_app(simulator: Simulator, *, token: str | None = None, max_body_bytes
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), expected)
 
-    async def handle(request: Request, endpoint: str, work: Callable[[Request], Awaitable[Response]],
-                     *, public: bool = False) -> Response:
+    async def handle(
+        request: Request,
+        endpoint: str,
+        work: Callable[[Request], Awaitable[Response]],
+        *,
+        public: bool = False,
+    ) -> Response:
         start = time.perf_counter()
         try:
             if not public and not authorized(request):
@@ -124,7 +134,10 @@ def create_app(simulator: Simulator, *, token: str | None = None, max_body_bytes
         ("/metrics", "/metrics", metrics_text, "GET", False),
     )
     for path, label, work, method, public in routes:
-        async def endpoint(request: Request, _label: str = label, _work: Any = work, _public: bool = public) -> Response:
+
+        async def endpoint(
+            request: Request, _label: str = label, _work: Any = work, _public: bool = public
+        ) -> Response:
             return await handle(request, _label, _work, public=_public)
 
         app.add_route(path, endpoint, methods=[method])
@@ -150,7 +163,9 @@ async def _read_json(request: Request, limit: int) -> Any:
     except UnicodeDecodeError:
         raise HttpError(400, "request body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise HttpError(400, f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise HttpError(
+            400, f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
 
 
 def _parse_item(obj: Any, where: str) -> tuple[ToolCall, list[Any], str | None]:
@@ -179,26 +194,39 @@ def _parse_item(obj: Any, where: str) -> tuple[ToolCall, list[Any], str | None]:
             raise HttpError(400, f"{where}.call.arguments is a string that is not valid JSON") from None
     session_id = obj.get("session_id")
     if session_id is not None and (not isinstance(session_id, str) or len(session_id) > MAX_SESSION_ID_CHARS):
-        raise HttpError(400, f"{where}.session_id must be a string of at most {MAX_SESSION_ID_CHARS} characters or null")
+        raise HttpError(
+            400, f"{where}.session_id must be a string of at most {MAX_SESSION_ID_CHARS} characters or null"
+        )
     return ToolCall(name=name, arguments=arguments if arguments is not None else {}), tools, session_id
 
 
 def _json(payload: Any, status: int = 200) -> Response:
-    return Response(content=json.dumps(payload, ensure_ascii=False), status_code=status, media_type="application/json")
+    return Response(
+        content=json.dumps(payload, ensure_ascii=False), status_code=status, media_type="application/json"
+    )
 
 
 def _error(status: int, message: str) -> Response:
     return _json({"error": message}, status)
 
 
-def serve(simulator: Simulator, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-          allow_no_token: bool = False, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-          log_level: str = "warning") -> None:
+def serve(
+    simulator: Simulator,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    allow_no_token: bool = False,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    log_level: str = "warning",
+) -> None:
     """Run the service until interrupted (blocking)."""
     import uvicorn
 
     if not token and not is_loopback(host) and not allow_no_token:
-        raise ValueError(f"refusing to serve on non-loopback host {host!r} without a token "
-                         "(set --token / $SLCA_SIM_TOKEN, or pass --allow-no-token)")
+        raise ValueError(
+            f"refusing to serve on non-loopback host {host!r} without a token "
+            "(set --token / $SLCA_SIM_TOKEN, or pass --allow-no-token)"
+        )
     app = create_app(simulator, token=token, max_body_bytes=max_body_bytes)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, server_header=False)

@@ -20,7 +20,9 @@ def approx_token_count(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def truncate_middle(text: str, max_tokens: int | None, count_tokens: TokenCounter = approx_token_count) -> str:
+def truncate_middle(
+    text: str, max_tokens: int | None, count_tokens: TokenCounter = approx_token_count
+) -> str:
     """Keep the head and tail of ``text`` within ``max_tokens``, with a marker where the middle was.
 
     Binary search on the number of characters kept, so any monotone counter works (a real
@@ -34,7 +36,7 @@ def truncate_middle(text: str, max_tokens: int | None, count_tokens: TokenCounte
         tail = keep - head
         omitted = len(text) - keep
         marker = f"\n...[truncated {omitted} characters]...\n"
-        return text[:head] + marker + (text[len(text) - tail:] if tail else "")
+        return text[:head] + marker + (text[len(text) - tail :] if tail else "")
 
     low, high = 0, len(text)
     while low < high:
@@ -51,7 +53,7 @@ def strip_wrappers(text: str) -> str:
     text = _THINK_BLOCK.sub("", text)
     lowered = text.lower()
     if "</think>" in lowered:  # an opening tag the template swallowed: keep what follows
-        text = text[lowered.rindex("</think>") + len("</think>"):]
+        text = text[lowered.rindex("</think>") + len("</think>") :]
     text = _WRAPPER_TAGS.sub("", text)
     fenced = _FENCE.search(text)
     if fenced:

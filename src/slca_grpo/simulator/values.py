@@ -9,156 +9,19 @@ one record (a person's name and email, a city and its country) come from memos o
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 from slca_grpo.simulator import vocab as V
+from slca_grpo.simulator.fieldnames import classify
 from slca_grpo.simulator.intent import PERSON_ENTITIES, Intent
 from slca_grpo.simulator.words import DetRng, singular, snake, split_words
 
 MISSING: Any = object()
 BASE_DATE = date(2025, 6, 2)  # fixed, never today(): answers must not depend on the clock
 _ISO_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
-
-_RULES: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(p), c)
-    for p, c in (
-        (r"(^|_)uuid$|^guid$", "uuid"),
-        (r"(^|_)e_?mail(_address)?$|^e_?mail", "email"),
-        (r"phone|mobile|telephone|(^|_)fax$|(^|_)tel$", "phone"),
-        (r"image|photo|avatar|thumbnail|logo|picture|icon_url", "image_url"),
-        (r"(^|_)(url|link|website|homepage|href|uri|webpage)$", "url"),
-        (r"(^|_)ip(_address)?$", "ip"),
-        (r"(^|_)id$", "id"),
-        (r"^(first|given)_?name$|^fname$", "first_name"),
-        (r"^(last|family)_?name$|^lname$|^surname$", "last_name"),
-        (r"user_?name|(^|_)handle$|screen_name|(^|_)login$", "username"),
-        (r"time_?zone|(^|_)tz$", "timezone"),
-        (r"flight_(number|no|num|code)$", "flight_number"),
-        (r"(^|_)(zip|postal|post)_?(code)?$|postcode", "zip"),
-        (r"country_code$", "country_code"),
-        (r"(^|_)currency(_code)?$|_currency$", "currency"),
-        (r"language_code$|(^|_)(lang|locale)$", "language_code"),
-        (r"(^|_)languages?$|_language$", "language"),
-        (r"_at$|timestamp|date_?time|^(created|updated|modified|published|posted|observed|sent|issued)"
-         r"(_on)?$|^last_(updated|modified)$|^as_of$|(departure|arrival|start|end|pickup|dropoff)_time$",
-         "datetime"),
-        (r"(^|_)dates?$|_date$|^date_|birth|(^|_)dob$|deadline|(^|_)due$|expir|^check_?(in|out)$",
-         "date"),
-        (r"(^|_)time$|^(opens|closes)$|(opening|closing)_time$", "time"),
-        (r"(^|_)year", "year"),
-        (r"(^|_)month$", "month"),
-        (r"weekday|day_of_week", "weekday"),
-        (r"duration|minutes|(^|_)mins?$|seconds|(^|_)secs?$|hours|(^|_)hrs?$|(^|_)eta$|travel_time"
-         r"|prep_time|cook_time|runtime", "duration"),
-        (r"temperature|(^|_)temp(_|$)|feels_like|dew_?point|^(high|low)$", "temperature"),
-        (r"humidity", "humidity"),
-        (r"wind", "wind"),
-        (r"pressure", "pressure"),
-        (r"visibility", "visibility"),
-        (r"(^|_)uv", "uv"),
-        (r"precip|rainfall|(^|_)rain|snow", "precipitation"),
-        (r"(^|_)(lat|latitude)$", "latitude"),
-        (r"(^|_)(lng|lon|long|longitude)$", "longitude"),
-        (r"change_?(percent|pct)|percent_?change", "change_percent"),
-        (r"percent|percentage|(^|_)pct$|probability|chance|discount|occupancy|battery", "percent"),
-        (r"exchange_rate|conversion_rate|(^|_)rate$|fx_rate", "rate"),
-        (r"(^|_)(count|num|number_of|total_results|total_count|results_count|quantity|qty|stock"
-         r"|inventory|seats|rooms|guests|adults|children|passengers|followers|likes|views|votes"
-         r"|nights|servings|stops|capacity|available_rooms|available_seats|seats_available"
-         r"|tickets_available|copies|units|total_items|employees|review_count)$|^num_|_count$", "count"),
-        (r"(^|_)(page|page_number)$", "page"),
-        (r"(^|_)(limit|per_page|page_size|max_results|top_k|top_n)$", "limit"),
-        (r"salary|income|revenue", "salary"),
-        (r"balance|budget|credit_limit", "balance"),
-        (r"market_cap", "big_money"),
-        (r"(^|_)(fee|tax|tip|shipping|surcharge|deposit)(_amount|_cost)?$", "small_money"),
-        (r"price|cost|amount|total|fare|subtotal|charge|refund|(^|_)paid_amount$", "money"),
-        (r"(^|_)volume$", "volume"),
-        (r"(^|_)change$", "change"),
-        (r"rating|stars", "rating"),
-        (r"score", "score"),
-        (r"(^|_)age$", "age"),
-        (r"population", "population"),
-        (r"distance|_km$|_miles$|_mi$|mileage", "distance"),
-        (r"weight|_kg$|_lbs?$", "weight"),
-        (r"(^|_)(height|width|depth|length)(_cm|_m)?$", "dimension"),
-        (r"elevation|altitude", "elevation"),
-        (r"speed", "speed"),
-        (r"(^|_)size(_bytes)?$|bytes|file_size", "size_bytes"),
-        (r"calorie", "calories"),
-        (r"^(success|successful|ok|valid|succeeded)$", "true"),
-        (r"^(is|has|can|should|allow|allows|enable|include|includes|supports|requires)_|(^|_)(available"
-         r"|in_stock|active|verified|confirmed|open_now|refundable|completed|paid|visible|public"
-         r"|private|enabled|archived|starred|favorite|direct|nonstop|instant)$", "boolean"),
-        (r"(^|_)status$", "status"),
-        (r"priority|severity|urgency", "priority"),
-        (r"(^|_)role$", "role"),
-        (r"(^|_)(mode|travel_mode|transport)$", "travel_mode"),
-        (r"payment_method|(^|_)method$", "payment_method"),
-        (r"colou?r", "color"),
-        (r"(^|_)units?$", "unit"),
-        (r"cuisine", "cuisine"),
-        (r"genre", "genre"),
-        (r"(^|_)(category|categories|type|kind|department|section|class)$", "category"),
-        (r"(^|_)(tags|keywords|labels|topics)$", "tags"),
-        (r"amenit|features|facilities", "amenities"),
-        (r"ingredient", "ingredients"),
-        (r"(^|_)topic$", "topic"),
-        (r"job_title|position|occupation|(^|_)profession$", "job_title"),
-        (r"airline", "airline"),
-        (r"airport|iata", "airport"),
-        (r"company|organi[sz]ation|employer|brand|manufacturer|vendor|merchant|(^|_)store$|(^|_)shop$"
-         r"|seller|provider|(^|_)bank$|carrier|agency|studio", "company"),
-        (r"(^|_)(symbol|ticker)$", "ticker"),
-        (r"(^|_)(city|town|origin|destination|location|from_city|to_city|departure_city"
-         r"|arrival_city|place|hometown|locality)$", "city"),
-        (r"country", "country"),
-        (r"(^|_)(state|region|province|county)$", "region"),
-        (r"address|street|(^|_)addr$", "address"),
-        (r"(^|_)(author|artist|director|assignee|owner|organi[sz]er|host|driver|manager|instructor"
-         r"|teacher|doctor|agent|sender|recipient|creator|reviewer|speaker|composer|writer|customer"
-         r"|passenger|guest|user|contact|person|employee|attendee|chef)(_name)?$|^full_?name$",
-         "person"),
-        (r"(^|_)name$|_name$", "name"),
-        (r"(^|_)(title|headline|subject|album)$|_title$", "title"),
-        (r"(^|_)venue$", "venue"),
-        (r"(^|_)make$", "car_make"),
-        (r"(^|_)model$", "car_model"),
-        (r"(^|_)(source|publisher)$", "news_source"),
-        (r"(^|_)seat(_number)?$", "seat"),
-        (r"(^|_)gate$", "gate"),
-        (r"(^|_)terminal$", "terminal"),
-        (r"room_type|(^|_)room$", "room_type"),
-        (r"cabin|seat_class|travel_class|fare_class", "seat_class"),
-        (r"mime|content_type|file_type|(^|_)format$", "mime"),
-        (r"file_?name", "file_name"),
-        (r"(^|_)isbn$", "isbn"),
-        (r"(^|_)sku$", "sku"),
-        (r"version", "version"),
-        (r"token|api_key|secret|hash|checksum|signature|password", "token"),
-        (r"(^|_)(code|confirmation|reference|ref|tracking|coupon|voucher|pnr)$|_code$|_number$|_ref$",
-         "code"),
-        (r"(^|_)(condition|conditions|weather|sky|forecast)$", "condition"),
-        (r"(^|_)(description|summary|details|overview|bio|about|snippet|abstract|notes?|comment|review"
-         r"|content|body|text|message|answer|instructions|remarks|reason|feedback|excerpt|caption)$",
-         "text"),
-        (r"(^|_)(items|line_items|order_items)$", "line_items"),
-        (r"(^|_)(attendees|participants|recipients|members|invitees|cc)$", "email_list"),
-    )
-]
-
-
-@lru_cache(maxsize=8192)
-def classify(name: str) -> str | None:
-    """The value category of a field name, or None when no rule knows it."""
-    key = snake(name)
-    for pattern, category in _RULES:
-        if pattern.search(key):
-            return category
-    return None
 
 
 @dataclass
@@ -213,7 +76,9 @@ class ValueContext:
     def base_time(self) -> datetime:
         def make() -> datetime:
             day = self.anchor + timedelta(days=0 if self.anchored else self.rng.randint(1, 30))
-            return datetime(day.year, day.month, day.day, self.rng.randint(6, 20), 5 * self.rng.randint(0, 11))
+            return datetime(
+                day.year, day.month, day.day, self.rng.randint(6, 20), 5 * self.rng.randint(0, 11)
+            )
 
         return self._memo("time", make)
 
@@ -233,10 +98,31 @@ def make_id(stem: str, rng: DetRng) -> str:
     return f"{prefix}-{rng.randint(100000, 999999)}"
 
 
-_ID_PREFIXES = {"booking": "BK", "reservation": "RES", "order": "ORD", "user": "USR", "customer": "CUS",
-                "product": "PRD", "hotel": "HTL", "flight": "FLT", "payment": "PAY", "transaction": "TXN",
-                "ticket": "TCK", "message": "MSG", "event": "EVT", "file": "FILE", "appointment": "APT",
-                "invoice": "INV", "account": "ACC", "item": "ITM", "restaurant": "RST"}
+_ID_PREFIXES = {
+    "booking": "BK",
+    "reservation": "RES",
+    "order": "ORD",
+    "user": "USR",
+    "customer": "CUS",
+    "product": "PRD",
+    "hotel": "HTL",
+    "flight": "FLT",
+    "payment": "PAY",
+    "transaction": "TXN",
+    "ticket": "TCK",
+    "message": "MSG",
+    "event": "EVT",
+    "file": "FILE",
+    "appointment": "APT",
+    "invoice": "INV",
+    "account": "ACC",
+    "item": "ITM",
+    "restaurant": "RST",
+}
+
+
+_HEADLINE_ENDINGS = ("outlook improves", "faces new questions", "sees record growth", "draws global attention")
+_EVENT_KINDS = ("Jazz Festival", "Tech Summit", "Marathon", "Food Fair", "Film Week")
 
 
 def _sentence(ctx: ValueContext) -> str:
@@ -247,11 +133,12 @@ def _title(ctx: ValueContext) -> str:
     t = ctx.intent.template
     rng = ctx.rng
     if t == "news":
-        return f"{rng.choice(V.TOPICS).capitalize()} {rng.choice(('outlook improves', 'faces new questions', 'sees record growth', 'draws global attention'))}"
+        return f"{rng.choice(V.TOPICS).capitalize()} {rng.choice(_HEADLINE_ENDINGS)}"
     if t == "job":
         return rng.choice(V.JOB_TITLES)
     if t == "ticket":
-        return f"Fix {rng.choice(V.PRODUCT_NOUNS).lower()} {rng.choice(('sync', 'login', 'display', 'export'))} issue"
+        area = rng.choice(("sync", "login", "display", "export"))
+        return f"Fix {rng.choice(V.PRODUCT_NOUNS).lower()} {area} issue"
     if t == "appointment":
         return rng.choice(("Quarterly review", "Team sync", "Dental check-up", "Project kickoff"))
     return f"The {rng.choice(V.TITLE_ADJECTIVES)} {rng.choice(V.TITLE_NOUNS)}"
@@ -278,7 +165,7 @@ def _name(ctx: ValueContext, name: str) -> str:
     if owner in ("city", "location"):
         return str(ctx.place()[0])
     if owner == "event":
-        return f"{ctx.place()[0]} {rng.choice(('Jazz Festival', 'Tech Summit', 'Marathon', 'Food Fair', 'Film Week'))}"
+        return f"{ctx.place()[0]} {rng.choice(_EVENT_KINDS)}"
     if owner == "file":
         return f"{rng.choice(('report', 'invoice', 'notes', 'summary', 'budget'))}_{ctx.anchor.year}.pdf"
     return f"{owner.replace('_', ' ').title()} {rng.choice(V.TITLE_NOUNS)}"
@@ -373,12 +260,14 @@ def _uuid(ctx: ValueContext) -> str:
 def _line_items(ctx: ValueContext) -> list[dict[str, Any]]:
     items = []
     for _ in range(ctx.rng.randint(1, 3)):
-        items.append({
-            "product_id": make_id("product", ctx.rng),
-            "name": f"{ctx.rng.choice(V.PRODUCT_ADJECTIVES)} {ctx.rng.choice(V.PRODUCT_NOUNS)}",
-            "quantity": ctx.rng.randint(1, 3),
-            "unit_price": round(ctx.rng.uniform(5, 200), 2),
-        })
+        items.append(
+            {
+                "product_id": make_id("product", ctx.rng),
+                "name": f"{ctx.rng.choice(V.PRODUCT_ADJECTIVES)} {ctx.rng.choice(V.PRODUCT_NOUNS)}",
+                "quantity": ctx.rng.randint(1, 3),
+                "unit_price": round(ctx.rng.uniform(5, 200), 2),
+            }
+        )
     return items
 
 
@@ -400,7 +289,9 @@ _GENERATORS: dict[str, _Gen] = {
     "uuid": lambda c, n: _uuid(c),
     "email": lambda c, n: _email(c),
     "phone": lambda c, n: f"+1-555-{c.rng.randint(100, 999)}-{c.rng.randint(1000, 9999)}",
-    "image_url": lambda c, n: f"https://images.example.com/{c.intent.entity}/{c.rng.randint(10000, 99999)}.jpg",
+    "image_url": lambda c, n: (
+        f"https://images.example.com/{c.intent.entity}/{c.rng.randint(10000, 99999)}.jpg"
+    ),
     "url": lambda c, n: f"https://www.example.com/{c.intent.entity}/{c.rng.randint(1000, 99999)}",
     "ip": lambda c, n: f"203.0.113.{c.rng.randint(1, 254)}",
     "id": lambda c, n: make_id(_id_stem(n, c.intent.entity), c.rng),
@@ -408,7 +299,9 @@ _GENERATORS: dict[str, _Gen] = {
     "last_name": lambda c, n: c.person()[1],
     "username": lambda c, n: f"{c.person()[0].lower()}{c.person()[1][0].lower()}{c.rng.randint(1, 99)}",
     "timezone": lambda c, n: c.place()[5],
-    "flight_number": lambda c, n: f"{c._memo('airline', lambda: c.rng.choice(V.AIRLINES))[1]}{c.rng.randint(100, 2999)}",
+    "flight_number": lambda c, n: (
+        f"{c._memo('airline', lambda: c.rng.choice(V.AIRLINES))[1]}{c.rng.randint(100, 2999)}"
+    ),
     "zip": lambda c, n: f"{c.rng.randint(10000, 99999)}",
     "country_code": lambda c, n: c.place()[2],
     "currency": lambda c, n: c.currency() if c.intent.template not in ("currency", "stock") else "USD",
@@ -462,7 +355,9 @@ _GENERATORS: dict[str, _Gen] = {
     "travel_mode": lambda c, n: c.rng.choice(V.TRAVEL_MODES),
     "payment_method": lambda c, n: c.rng.choice(V.PAYMENT_METHODS),
     "color": lambda c, n: c.rng.choice(V.COLORS),
-    "unit": lambda c, n: "fahrenheit" if c.fahrenheit else ("celsius" if c.intent.template == "weather" else "metric"),
+    "unit": lambda c, n: (
+        "fahrenheit" if c.fahrenheit else ("celsius" if c.intent.template == "weather" else "metric")
+    ),
     "cuisine": lambda c, n: c.rng.choice(V.CUISINES),
     "genre": lambda c, n: c.rng.choice(V.MUSIC_GENRES if c.intent.template == "track" else V.GENRES),
     "category": lambda c, n: _category(c),
@@ -477,12 +372,16 @@ _GENERATORS: dict[str, _Gen] = {
     "ticker": lambda c, n: c._memo("ticker", lambda: c.rng.choice(V.TICKERS))[0],
     "city": lambda c, n: c.place()[0],
     "country": lambda c, n: c.place()[1],
-    "region": lambda c, n: c.rng.choice(("California", "Ontario", "Bavaria", "Île-de-France", "New South Wales", "Texas")),
+    "region": lambda c, n: c.rng.choice(
+        ("California", "Ontario", "Bavaria", "Île-de-France", "New South Wales", "Texas")
+    ),
     "address": lambda c, n: f"{c.rng.randint(1, 980)} {c.rng.choice(V.STREETS)}, {c.place()[0]}",
     "person": lambda c, n: " ".join(c.person()),
     "name": _name,
     "title": lambda c, n: _title(c),
-    "venue": lambda c, n: f"{c.place()[0]} {c.rng.choice(('Arena', 'Convention Center', 'Concert Hall', 'Stadium'))}",
+    "venue": lambda c, n: (
+        f"{c.place()[0]} {c.rng.choice(('Arena', 'Convention Center', 'Concert Hall', 'Stadium'))}"
+    ),
     "car_make": lambda c, n: c._memo("car", lambda: c.rng.choice(V.CAR_MAKES))[0],
     "car_model": lambda c, n: c._memo("car", lambda: c.rng.choice(V.CAR_MAKES))[1],
     "news_source": lambda c, n: c.rng.choice(V.NEWS_SOURCES),
@@ -492,8 +391,14 @@ _GENERATORS: dict[str, _Gen] = {
     "room_type": lambda c, n: c.rng.choice(V.ROOM_TYPES),
     "seat_class": lambda c, n: c.rng.choice(V.SEAT_CLASSES),
     "mime": lambda c, n: c.rng.choice(V.MIME_TYPES)[1],
-    "file_name": lambda c, n: f"{c.rng.choice(('report', 'notes', 'summary'))}_{c.anchor.isoformat()}.{c.rng.choice(V.MIME_TYPES)[0]}",
-    "isbn": lambda c, n: f"978-{c.rng.randint(0, 9)}-{c.rng.randint(1000, 9999)}-{c.rng.randint(1000, 9999)}-{c.rng.randint(0, 9)}",
+    "file_name": lambda c, n: (
+        f"{c.rng.choice(('report', 'notes', 'summary'))}_{c.anchor.isoformat()}"
+        f".{c.rng.choice(V.MIME_TYPES)[0]}"
+    ),
+    "isbn": lambda c, n: (
+        f"978-{c.rng.randint(0, 9)}-{c.rng.randint(1000, 9999)}"
+        f"-{c.rng.randint(1000, 9999)}-{c.rng.randint(0, 9)}"
+    ),
     "sku": lambda c, n: f"SKU-{c.rng.randint(10000, 99999)}",
     "version": lambda c, n: f"{c.rng.randint(1, 5)}.{c.rng.randint(0, 20)}.{c.rng.randint(0, 9)}",
     "token": lambda c, n: "".join(c.rng.choice("0123456789abcdef") for _ in range(32)),
@@ -501,7 +406,9 @@ _GENERATORS: dict[str, _Gen] = {
     "condition": lambda c, n: c._memo("condition", lambda: c.rng.choice(V.WEATHER_CONDITIONS)),
     "text": _text,
     "line_items": lambda c, n: _line_items(c),
-    "email_list": lambda c, n: [f"{c.rng.choice(V.FIRST_NAMES).lower()}@example.com" for _ in range(c.rng.randint(1, 3))],
+    "email_list": lambda c, n: [
+        f"{c.rng.choice(V.FIRST_NAMES).lower()}@example.com" for _ in range(c.rng.randint(1, 3))
+    ],
 }
 
 
@@ -523,7 +430,7 @@ def coerce(value: Any, want: str | None) -> Any:
     if want in ("integer", "number"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return MISSING
-        return int(round(value)) if want == "integer" else value
+        return round(value) if want == "integer" else value
     if want == "boolean":
         return value if isinstance(value, bool) else MISSING
     if want == "array":

@@ -55,95 +55,369 @@ CITIES = (
     ("Auckland", "New Zealand", "NZ", -36.8485, 174.7633, "Pacific/Auckland", "NZD"),
 )
 STREETS = (
-    "Main Street", "Oak Avenue", "Maple Drive", "Park Lane", "River Road", "Market Street",
-    "King Street", "Station Road", "High Street", "Elm Street", "Harbor Boulevard",
-    "Sunset Boulevard", "Church Street", "Mill Lane", "Lakeview Terrace", "Cedar Court",
+    "Main Street",
+    "Oak Avenue",
+    "Maple Drive",
+    "Park Lane",
+    "River Road",
+    "Market Street",
+    "King Street",
+    "Station Road",
+    "High Street",
+    "Elm Street",
+    "Harbor Boulevard",
+    "Sunset Boulevard",
+    "Church Street",
+    "Mill Lane",
+    "Lakeview Terrace",
+    "Cedar Court",
 )
 COMPANIES = (
-    "Acme Corp", "Globex", "Initech", "Umbrella Labs", "Stark Industries", "Wayne Enterprises",
-    "Northwind Traders", "Contoso", "Fabrikam", "Blue Harbor Co.", "Summit Analytics",
-    "Greenleaf Foods", "Brightline Media", "Ironclad Systems", "Pioneer Logistics", "Redwood Health",
+    "Acme Corp",
+    "Globex",
+    "Initech",
+    "Umbrella Labs",
+    "Stark Industries",
+    "Wayne Enterprises",
+    "Northwind Traders",
+    "Contoso",
+    "Fabrikam",
+    "Blue Harbor Co.",
+    "Summit Analytics",
+    "Greenleaf Foods",
+    "Brightline Media",
+    "Ironclad Systems",
+    "Pioneer Logistics",
+    "Redwood Health",
 )
 AIRLINES = (
-    ("United Airlines", "UA"), ("Delta Air Lines", "DL"), ("American Airlines", "AA"),
-    ("Lufthansa", "LH"), ("Air France", "AF"), ("British Airways", "BA"), ("Emirates", "EK"),
-    ("Singapore Airlines", "SQ"), ("Qantas", "QF"), ("Japan Airlines", "JL"), ("KLM", "KL"),
+    ("United Airlines", "UA"),
+    ("Delta Air Lines", "DL"),
+    ("American Airlines", "AA"),
+    ("Lufthansa", "LH"),
+    ("Air France", "AF"),
+    ("British Airways", "BA"),
+    ("Emirates", "EK"),
+    ("Singapore Airlines", "SQ"),
+    ("Qantas", "QF"),
+    ("Japan Airlines", "JL"),
+    ("KLM", "KL"),
     ("Air Canada", "AC"),
 )
-AIRPORTS = ("JFK", "SFO", "ORD", "LAX", "SEA", "YYZ", "LHR", "CDG", "FRA", "MAD", "FCO", "AMS",
-            "DXB", "SIN", "HND", "SYD", "BOM", "ICN")
-HOTEL_WORDS = ("Grand", "Royal", "Harbor", "City", "Park", "Riverside", "Garden", "Plaza", "Central",
-               "Skyline", "Heritage", "Lakeside")
+AIRPORTS = (
+    "JFK",
+    "SFO",
+    "ORD",
+    "LAX",
+    "SEA",
+    "YYZ",
+    "LHR",
+    "CDG",
+    "FRA",
+    "MAD",
+    "FCO",
+    "AMS",
+    "DXB",
+    "SIN",
+    "HND",
+    "SYD",
+    "BOM",
+    "ICN",
+)
+HOTEL_WORDS = (
+    "Grand",
+    "Royal",
+    "Harbor",
+    "City",
+    "Park",
+    "Riverside",
+    "Garden",
+    "Plaza",
+    "Central",
+    "Skyline",
+    "Heritage",
+    "Lakeside",
+)
 HOTEL_KINDS = ("Hotel", "Inn", "Suites", "Resort", "Lodge", "Boutique Hotel")
-RESTAURANT_WORDS = ("Golden", "Little", "Blue", "Rustic", "Olive", "Copper", "Saffron", "Green",
-                    "Silver", "Old Town")
+RESTAURANT_WORDS = (
+    "Golden",
+    "Little",
+    "Blue",
+    "Rustic",
+    "Olive",
+    "Copper",
+    "Saffron",
+    "Green",
+    "Silver",
+    "Old Town",
+)
 RESTAURANT_KINDS = ("Bistro", "Kitchen", "Grill", "Trattoria", "Table", "Cafe", "Diner", "House")
-CUISINES = ("Italian", "Japanese", "Mexican", "Indian", "French", "Thai", "Chinese", "Mediterranean",
-            "American", "Korean", "Vietnamese", "Greek")
-PRODUCT_ADJECTIVES = ("Wireless", "Ergonomic", "Portable", "Smart", "Classic", "Ultra", "Compact",
-                      "Premium", "Eco", "Pro")
-PRODUCT_NOUNS = ("Headphones", "Keyboard", "Backpack", "Water Bottle", "Desk Lamp", "Running Shoes",
-                 "Coffee Maker", "Monitor", "Notebook", "Speaker", "Jacket", "Blender")
-PRODUCT_CATEGORIES = ("Electronics", "Home & Kitchen", "Sports", "Books", "Clothing", "Toys",
-                      "Beauty", "Office Supplies", "Garden", "Grocery")
-TITLE_ADJECTIVES = ("Silent", "Hidden", "Last", "Golden", "Broken", "Endless", "Midnight", "Lost",
-                    "Bright", "Secret", "Distant", "Wild")
-TITLE_NOUNS = ("River", "Garden", "Horizon", "Empire", "Voyage", "Signal", "Harbor", "Kingdom",
-               "Echo", "Frontier", "Letter", "Summer")
-GENRES = ("Drama", "Comedy", "Thriller", "Science Fiction", "Documentary", "Romance", "Action",
-          "Fantasy", "Mystery", "Animation")
+CUISINES = (
+    "Italian",
+    "Japanese",
+    "Mexican",
+    "Indian",
+    "French",
+    "Thai",
+    "Chinese",
+    "Mediterranean",
+    "American",
+    "Korean",
+    "Vietnamese",
+    "Greek",
+)
+PRODUCT_ADJECTIVES = (
+    "Wireless",
+    "Ergonomic",
+    "Portable",
+    "Smart",
+    "Classic",
+    "Ultra",
+    "Compact",
+    "Premium",
+    "Eco",
+    "Pro",
+)
+PRODUCT_NOUNS = (
+    "Headphones",
+    "Keyboard",
+    "Backpack",
+    "Water Bottle",
+    "Desk Lamp",
+    "Running Shoes",
+    "Coffee Maker",
+    "Monitor",
+    "Notebook",
+    "Speaker",
+    "Jacket",
+    "Blender",
+)
+PRODUCT_CATEGORIES = (
+    "Electronics",
+    "Home & Kitchen",
+    "Sports",
+    "Books",
+    "Clothing",
+    "Toys",
+    "Beauty",
+    "Office Supplies",
+    "Garden",
+    "Grocery",
+)
+TITLE_ADJECTIVES = (
+    "Silent",
+    "Hidden",
+    "Last",
+    "Golden",
+    "Broken",
+    "Endless",
+    "Midnight",
+    "Lost",
+    "Bright",
+    "Secret",
+    "Distant",
+    "Wild",
+)
+TITLE_NOUNS = (
+    "River",
+    "Garden",
+    "Horizon",
+    "Empire",
+    "Voyage",
+    "Signal",
+    "Harbor",
+    "Kingdom",
+    "Echo",
+    "Frontier",
+    "Letter",
+    "Summer",
+)
+GENRES = (
+    "Drama",
+    "Comedy",
+    "Thriller",
+    "Science Fiction",
+    "Documentary",
+    "Romance",
+    "Action",
+    "Fantasy",
+    "Mystery",
+    "Animation",
+)
 MUSIC_GENRES = ("Pop", "Rock", "Jazz", "Hip-Hop", "Classical", "Electronic", "Folk", "R&B")
-WEATHER_CONDITIONS = ("Sunny", "Partly cloudy", "Cloudy", "Light rain", "Overcast", "Clear",
-                      "Showers", "Thunderstorms", "Fog", "Light snow")
+WEATHER_CONDITIONS = (
+    "Sunny",
+    "Partly cloudy",
+    "Cloudy",
+    "Light rain",
+    "Overcast",
+    "Clear",
+    "Showers",
+    "Thunderstorms",
+    "Fog",
+    "Light snow",
+)
 COLORS = ("black", "white", "red", "blue", "green", "silver", "navy", "gray", "beige", "yellow")
-LANGUAGES = (("English", "en"), ("Spanish", "es"), ("French", "fr"), ("German", "de"),
-             ("Japanese", "ja"), ("Chinese", "zh"), ("Portuguese", "pt"), ("Italian", "it"),
-             ("Korean", "ko"), ("Arabic", "ar"))
+LANGUAGES = (
+    ("English", "en"),
+    ("Spanish", "es"),
+    ("French", "fr"),
+    ("German", "de"),
+    ("Japanese", "ja"),
+    ("Chinese", "zh"),
+    ("Portuguese", "pt"),
+    ("Italian", "it"),
+    ("Korean", "ko"),
+    ("Arabic", "ar"),
+)
 CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CAD", "AUD", "CHF", "CNY", "INR", "SGD")
 # Rough units of each currency per US dollar, for plausible exchange rates.
-USD_RATES = {"USD": 1.0, "EUR": 0.92, "GBP": 0.79, "JPY": 151.0, "CAD": 1.36, "AUD": 1.52,
-             "CHF": 0.9, "CNY": 7.2, "INR": 83.2, "SGD": 1.34, "MXN": 17.1, "BRL": 5.0}
-TICKERS = (("AAPL", "Apple Inc."), ("MSFT", "Microsoft Corporation"), ("GOOGL", "Alphabet Inc."),
-           ("AMZN", "Amazon.com Inc."), ("NVDA", "NVIDIA Corporation"), ("TSLA", "Tesla Inc."),
-           ("META", "Meta Platforms Inc."), ("JPM", "JPMorgan Chase & Co."), ("V", "Visa Inc."),
-           ("KO", "The Coca-Cola Company"))
-AMENITIES = ("free wifi", "pool", "gym", "spa", "parking", "breakfast included", "airport shuttle",
-             "pet friendly", "air conditioning", "restaurant")
-INGREDIENTS = ("olive oil", "garlic", "onion", "tomatoes", "basil", "chicken breast", "rice",
-               "lemon", "butter", "parmesan", "black pepper", "flour")
-JOB_TITLES = ("Software Engineer", "Data Analyst", "Product Manager", "Nurse", "Accountant",
-              "Marketing Specialist", "Teacher", "Sales Associate", "Graphic Designer", "Electrician")
+USD_RATES = {
+    "USD": 1.0,
+    "EUR": 0.92,
+    "GBP": 0.79,
+    "JPY": 151.0,
+    "CAD": 1.36,
+    "AUD": 1.52,
+    "CHF": 0.9,
+    "CNY": 7.2,
+    "INR": 83.2,
+    "SGD": 1.34,
+    "MXN": 17.1,
+    "BRL": 5.0,
+}
+TICKERS = (
+    ("AAPL", "Apple Inc."),
+    ("MSFT", "Microsoft Corporation"),
+    ("GOOGL", "Alphabet Inc."),
+    ("AMZN", "Amazon.com Inc."),
+    ("NVDA", "NVIDIA Corporation"),
+    ("TSLA", "Tesla Inc."),
+    ("META", "Meta Platforms Inc."),
+    ("JPM", "JPMorgan Chase & Co."),
+    ("V", "Visa Inc."),
+    ("KO", "The Coca-Cola Company"),
+)
+AMENITIES = (
+    "free wifi",
+    "pool",
+    "gym",
+    "spa",
+    "parking",
+    "breakfast included",
+    "airport shuttle",
+    "pet friendly",
+    "air conditioning",
+    "restaurant",
+)
+INGREDIENTS = (
+    "olive oil",
+    "garlic",
+    "onion",
+    "tomatoes",
+    "basil",
+    "chicken breast",
+    "rice",
+    "lemon",
+    "butter",
+    "parmesan",
+    "black pepper",
+    "flour",
+)
+JOB_TITLES = (
+    "Software Engineer",
+    "Data Analyst",
+    "Product Manager",
+    "Nurse",
+    "Accountant",
+    "Marketing Specialist",
+    "Teacher",
+    "Sales Associate",
+    "Graphic Designer",
+    "Electrician",
+)
 DEPARTMENTS = ("Engineering", "Sales", "Marketing", "Finance", "Support", "Operations", "HR")
-CAR_MAKES = (("Toyota", "Corolla"), ("Honda", "Civic"), ("Ford", "Focus"), ("Tesla", "Model 3"),
-             ("BMW", "3 Series"), ("Volkswagen", "Golf"), ("Hyundai", "Elantra"), ("Kia", "Sportage"))
-NEWS_SOURCES = ("Reuters", "Associated Press", "BBC News", "The Guardian", "Bloomberg",
-                "Financial Times", "NPR", "Al Jazeera")
-TOPICS = ("technology", "markets", "climate", "health", "sports", "science", "travel", "education",
-          "energy", "culture")
+CAR_MAKES = (
+    ("Toyota", "Corolla"),
+    ("Honda", "Civic"),
+    ("Ford", "Focus"),
+    ("Tesla", "Model 3"),
+    ("BMW", "3 Series"),
+    ("Volkswagen", "Golf"),
+    ("Hyundai", "Elantra"),
+    ("Kia", "Sportage"),
+)
+NEWS_SOURCES = (
+    "Reuters",
+    "Associated Press",
+    "BBC News",
+    "The Guardian",
+    "Bloomberg",
+    "Financial Times",
+    "NPR",
+    "Al Jazeera",
+)
+TOPICS = (
+    "technology",
+    "markets",
+    "climate",
+    "health",
+    "sports",
+    "science",
+    "travel",
+    "education",
+    "energy",
+    "culture",
+)
 PAYMENT_METHODS = ("credit_card", "debit_card", "paypal", "bank_transfer", "apple_pay")
 PRIORITIES = ("low", "medium", "high")
 ROLES = ("admin", "member", "viewer", "editor", "owner")
 TRAVEL_MODES = ("driving", "walking", "transit", "cycling")
 ROOM_TYPES = ("Standard Queen", "Deluxe King", "Twin Room", "Junior Suite", "Family Room")
 SEAT_CLASSES = ("economy", "premium_economy", "business", "first")
-MIME_TYPES = (("pdf", "application/pdf"), ("docx",
-              "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
-              ("png", "image/png"), ("csv", "text/csv"), ("txt", "text/plain"))
+MIME_TYPES = (
+    ("pdf", "application/pdf"),
+    ("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+    ("png", "image/png"),
+    ("csv", "text/csv"),
+    ("txt", "text/plain"),
+)
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 SENTENCE_OPENERS = (
-    "A well-reviewed option", "Popular with recent visitors", "Updated this week",
-    "Highly rated by customers", "A reliable choice", "Known for friendly service",
-    "Recently renovated", "Conveniently located",
+    "A well-reviewed option",
+    "Popular with recent visitors",
+    "Updated this week",
+    "Highly rated by customers",
+    "A reliable choice",
+    "Known for friendly service",
+    "Recently renovated",
+    "Conveniently located",
 )
 SENTENCE_ENDINGS = (
-    "with consistent feedback on quality.", "close to public transport.",
-    "offering good value for money.", "with flexible cancellation.",
-    "that ships within two business days.", "with detailed documentation available.",
+    "with consistent feedback on quality.",
+    "close to public transport.",
+    "offering good value for money.",
+    "with flexible cancellation.",
+    "that ships within two business days.",
+    "with detailed documentation available.",
 )
 GENERIC_STATUSES = ("active", "pending", "completed", "in_progress", "open")
 # The status a record has right after a verb of that class acted on it.
-VERB_STATUS = {"create": "confirmed", "cancel": "cancelled", "delete": "deleted", "update": "updated",
-               "send": "sent"}
-CREATED_STATUS = {"order": "processing", "user": "active", "message": "sent", "payment": "completed",
-                  "ticket": "open", "subscription": "active", "file": "uploaded", "review": "published",
-                  "job": "open"}
+VERB_STATUS = {
+    "create": "confirmed",
+    "cancel": "cancelled",
+    "delete": "deleted",
+    "update": "updated",
+    "send": "sent",
+}
+CREATED_STATUS = {
+    "order": "processing",
+    "user": "active",
+    "message": "sent",
+    "payment": "completed",
+    "ticket": "open",
+    "subscription": "active",
+    "file": "uploaded",
+    "review": "published",
+    "job": "open",
+}

@@ -42,7 +42,7 @@ def singular(word: str) -> str:
         return word[:-3] + "y"
     if word.endswith(("ches", "shes", "xes", "zzes", "sses")):
         return word[:-2]
-    if word.endswith("us") or word.endswith("is"):
+    if word.endswith(("us", "is")):
         return word
     return word[:-1]
 

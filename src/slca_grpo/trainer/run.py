@@ -51,6 +51,7 @@ class DataConfig:
     n_train: int = 1000
     n_test: int = 100
     seed: int = 0
+    tools_per_task: list[int] = field(default_factory=lambda: [3, 5])  # synthetic: offered tools (min, max)
     skip_bad_rows: bool = False
 
 
@@ -89,7 +90,9 @@ def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
     if "synthetic" in (config.train, config.test):
         from slca_grpo.data.synthetic import generate_suite
 
-        suite = generate_suite(seed=config.seed, n_train=config.n_train, n_test=config.n_test)
+        suite = generate_suite(
+            seed=config.seed, n_train=config.n_train, n_test=config.n_test, tools_per_task=tuple(config.tools_per_task)
+        )
     train = suite.train if config.train == "synthetic" else load_tasks(config.train, on_error=on_error, limit=config.n_train).tasks
     test = suite.test if config.test == "synthetic" else load_tasks(config.test, on_error=on_error, limit=config.n_test).tasks
     return list(train), list(test)

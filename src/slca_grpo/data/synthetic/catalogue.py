@@ -86,6 +86,11 @@ def fabricate_response(name: str, arguments: Args, seed: int | str = 0) -> Respo
     Deterministic in (name, arguments, seed). Meant for arguments that validate against the tool's
     ``parameters``; a simulator for off-gold calls can use it after checking them.
     """
+    spec = get_spec(name)
     key = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
     rng = random.Random(f"{name}|{key}|{seed}")
-    return get_spec(name).respond(dict(arguments), rng)
+    try:
+        return spec.respond(dict(arguments), rng)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        required = spec.parameters.get("required", [])
+        raise ValueError(f"arguments {arguments!r} do not fit tool {name!r} (required: {required}): {exc!r}") from None

@@ -49,7 +49,8 @@ class SuiteConfig:
             raise ValueError(f"unknown task kind(s) {unknown}; kinds are {list(KINDS)}")
         weights = list(self.kind_weights.values())
         if any(not isinstance(w, (int, float)) or w < 0 for w in weights) or sum(weights) <= 0:
-            raise ValueError(f"kind_weights must be non-negative numbers with a positive sum, got {dict(self.kind_weights)}")
+            raise ValueError("kind_weights must be non-negative numbers with a positive sum, "
+                             f"got {dict(self.kind_weights)}")
         low, high = self.tools_per_task
         if not (1 <= low <= high):
             raise ValueError(f"tools_per_task must satisfy 1 <= low <= high, got {self.tools_per_task}")

@@ -21,7 +21,8 @@ def _fixtures(task: Task) -> list[dict[str, Any]]:
             "gold trajectories need tasks from slca_grpo.data.synthetic")
     for fixture, call in zip(fixtures, task.flat_gold_calls):
         if fixture.get("name") != call.name or fixture.get("arguments") != call.arguments:
-            raise ValueError(f"task {task.id!r}: fixture {fixture.get('name')!r} does not match gold call {call.name!r}")
+            raise ValueError(
+                f"task {task.id!r}: fixture {fixture.get('name')!r} does not match gold call {call.name!r}")
     return fixtures
 
 

@@ -5,11 +5,36 @@ from __future__ import annotations
 import random
 
 from slca_grpo.data.synthetic.spec import (
-    DATE, INT, NUM, STR, TIME, Args, ChainSpec, Response, ToolSpec, array, closed, date_param, enum_of, integer,
-    maybe, obj, string, time_param,
+    DATE,
+    INT,
+    NUM,
+    STR,
+    TIME,
+    Args,
+    ChainSpec,
+    Response,
+    ToolSpec,
+    array,
+    closed,
+    date_param,
+    enum_of,
+    integer,
+    maybe,
+    obj,
+    string,
+    time_param,
 )
 from slca_grpo.data.synthetic.values import (
-    CITY_NAMES, CUISINES, DISHES, PRICE_LEVELS, RESTAURANT_WORDS, clock_time, iso_date, make_id, pick, pick_distinct,
+    CITY_NAMES,
+    CUISINES,
+    DISHES,
+    PRICE_LEVELS,
+    RESTAURANT_WORDS,
+    clock_time,
+    iso_date,
+    make_id,
+    pick,
+    pick_distinct,
 )
 
 _PANTRY = ("olive oil", "garlic", "onion", "tomatoes", "rice", "flour", "eggs", "butter", "chickpeas", "coconut milk",

@@ -5,10 +5,31 @@ from __future__ import annotations
 import random
 
 from slca_grpo.data.synthetic.spec import (
-    DATE, NUM, STR, Args, ChainSpec, Response, ToolSpec, closed, enum_of, maybe, number, obj, string,
+    DATE,
+    NUM,
+    STR,
+    Args,
+    ChainSpec,
+    Response,
+    ToolSpec,
+    closed,
+    enum_of,
+    maybe,
+    number,
+    obj,
+    string,
 )
 from slca_grpo.data.synthetic.values import (
-    ACCOUNT_TYPES, COMPANIES, CURRENCIES, EXCHANGES, USD_RATES, iso_date, make_id, money, pick, pick_distinct,
+    ACCOUNT_TYPES,
+    COMPANIES,
+    CURRENCIES,
+    EXCHANGES,
+    USD_RATES,
+    iso_date,
+    make_id,
+    money,
+    pick,
+    pick_distinct,
     price_str,
 )
 

@@ -5,7 +5,21 @@ from __future__ import annotations
 import random
 
 from slca_grpo.data.synthetic.spec import (
-    BOOL, INT, NUM, STR, Args, ChainSpec, Response, ToolSpec, closed, enum_of, integer, maybe, number, obj, string,
+    BOOL,
+    INT,
+    NUM,
+    STR,
+    Args,
+    ChainSpec,
+    Response,
+    ToolSpec,
+    closed,
+    enum_of,
+    integer,
+    maybe,
+    number,
+    obj,
+    string,
 )
 from slca_grpo.data.synthetic.values import DOORS, ROOMS, THERMOSTAT_MODES, clock_time, pick, pick_distinct
 

@@ -5,13 +5,34 @@ from __future__ import annotations
 import random
 
 from slca_grpo.data.synthetic.spec import (
-    BOOL, INT, STR, Args, ChainSpec, Response, ToolSpec, array, boolean, closed, integer, maybe, obj, string,
+    BOOL,
+    INT,
+    STR,
+    Args,
+    ChainSpec,
+    Response,
+    ToolSpec,
+    array,
+    boolean,
+    closed,
+    integer,
+    maybe,
+    obj,
+    string,
 )
 from slca_grpo.data.synthetic.values import (
-    EMAIL_BODIES, EMAIL_SUBJECTS, INBOX_FOLDERS, SMS_TEXTS, email_for, iso_date, make_id, person_name, phone_number,
-    pick, clock_time,
+    EMAIL_BODIES,
+    EMAIL_SUBJECTS,
+    INBOX_FOLDERS,
+    SMS_TEXTS,
+    clock_time,
+    email_for,
+    iso_date,
+    make_id,
+    person_name,
+    phone_number,
+    pick,
 )
-
 
 # --- send_email ---
 

@@ -5,11 +5,35 @@ from __future__ import annotations
 import random
 
 from slca_grpo.data.synthetic.spec import (
-    BOOL, DATE, INT, STR, TIME, Args, ChainSpec, Response, ToolSpec, array, closed, date_param, integer, maybe,
-    obj, string, time_param,
+    BOOL,
+    DATE,
+    INT,
+    STR,
+    TIME,
+    Args,
+    ChainSpec,
+    Response,
+    ToolSpec,
+    array,
+    closed,
+    date_param,
+    integer,
+    maybe,
+    obj,
+    string,
+    time_param,
 )
 from slca_grpo.data.synthetic.values import (
-    CALENDARS, EVENT_TITLES, REMINDER_TEXTS, add_minutes, clock_time, distinct_dates, iso_date, make_id, pick, pick_distinct,
+    CALENDARS,
+    EVENT_TITLES,
+    REMINDER_TEXTS,
+    add_minutes,
+    clock_time,
+    distinct_dates,
+    iso_date,
+    make_id,
+    pick,
+    pick_distinct,
 )
 
 DURATIONS = (15, 30, 45, 60, 90, 120)

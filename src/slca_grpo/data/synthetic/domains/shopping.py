@@ -5,11 +5,35 @@ from __future__ import annotations
 import random
 
 from slca_grpo.data.synthetic.spec import (
-    BOOL, DATE, INT, NUM, STR, Args, ChainSpec, Response, ToolSpec, array, closed, enum_of, integer, maybe,
-    number, obj, string,
+    BOOL,
+    DATE,
+    INT,
+    NUM,
+    STR,
+    Args,
+    ChainSpec,
+    Response,
+    ToolSpec,
+    array,
+    closed,
+    enum_of,
+    integer,
+    maybe,
+    number,
+    obj,
+    string,
 )
 from slca_grpo.data.synthetic.values import (
-    BRANDS, CARRIERS, CITY_NAMES, ORDER_STATUSES, PRODUCT_CATEGORIES, PRODUCTS, iso_date, make_id, money, pick,
+    BRANDS,
+    CARRIERS,
+    CITY_NAMES,
+    ORDER_STATUSES,
+    PRODUCT_CATEGORIES,
+    PRODUCTS,
+    iso_date,
+    make_id,
+    money,
+    pick,
     price_str,
 )
 

@@ -5,12 +5,43 @@ from __future__ import annotations
 import random
 
 from slca_grpo.data.synthetic.spec import (
-    DATE, INT, NUM, STR, TIME, Args, ChainSpec, Response, ToolSpec, array, closed, date_param, enum_of,
-    integer, maybe, number, obj, string,
+    DATE,
+    INT,
+    NUM,
+    STR,
+    TIME,
+    Args,
+    ChainSpec,
+    Response,
+    ToolSpec,
+    array,
+    closed,
+    date_param,
+    enum_of,
+    integer,
+    maybe,
+    number,
+    obj,
+    string,
 )
 from slca_grpo.data.synthetic.values import (
-    AIRLINES, CABINS, CITY_NAMES, CURRENCIES, HOTEL_WORDS, SEATS, add_days, add_minutes, clock_time,
-    days_between, iso_date, make_id, money, person_name, pick, pick_distinct, price_str,
+    AIRLINES,
+    CABINS,
+    CITY_NAMES,
+    CURRENCIES,
+    HOTEL_WORDS,
+    SEATS,
+    add_days,
+    add_minutes,
+    clock_time,
+    days_between,
+    iso_date,
+    make_id,
+    money,
+    person_name,
+    pick,
+    pick_distinct,
+    price_str,
 )
 
 FLIGHT_STATUSES = ("on_time", "delayed", "cancelled", "boarding", "departed", "landed")

@@ -5,7 +5,17 @@ from __future__ import annotations
 import random
 
 from slca_grpo.data.synthetic.spec import (
-    INT, STR, Args, ChainSpec, Response, ToolSpec, closed, integer, maybe, obj, string,
+    INT,
+    STR,
+    Args,
+    ChainSpec,
+    Response,
+    ToolSpec,
+    closed,
+    integer,
+    maybe,
+    obj,
+    string,
 )
 from slca_grpo.data.synthetic.values import CITY_BY_NAME, CITY_NAMES, make_id, pick, pick_distinct
 

@@ -5,8 +5,23 @@ from __future__ import annotations
 import random
 
 from slca_grpo.data.synthetic.spec import (
-    DATE, INT, NUM, STR, TIME, Args, ChainSpec, Response, ToolSpec, array, closed, date_param, enum_of,
-    integer, maybe, obj, string,
+    DATE,
+    INT,
+    NUM,
+    STR,
+    TIME,
+    Args,
+    ChainSpec,
+    Response,
+    ToolSpec,
+    array,
+    closed,
+    date_param,
+    enum_of,
+    integer,
+    maybe,
+    obj,
+    string,
 )
 from slca_grpo.data.synthetic.values import CITY_NAMES, add_days, add_minutes, iso_date, pick, pick_distinct
 
