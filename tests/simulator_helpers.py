@@ -8,8 +8,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fake_openai import FakeOpenAIServer, FakeReply
+from fake_openai import completion_body as completion  # noqa: F401  (re-exported for the tests)
 
 
 def tool(
@@ -109,74 +111,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-# -- a scripted OpenAI-compatible server --------------------------------------------------------
+# -- a scripted OpenAI-compatible server (the shared fake server of fake_openai.py) --------------------------------------------------------
 
 Reply = tuple[int, Any, float]  # (status, body: dict or raw str, delay in seconds)
 
 
-def completion(content: str) -> dict[str, Any]:
-    return {
-        "id": "cmpl-1",
-        "object": "chat.completion",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-        ],
-    }
-
-
-class FakeChatServer:
-    """Answers POST /v1/chat/completions from a script (one reply per request, last one repeats)."""
+class FakeChatServer(FakeOpenAIServer):
+    """The shared fake server driven by a script: one reply per request, the last one repeating
+    (or a function of the request body and its index)."""
 
     def __init__(self, script: list[Reply] | Callable[[dict[str, Any], int], Reply]) -> None:
         self.script = script
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self._lock = threading.Lock()
-        server = self
+        super().__init__(reply_fn=self._scripted)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
+    @property
+    def base_url(self) -> str:
+        return self.url
 
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                with server._lock:
-                    index = len(server.requests)
-                    server.requests.append(body)
-                    server.headers.append(dict(self.headers))
-                status, payload, delay = server._reply(body, index)
-                if delay:
-                    time.sleep(delay)
-                data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self._thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-
-    def _reply(self, body: dict[str, Any], index: int) -> Reply:
+    def _scripted(self, body: dict[str, Any]) -> FakeReply:
+        index = len(self.requests) - 1  # the request being answered is already recorded
         if callable(self.script):
-            return self.script(body, index)
-        return self.script[min(index, len(self.script) - 1)]
-
-    def __enter__(self) -> FakeChatServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+            status, payload, delay = self.script(body, index)
+        else:
+            status, payload, delay = self.script[min(index, len(self.script) - 1)]
+        raw = payload if isinstance(payload, str) else json.dumps(payload)
+        return FakeReply(status=status, raw_body=raw, delay_s=delay)
 
 
 # -- uvicorn in a thread ------------------------------------------------------------------------

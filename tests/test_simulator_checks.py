@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from simulator_helpers import ALL_TOOLS, STRING, WEATHER_TOOL, tool
 
 from slca_grpo.simulator import Simulator, SimulatorConfig
@@ -157,3 +159,47 @@ def test_error_counters_and_latency_are_recorded(sim_and_backend):
     assert sim.stats.errors == {"unknown_tool": 1, "missing_required": 1}
     assert sim.stats.calls == 2
     assert obs.latency_ms > 0
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
+    max_leaves=10,
+)
+schema_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["object", "string", "integer", "array", "bogus", 3]),
+        "properties": st.dictionaries(st.sampled_from(["a", "b", "id", "city"]), json_values, max_size=3),
+        "required": st.one_of(st.lists(st.sampled_from(["a", "b", "id"]), max_size=3), json_values),
+        "additionalProperties": st.booleans(),
+        "$ref": st.sampled_from(["#/nowhere", "http://example.com/s.json", "#"]),
+    },
+)
+tool_like = st.one_of(
+    st.builds(
+        lambda n, p, r: {"type": "function", "function": {"name": n, "parameters": p, "returns": r}},
+        st.sampled_from(["f", "g"]),
+        schema_like,
+        st.one_of(st.none(), schema_like),
+    ),
+    st.builds(lambda n, p: {"name": n, "parameters": p}, st.sampled_from(["f", "g"]), json_values),
+    json_values,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tools=st.lists(tool_like, max_size=3),
+    name=st.sampled_from(["f", "g", "h"]),
+    arguments=json_values,
+    session=st.sampled_from([None, "s"]),
+)
+def test_no_tool_list_or_call_makes_the_simulator_raise(tools, name, arguments, session):
+    sim = Simulator(SimulatorConfig())
+    obs = sim.simulate(ToolCall(name, arguments), tools, session)  # type: ignore[arg-type]
+    assert isinstance(obs.text, str) and obs.text
+    if obs.error is None:
+        json.loads(obs.text)

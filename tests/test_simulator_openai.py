@@ -63,7 +63,16 @@ def test_prompt_carries_schema_request_and_settings():
     assert '"name": "get_weather"' in system and '"enum": ["celsius", "fahrenheit"]' in system
     assert "must be valid against this JSON Schema" in system
     assert json.dumps({"name": "get_weather", "arguments": {"city": "Paris"}}) in user
-    assert server.headers[0]["Authorization"] == "Bearer sk-test"
+    assert server.headers[0]["authorization"] == "Bearer sk-test"
+
+
+def test_seed_can_be_left_out_and_extra_body_is_merged():
+    with FakeChatServer([ok(json.dumps(GOOD))]) as server:
+        make_sim(
+            server, send_seed=False, extra_body={"chat_template_kwargs": {"enable_thinking": False}}
+        ).simulate(CALL, [WEATHER_TOOL])
+    body = server.requests[0]
+    assert "seed" not in body and body["chat_template_kwargs"] == {"enable_thinking": False}
 
 
 def test_no_schema_ablation_drops_the_schema_from_the_prompt():

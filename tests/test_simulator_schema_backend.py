@@ -257,7 +257,7 @@ leaf = st.one_of(
 def compound(children):  # type: ignore[no-untyped-def]
     def obj(props, required_flags, closed):  # type: ignore[no-untyped-def]
         schema = {"type": "object", "properties": props, "additionalProperties": not closed}
-        schema["required"] = [k for k, flag in zip(props, required_flags) if flag]
+        schema["required"] = [k for k, flag in zip(props, required_flags[: len(props)], strict=True) if flag]
         return schema
 
     objects = st.builds(
@@ -289,3 +289,21 @@ def test_fabricated_answers_validate_against_any_returns_schema(schema, seed):
     jsonschema.validate(json.loads(obs.text), schema, format_checker=jsonschema.FormatChecker())
     again = Simulator(SimulatorConfig(seed=seed)).simulate(ToolCall("get_record", {"record_id": "R-1"}), [t])
     assert again.text == obs.text
+
+
+def test_records_are_internally_consistent():
+    from datetime import datetime
+
+    sim = Simulator(SimulatorConfig(seed=6))
+    flights = tool("search_flights", {"origin": STRING, "destination": STRING, "date": STRING})
+    data = answer(
+        sim, "search_flights", {"origin": "Paris", "destination": "Rome", "date": "2025-07-04"}, [flights]
+    )
+    for flight in data["flights"]:
+        departure = datetime.fromisoformat(flight["departure_time"].rstrip("Z"))
+        arrival = datetime.fromisoformat(flight["arrival_time"].rstrip("Z"))
+        assert departure.date().isoformat() == "2025-07-04"
+        assert (arrival - departure).total_seconds() / 60 == flight["duration_minutes"] > 0
+        assert (flight["origin"], flight["destination"]) == ("Paris", "Rome")
+    order = answer(sim, "create_order", {"customer_id": "C"}, [tool("create_order", {"customer_id": STRING})])
+    assert order["total"] == round(sum(i["quantity"] * i["unit_price"] for i in order["items"]), 2)

@@ -7,68 +7,50 @@ Pure functions over tensors, no I/O. The usual path::
     loss, metrics = policy_loss(logp, old_logp, ref_logp, advantages, response_mask)
 """
 
-from slca_grpo.algos import estimators as _builtin_estimators  # noqa: F401  (registers built-ins)
-from slca_grpo.algos.estimators import route_by_segment
-from slca_grpo.algos.grouping import (
-    GroupStats,
-    group_index_from_ids,
-    group_stats,
-    group_zscore,
-)
-from slca_grpo.algos.loss import k3_kl, policy_loss
-from slca_grpo.algos.registry import (
-    AdvantageConfig,
-    EstimatorFn,
-    EstimatorSpec,
-    MissingRewardError,
-    RewardView,
-    UnknownEstimatorError,
-    compute_advantages,
-    estimator_spec,
-    get_estimator,
-    list_estimators,
-    register_estimator,
-    unregister_estimator,
-)
-from slca_grpo.algos.segments import (
-    NUM_SEGMENT_CODES,
-    SEG_NONE,
-    SEG_SUMMARY,
-    SEG_TOOL,
-    SEGMENT_NAMES,
-    segment_presence,
-    segment_token_counts,
-    segments_from_mask,
-    validate_segment_ids,
-)
+from __future__ import annotations
 
-__all__ = [
-    "NUM_SEGMENT_CODES",
-    "SEGMENT_NAMES",
-    "SEG_NONE",
-    "SEG_SUMMARY",
-    "SEG_TOOL",
-    "AdvantageConfig",
-    "EstimatorFn",
-    "EstimatorSpec",
-    "GroupStats",
-    "MissingRewardError",
-    "RewardView",
-    "UnknownEstimatorError",
-    "compute_advantages",
-    "estimator_spec",
-    "get_estimator",
-    "group_index_from_ids",
-    "group_stats",
-    "group_zscore",
-    "k3_kl",
-    "list_estimators",
-    "policy_loss",
-    "register_estimator",
-    "route_by_segment",
-    "segment_presence",
-    "segment_token_counts",
-    "segments_from_mask",
-    "unregister_estimator",
-    "validate_segment_ids",
-]
+import importlib
+from typing import Any
+
+# Names load on first use, so ``slca --help`` does not import torch.
+_EXPORTS = {
+    "AdvantageConfig": "registry",
+    "EstimatorFn": "registry",
+    "EstimatorSpec": "registry",
+    "GroupStats": "grouping",
+    "MissingRewardError": "registry",
+    "NUM_SEGMENT_CODES": "segments",
+    "RewardView": "registry",
+    "SEGMENT_NAMES": "segments",
+    "SEG_NONE": "segments",
+    "SEG_SUMMARY": "segments",
+    "SEG_TOOL": "segments",
+    "UnknownEstimatorError": "registry",
+    "compute_advantages": "registry",
+    "estimator_spec": "registry",
+    "get_estimator": "registry",
+    "group_index_from_ids": "grouping",
+    "group_stats": "grouping",
+    "group_zscore": "grouping",
+    "k3_kl": "loss",
+    "list_estimators": "registry",
+    "policy_loss": "loss",
+    "register_estimator": "registry",
+    "route_by_segment": "estimators",
+    "segment_presence": "segments",
+    "segment_token_counts": "segments",
+    "segments_from_mask": "segments",
+    "unregister_estimator": "registry",
+    "validate_segment_ids": "segments",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'slca_grpo.algos' has no attribute {name!r}")
+    importlib.import_module("slca_grpo.algos.estimators")  # registers the built-in estimators
+    value = getattr(importlib.import_module(f"slca_grpo.algos.{module}"), name)
+    globals()[name] = value
+    return value

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from abc import ABC
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -36,7 +35,7 @@ class BackendResult:
     error: ObservationError | None = None
 
 
-class Backend(ABC):
+class Backend:
     """Answers calls. Override ``generate`` (sync backends) or ``agenerate`` (async ones)."""
 
     name: str = "backend"

@@ -129,7 +129,7 @@ class SimulatorClient:
 
         bodies = await asyncio.gather(*(send(c) for c in chunks))
         results: list[Observation] = []
-        for chunk, body in zip(chunks, bodies):
+        for chunk, body in zip(chunks, bodies, strict=True):
             results.extend(self._merge(chunk, body, start))
         return results
 

@@ -27,6 +27,7 @@ class OpenAIConfig:
     no_schema: bool = False  # the paper's "w/o SGLS" ablation: no tool schema in the prompt
     max_reasks: int = 1  # re-asks after an answer that is not JSON or does not match `returns`
     history_turns: int = 8  # earlier calls of the session shown in the prompt
+    send_seed: bool = True  # pass the simulator seed as `seed` (turn off for servers that reject it)
     extra_body: dict[str, Any] = field(default_factory=dict)  # e.g. chat_template_kwargs
 
     def resolved_api_key(self) -> str | None:

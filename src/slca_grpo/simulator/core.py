@@ -208,8 +208,7 @@ class Simulator:
                 index = state.next_call_index()
                 state_digest = state.digest
                 resolution = state.resolve(spec.intent, call.arguments)
-                if self.backend.is_async:
-                    history = tuple(state.history)
+                history = tuple(state.history)
         else:
             index = self._sessionless_index(call_key)
             state_digest = ""

@@ -72,7 +72,7 @@ class ServiceMetrics:
                 "# TYPE slca_sim_request_duration_seconds histogram",
             ]
             cumulative = 0
-            for bound, n in zip(LATENCY_BUCKETS_S, self._buckets):
+            for bound, n in zip(LATENCY_BUCKETS_S, self._buckets, strict=True):
                 cumulative += n
                 lines.append(f'slca_sim_request_duration_seconds_bucket{{le="{bound:g}"}} {cumulative}')
             lines.append(f'slca_sim_request_duration_seconds_bucket{{le="+Inf"}} {self._latency_count}')

@@ -187,14 +187,15 @@ class OpenAIBackend(Backend):
         self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore, messages: list[dict[str, str]]
     ) -> str:
         c = self.config
-        payload = {
+        payload: dict[str, Any] = {
             "model": c.model,
             "messages": messages,
             "temperature": c.temperature,
             "max_tokens": c.max_tokens,
-            "seed": self.seed,
-            **c.extra_body,
         }
+        if c.send_seed:
+            payload["seed"] = self.seed
+        payload.update(c.extra_body)
         last = "no attempt made"
         retry_after: float | None = None
         for attempt in range(c.max_retries + 1):

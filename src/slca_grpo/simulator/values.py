@@ -121,7 +121,12 @@ _ID_PREFIXES = {
 }
 
 
-_HEADLINE_ENDINGS = ("outlook improves", "faces new questions", "sees record growth", "draws global attention")
+_HEADLINE_ENDINGS = (
+    "outlook improves",
+    "faces new questions",
+    "sees record growth",
+    "draws global attention",
+)
 _EVENT_KINDS = ("Jazz Festival", "Tech Summit", "Marathon", "Food Fair", "Film Week")
 
 

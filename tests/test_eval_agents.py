@@ -1,0 +1,119 @@
+import json
+
+import pytest
+
+from fake_openai import FakeReply, fake_openai  # noqa: F401  (fixture)
+from scripted import ScriptedLM
+from slca_grpo.chat import parse_tool_calls
+from slca_grpo.cli import main
+from slca_grpo.data.synthetic import generate_suite
+from slca_grpo.eval.agent import AgentRequest
+from slca_grpo.eval.hf_agent import HFChatAgent
+from slca_grpo.eval.indomain import score_trajectories
+from slca_grpo.eval.openai_agent import OpenAIChatAgent, to_api_messages
+from slca_grpo.eval.policies import UnknownPolicySpec, resolve_model_agent
+from slca_grpo.eval.text_loop import TaskOracleAgent, run_text_episodes
+from slca_grpo.models.tokenizer import train_tokenizer
+from slca_grpo.rewards.rule_judge import RuleJudge
+from slca_grpo.rollout.environment import ToolEnvironment
+from slca_grpo.simulator import SimulatorConfig, build_simulator
+from slca_grpo.types import ToolCall
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+def reply_with_calls(calls, content=None):
+    message = {"role": "assistant", "content": content, "tool_calls": [
+        {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": a}} for i, (n, a) in enumerate(calls)
+    ]}
+    return FakeReply.raw(json.dumps({"choices": [{"index": 0, "message": message}]}))
+
+
+def test_openai_agent_native_mode_turns_tool_calls_into_a_hermes_block(fake_openai):
+    fake_openai.push(reply_with_calls([("get_weather", '{"city": "Oslo"}'), ("get_weather", {"city": "Rome"})], "Checking."))
+    fake_openai.push("It is 3 degrees in Oslo and 20 in Rome.")
+    agent = OpenAIChatAgent(fake_openai.url, "m", max_retries=0)
+    request = AgentRequest(messages=[{"role": "user", "content": "Weather in Oslo and Rome?"}], tools=[WEATHER])
+    text = agent.respond([request])[0]
+    parsed = parse_tool_calls(text, ["get_weather"])
+    assert parsed.calls == [ToolCall("get_weather", {"city": "Oslo"}), ToolCall("get_weather", {"city": "Rome"})]
+    assert len(parsed.blocks) == 1 and text.startswith("Checking.")
+    body = fake_openai.requests[0]
+    assert body["tools"] == [WEATHER] and body["messages"] == [{"role": "user", "content": "Weather in Oslo and Rome?"}]
+    # The follow-up turn sends the call back with ids and the results tied to them.
+    follow = AgentRequest(messages=request.messages + [{"role": "assistant", "content": text},
+                                                       {"role": "tool", "content": "3C"}, {"role": "tool", "content": "20C"}], tools=[WEATHER])
+    assert agent.respond([follow])[0] == "It is 3 degrees in Oslo and 20 in Rome."
+    sent = fake_openai.requests[1]["messages"]
+    ids = [c["id"] for c in sent[1]["tool_calls"]]
+    assert [m["tool_call_id"] for m in sent[2:]] == ids and len(set(ids)) == 2
+    assert json.loads(sent[1]["tool_calls"][0]["function"]["arguments"]) == {"city": "Oslo"}
+
+
+def test_openai_agent_failures_are_counted_not_raised(fake_openai):
+    fake_openai.push(FakeReply.error(500), FakeReply.raw("not json"))
+    agent = OpenAIChatAgent(fake_openai.url, "m", max_retries=0)
+    requests = [AgentRequest(messages=[{"role": "user", "content": "hi"}], tools=[]) for _ in range(2)]
+    assert agent.respond(requests) == ["", ""]
+    assert agent.failures == 2
+
+
+def test_openai_agent_prompt_mode_puts_tools_in_the_system_prompt(fake_openai):
+    fake_openai.push('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>')
+    agent = OpenAIChatAgent(fake_openai.url, "m", mode="prompt", max_retries=0)
+    text = agent.respond([AgentRequest(messages=[{"role": "user", "content": "Oslo?"}], tools=[WEATHER])])[0]
+    assert parse_tool_calls(text).calls == [ToolCall("get_weather", {"city": "Oslo"})]
+    body = fake_openai.requests[0]
+    assert "tools" not in body and "<tools>" in body["messages"][0]["content"]
+
+
+def test_to_api_messages_accepts_structured_tool_calls():
+    messages = [{"role": "user", "content": "x"},
+                {"role": "assistant", "content": "", "tool_calls": [{"id": "a1", "name": "f", "arguments": {"k": 1}}]},
+                {"role": "tool", "tool_call_id": "a1", "content": "ok"}]
+    out = to_api_messages(messages)
+    assert out[1]["tool_calls"][0] == {"id": "a1", "type": "function", "function": {"name": "f", "arguments": '{"k": 1}'}}
+    assert out[2] == {"role": "tool", "tool_call_id": "a1", "content": "ok"}
+
+
+def test_hf_agent_answers_one_turn_and_stops_at_the_call():
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    tokenizer = train_tokenizer([call + " sunny Paris weather"] * 20, vocab_size=400)
+    model = ScriptedLM(tokenizer, lambda prompt, turn: call + " trailing text that must not appear")
+    agent = HFChatAgent(model, tokenizer, max_new_tokens=100)
+    texts = agent.respond([AgentRequest(messages=[{"role": "user", "content": "Paris?"}], tools=[WEATHER])] * 3)
+    assert texts == [call] * 3
+    answer = HFChatAgent(ScriptedLM(tokenizer, lambda p, t: "sunny<|im_end|>"), tokenizer)
+    assert answer.respond([AgentRequest(messages=[{"role": "user", "content": "Paris?"}], tools=[])]) == ["sunny"]
+
+
+def test_oracle_through_the_text_loop_scores_exact_calls():
+    tasks = generate_suite(seed=3, n_train=0, n_test=30).test
+    simulator = build_simulator(SimulatorConfig(backend="schema"))
+    trajectories = run_text_episodes(TaskOracleAgent(tasks), tasks, ToolEnvironment(simulator), max_turns=4)
+    items, summary, _ = score_trajectories(trajectories, tasks, RuleJudge())
+    callers = [i for i in items if i["kind"] != "irrelevant"]
+    assert callers and all(i["name_f1"] == 1.0 and i["arg_match"] == 1.0 and i["redundant_calls"] == 0 for i in callers)
+    assert all(i["calls"] == 0 and not i["no_call"] for i in items if i["kind"] == "irrelevant")
+    assert summary["name_f1"] == 1.0
+    # Every gold call was answered by its fixture, never by the simulator.
+    assert simulator.stats.calls == 0
+
+
+def test_policy_specs_are_checked():
+    with pytest.raises(UnknownPolicySpec, match="not a checkpoint folder"):
+        resolve_model_agent("hf:/definitely/missing")
+    with pytest.raises(UnknownPolicySpec, match="openai:BASE_URL#MODEL"):
+        resolve_model_agent("openai:http://localhost:1")
+    with pytest.raises(UnknownPolicySpec, match="unknown policy spec"):
+        resolve_model_agent("claude")
+
+
+def test_eval_indomain_cli_writes_reports(tmp_path, capsys):
+    assert main(["eval", "indomain", "--policy", "oracle", "--tasks", "synthetic", "--limit", "12", "--out", str(tmp_path)]) == 0
+    for name in ("per_item.jsonl", "summary.json", "report.md", "metrics.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["n"] == 12 and summary["name_f1"] == 1.0
+    assert main(["eval", "indomain", "--policy", "nope", "--tasks", "synthetic", "--out", str(tmp_path)]) == 2
+    assert "unknown policy spec" in capsys.readouterr().err

@@ -1,0 +1,20 @@
+import json
+
+import pytest
+
+from slca_grpo.eval.bfcl import run_bfcl
+from slca_grpo.eval.policies import resolve_model_agent
+
+
+@pytest.mark.slow
+def test_smollm2_runs_end_to_end_on_ten_bfcl_simple_entries(tmp_path):
+    agent = resolve_model_agent("smollm2", max_new_tokens=128, batch_size=10)
+    report = run_bfcl(agent, categories=["simple_python"], limit=10, out_dir=tmp_path, progress=False)
+    assert len(report.results) == 10
+    accuracy = report.accuracy["simple_python"]
+    assert 0.0 <= accuracy <= 1.0 and accuracy * 10 == pytest.approx(round(accuracy * 10))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["categories"]["simple_python"]["total"] == 10
+    assert summary["categories"]["simple_python"]["correct"] == round(accuracy * 10)
+    assert sum(1 for _ in open(tmp_path / "per_item.jsonl")) == 10
+    print(f"SmolLM2-135M-Instruct, BFCL simple_python (10 entries): {accuracy:.2f}")
