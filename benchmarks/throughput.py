@@ -38,7 +38,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import current_rss_mb, peak_rss_mb, pin_torch_threads, require_module, summary, thread_environment  # noqa: E402
+from _common import (
+    current_rss_mb,
+    peak_rss_mb,
+    pin_torch_threads,
+    require_module,
+    summary,
+    thread_environment,
+)
 
 TRAINERS = ("ours", "trl")
 LABELS = {"ours": "ours (slca-grpo)", "trl": "TRL GRPOTrainer"}
@@ -140,7 +147,7 @@ def step_record(step_s: float, generation_s: float, reward_s: float, prompt_toke
 # --------------------------------------------------------------------------------------------
 # Worker: our RLTrainer
 # --------------------------------------------------------------------------------------------
-def run_ours(args: argparse.Namespace, tasks: list) -> tuple[list[dict[str, float]], float]:
+def run_ours(args: argparse.Namespace, tasks: list) -> tuple[list[dict[str, float]], dict[str, float]]:
     import copy
 
     import slca_grpo.trainer.rl as rl_module
@@ -178,7 +185,7 @@ def run_ours(args: argparse.Namespace, tasks: list) -> tuple[list[dict[str, floa
             reward_seconds.append(time.perf_counter() - begin)
 
     rl_module.compute_rewards = timed_compute_rewards
-    setup_s = time.perf_counter() - started
+    setup = {"setup_s": time.perf_counter() - started, "setup_rss_mb": current_rss_mb()}
 
     records = []
     for step in range(args.warmup + args.steps):
@@ -195,13 +202,13 @@ def run_ours(args: argparse.Namespace, tasks: list) -> tuple[list[dict[str, floa
         record["reported_train_s"] = metrics["time/train_s"]  # RLTrainer's own timer (update only)
         record["reward_mean"] = metrics.get("reward/score", float("nan"))
         records.append(record)
-    return records, setup_s
+    return records, setup
 
 
 # --------------------------------------------------------------------------------------------
 # Worker: TRL's GRPOTrainer
 # --------------------------------------------------------------------------------------------
-def run_trl(args: argparse.Namespace, tasks: list, output_dir: Path) -> tuple[list[dict[str, float]], float]:
+def run_trl(args: argparse.Namespace, tasks: list, output_dir: Path) -> tuple[list[dict[str, float]], dict[str, float]]:
     import datasets
     import transformers
     from trl import GRPOConfig, GRPOTrainer
@@ -259,7 +266,7 @@ def run_trl(args: argparse.Namespace, tasks: list, output_dir: Path) -> tuple[li
     )
     trainer = TimedGRPOTrainer(model=model, reward_funcs=hierr_score, args=config, train_dataset=dataset,
                                processing_class=tokenizer, callbacks=[StepClock()])
-    setup_s = time.perf_counter() - started
+    setup = {"setup_s": time.perf_counter() - started, "setup_rss_mb": current_rss_mb()}
     trainer.train()
 
     steps = args.warmup + args.steps
@@ -273,7 +280,7 @@ def run_trl(args: argparse.Namespace, tasks: list, output_dir: Path) -> tuple[li
                              prompt_tokens, generated_tokens, completions)
         record["reward_mean"] = rewards_seen[step]
         records.append(record)
-    return records, setup_s
+    return records, setup
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -289,9 +296,9 @@ def worker(args: argparse.Namespace) -> int:
         profiler.enable()
     with tempfile.TemporaryDirectory(prefix="trl-out-") as scratch:
         if args.worker == "ours":
-            records, setup_s = run_ours(args, tasks)
+            records, setup = run_ours(args, tasks)
         else:
-            records, setup_s = run_trl(args, tasks, Path(scratch))
+            records, setup = run_trl(args, tasks, Path(scratch))
     if profiler is not None:
         profiler.disable()
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -299,7 +306,7 @@ def worker(args: argparse.Namespace) -> int:
     result = {
         "trainer": args.worker,
         "round": args.round,
-        "setup_s": setup_s,
+        **setup,
         "threads": torch.get_num_threads(),
         "warmup_records": records[:args.warmup],
         "records": records[args.warmup:],
@@ -328,53 +335,72 @@ def run_worker(name: str, args: argparse.Namespace, model_dir: Path, scratch: Pa
     return json.loads(result_path.read_text())
 
 
+STEP_KEYS = ("step_s", "generation_s", "reward_s", "train_s", "rollout_tokens_per_s", "train_tokens_per_s",
+             "mean_completion_tokens", "reward_mean")
+
+
 def aggregate(runs: list[dict]) -> dict[str, Any]:
+    """Summaries over every measured step of every round, plus per-round medians (the spread)."""
     records = [r for run in runs for r in run["records"]]
-    out: dict[str, Any] = {
-        key: summary([r[key] for r in records])
-        for key in ("step_s", "generation_s", "reward_s", "train_s", "rollout_tokens_per_s", "train_tokens_per_s",
-                    "mean_completion_tokens", "reward_mean")
-    }
+    out: dict[str, Any] = {key: summary([r[key] for r in records]) for key in STEP_KEYS}
     out["steps_per_s"] = summary([1.0 / r["step_s"] for r in records])
-    out["round_median_step_s"] = [summary([r["step_s"] for r in run["records"]])["median"] for run in runs]
     out["peak_rss_mb"] = summary([run["peak_rss_mb"] for run in runs])
+    if all(run.get("setup_rss_mb") is not None for run in runs):
+        out["setup_rss_mb"] = summary([run["setup_rss_mb"] for run in runs])
     out["setup_s"] = summary([run["setup_s"] for run in runs])
+    out["round_median_step_s"] = [summary([r["step_s"] for r in run["records"]])["median"] for run in runs]
     out["prompt_tokens_per_step"] = [r["prompt_tokens"] for r in runs[0]["records"]]
     return out
 
 
-def _cell(stats: dict[str, float], digits: int) -> str:
-    return f"{stats['median']:.{digits}f} [{stats['min']:.{digits}f}-{stats['max']:.{digits}f}]"
-
-
-ROWS = (  # key, label, digits, ratio sense (ours/TRL)
-    ("step_s", "seconds / step", 3),
-    ("steps_per_s", "steps / s", 3),
-    ("rollout_tokens_per_s", "rollout tokens / s", 0),
-    ("train_tokens_per_s", "train tokens / s", 0),
-    ("generation_s", "  generation s / step", 3),
-    ("reward_s", "  reward s / step", 4),
-    ("train_s", "  train s / step", 3),
-    ("mean_completion_tokens", "completion tokens (mean)", 1),
-    ("peak_rss_mb", "peak RSS MiB", 0),
+# (key, label, decimals, higher_is_better)
+ROWS = (
+    ("steps_per_s", "steps / s", 3, True),
+    ("rollout_tokens_per_s", "rollout tokens / s", 0, True),
+    ("train_tokens_per_s", "train tokens / s", 0, True),
+    ("step_s", "seconds / step", 3, False),
+    ("generation_s", "  generation s", 3, False),
+    ("reward_s", "  reward s", 4, False),
+    ("train_s", "  train s (rest)", 3, False),
+    ("mean_completion_tokens", "completion tokens", 1, None),
+    ("peak_rss_mb", "peak RSS MiB", 0, False),
+    ("setup_rss_mb", "RSS after set-up MiB", 0, False),
 )
+
+
+def _cell(stats: dict[str, float], decimals: int) -> str:
+    return f"{stats['median']:.{decimals}f} [{stats['min']:.{decimals}f}-{stats['max']:.{decimals}f}]"
+
+
+def ratios(results: dict[str, dict]) -> dict[str, float]:
+    """ours / TRL of each row's median."""
+    return {key: results["ours"][key]["median"] / results["trl"][key]["median"]
+            for key, *_ in ROWS if key in results["ours"] and key in results["trl"]}
+
+
+def paired_round_ratios(rounds: dict[str, list[dict]]) -> list[float]:
+    """Step-throughput ratio ours/TRL within each round (the two runs of a round ran back to back)."""
+    def median_step(run: dict) -> float:
+        return summary([r["step_s"] for r in run["records"]])["median"]
+
+    return [median_step(trl) / median_step(ours) for ours, trl in zip(rounds["ours"], rounds["trl"])]
 
 
 def print_table(results: dict[str, dict], rounds: dict[str, list[dict]]) -> None:
     names = list(results)
-    width = 26
-    print(f"{'median [min-max] over steps':<{width}}" + "".join(f"{LABELS[n]:>26}" for n in names)
-          + ("   ours/TRL" if len(names) == 2 else ""))
-    for key, label, digits in ROWS:
-        line = f"{label:<{width}}" + "".join(f"{_cell(results[n][key], digits):>26}" for n in names)
-        if len(names) == 2:
-            line += f"   {results['ours'][key]['median'] / results['trl'][key]['median']:8.2f}x"
+    both = len(names) == 2
+    print(f"{'median [min-max]':<22}" + "".join(f"{LABELS[n]:>24}" for n in names) + ("   ours/TRL" if both else ""))
+    ratio = ratios(results) if both else {}
+    for key, label, decimals, higher_is_better in ROWS:
+        if not all(key in results[n] for n in names):
+            continue
+        line = f"{label:<22}" + "".join(f"{_cell(results[n][key], decimals):>24}" for n in names)
+        if both:
+            sense = "" if higher_is_better is None else ("  (higher is better)" if higher_is_better else "  (lower is better)")
+            line += f"   {ratio[key]:7.2f}x{sense}"
         print(line)
-    if len(names) == 2:
-        paired = [t["records"] and summary([r["step_s"] for r in t["records"]])["median"] /
-                  summary([r["step_s"] for r in o["records"]])["median"] for o, t in zip(rounds["ours"], rounds["trl"])]
-        print(f"step-throughput ratio ours/TRL per round (TRL s/step ÷ ours s/step): "
-              + ", ".join(f"{p:.2f}x" for p in paired))
+    if both:
+        print("steps/s ratio ours/TRL by round: " + ", ".join(f"{p:.2f}x" for p in paired_round_ratios(rounds)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -430,10 +456,8 @@ def main(argv: list[str] | None = None) -> int:
                          **({"trl": __import__("trl").__version__} if "trl" in names else {})},
             "cpu_count": os.cpu_count(),
             "results": results,
-            "ratios_ours_over_trl": (
-                {key: results["ours"][key]["median"] / results["trl"][key]["median"] for key, _, _ in ROWS}
-                if len(names) == 2 else {}
-            ),
+            "ratios_ours_over_trl": ratios(results) if len(names) == 2 else {},
+            "steps_per_s_ratio_by_round": paired_round_ratios(rounds) if len(names) == 2 else [],
             "rounds": rounds,
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
