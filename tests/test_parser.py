@@ -233,3 +233,11 @@ def test_rendered_calls_always_parse_back(calls):
     assert parsed.calls == calls
     assert parsed.format_score == 1.0
     assert parsed.final_answer == "bye"
+
+
+def test_strip_tool_call_blocks_keeps_prose_only():
+    from slca_grpo.chat import strip_tool_call_blocks
+
+    text = "Let me check. " + block('{"name": "get_weather"}') + " and " + block("[]") + " done <tool_call>{dangling"
+    assert strip_tool_call_blocks(text) == "Let me check.  and  done <tool_call>{dangling"
+    assert strip_tool_call_blocks("plain") == "plain"

@@ -8,6 +8,7 @@ from slca_grpo.chat.parser import (
     parse_block,
     parse_tool_calls,
     strip_think,
+    strip_tool_call_blocks,
 )
 from slca_grpo.chat.template import (
     render_chat,
@@ -25,6 +26,7 @@ __all__ = [
     "parse_block",
     "parse_tool_calls",
     "strip_think",
+    "strip_tool_call_blocks",
     "render_chat",
     "render_tool_calls",
     "render_tool_response",

@@ -179,6 +179,21 @@ def _closed_blocks(text: str, open_tag: str = TOOL_CALL_OPEN, close_tag: str = T
     return bodies
 
 
+def strip_tool_call_blocks(text: str) -> str:
+    """The prose of a response: the text outside closed ``<tool_call>`` blocks, stripped."""
+    pieces: list[str] = []
+    position = 0
+    while True:
+        start = text.find(TOOL_CALL_OPEN, position)
+        end = text.find(TOOL_CALL_CLOSE, start + len(TOOL_CALL_OPEN)) if start >= 0 else -1
+        if start < 0 or end < 0:
+            pieces.append(text[position:])
+            break
+        pieces.append(text[position:start])
+        position = end + len(TOOL_CALL_CLOSE)
+    return "".join(pieces).strip()
+
+
 def clean_answer(text: str) -> str:
     """Drop chat-template markers and stray tags from an answer, collapse surrounding space."""
     text = _TEMPLATE_MARKER.sub("", text)

@@ -17,8 +17,7 @@ import re
 import uuid
 from typing import Any
 
-from slca_grpo.chat import BlockStatus, parse_tool_calls
-from slca_grpo.chat.parser import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from slca_grpo.chat import BlockStatus, parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.eval.bfcl.calls import UnsafeCallError, build_call_string
 from slca_grpo.eval.bfcl.convert import docs_to_tools, exposed_names
@@ -61,21 +60,6 @@ def backend_methods(bfcl: BFCL, class_names: list[str]) -> set[str]:
             name for name, _ in inspect.getmembers(cls, inspect.isfunction) if not name.startswith("_")
         )
     return methods
-
-
-def strip_tool_call_blocks(text: str) -> str:
-    """The prose of an answer: text outside closed ``<tool_call>`` blocks."""
-    pieces: list[str] = []
-    position = 0
-    while True:
-        start = text.find(TOOL_CALL_OPEN, position)
-        end = text.find(TOOL_CALL_CLOSE, start + len(TOOL_CALL_OPEN)) if start >= 0 else -1
-        if start < 0 or end < 0:
-            pieces.append(text[position:])
-            break
-        pieces.append(text[position:start])
-        position = end + len(TOOL_CALL_CLOSE)
-    return "".join(pieces).strip()
 
 
 class MultiTurnEpisode:

@@ -14,8 +14,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slca_grpo.chat import BlockStatus, clean_answer, parse_tool_calls
-from slca_grpo.chat.parser import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from slca_grpo.chat import BlockStatus, clean_answer, parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.eval.tau2._tau2 import import_tau2
 
@@ -84,20 +83,6 @@ def to_openai_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     return out
 
 
-def _without_blocks(text: str) -> str:
-    """The text with every closed ``<tool_call>…</tool_call>`` block removed (linear scan)."""
-    pieces: list[str] = []
-    position = 0
-    while True:
-        start = text.find(TOOL_CALL_OPEN, position)
-        end = text.find(TOOL_CALL_CLOSE, start + len(TOOL_CALL_OPEN)) if start >= 0 else -1
-        if start < 0 or end < 0:
-            pieces.append(text[position:])
-            return "".join(pieces)
-        pieces.append(text[position:start])
-        position = end + len(TOOL_CALL_CLOSE)
-
-
 @dataclass(frozen=True)
 class TurnConversion:
     """An agent's text as a τ² assistant message, with what happened to it."""
@@ -124,7 +109,7 @@ def text_to_assistant_message(
     parsed = parse_tool_calls(text, allowed_tools=allowed_tools)
     calls = [call for block in parsed.blocks if block.status in _FORWARDED for call in block.calls]
     malformed = sum(1 for block in parsed.blocks if block.status not in _FORWARDED)
-    prose = clean_answer(_without_blocks(parsed.text))
+    prose = clean_answer(strip_tool_call_blocks(parsed.text))
     if calls:
         tool_calls = [
             Tau2ToolCall(id=f"{call_id_prefix}_{i}", name=call.name, arguments=dict(call.arguments))
