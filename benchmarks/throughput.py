@@ -90,6 +90,10 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         parser.error("--group-size must be at least 2 (group-relative advantages need two completions)")
     if args.kl < 0 or args.lr <= 0:
         parser.error("--kl must be >= 0 and --lr > 0")
+    from slca_grpo.algos import list_estimators
+
+    if args.estimator not in list_estimators():
+        parser.error(f"unknown --estimator {args.estimator!r}; choose one of {', '.join(list_estimators())}")
 
 
 def forwarded_options(args: argparse.Namespace) -> list[str]:
