@@ -7,6 +7,7 @@ from slca_grpo.eval.policies import resolve_model_agent
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_smollm2_runs_end_to_end_on_ten_bfcl_simple_entries(tmp_path):
     agent = resolve_model_agent("smollm2", max_new_tokens=128, batch_size=10)
     report = run_bfcl(agent, categories=["simple_python"], limit=10, out_dir=tmp_path, progress=False)

@@ -22,16 +22,42 @@ TABLE_COLUMNS = (
 )
 
 
+COUNT_KEYS = frozenset({"calls", "redundant_calls", "generated_tokens", "r_sum"})
+
+
+def _flat_eval_metrics(summary: dict[str, Any]) -> tuple[str, dict[str, float]]:
+    """(kind, metric → value) of an evaluation run's summary.json (in-domain, BFCL or τ²)."""
+    if summary.get("benchmark") == "tau2-bench":
+        metrics = {f"tau2 pass^{k}": float(v) for k, v in sorted(summary.get("pass_hat_k", {}).items())}
+        metrics["tau2 avg reward"] = float(summary.get("avg_reward", 0.0))
+        return "tau2", metrics
+    if "categories" in summary and "overall_accuracy" in summary:
+        metrics = {f"bfcl {name}": float(score["accuracy"]) for name, score in summary["categories"].items()}
+        metrics["bfcl overall"] = float(summary["overall_accuracy"])
+        return "bfcl", metrics
+    if "success@0.9" in summary:
+        return "indomain", {key: float(summary[key]) for key, _, _ in TABLE_COLUMNS if key in summary}
+    raise ValueError("summary.json is neither a training run, an in-domain, a BFCL nor a τ² evaluation")
+
+
 def load_run(run_dir: str | Path) -> dict[str, Any]:
-    """A run folder's summary, per-step training metrics and evaluation history."""
+    """A run folder: a training run (summary, per-step metrics, evaluation history) or an
+    evaluation run (its flat metrics)."""
     run_dir = Path(run_dir)
     summary_path = run_dir / "summary.json"
     if not summary_path.exists():
-        raise FileNotFoundError(f"{run_dir} has no summary.json (is it a finished training run?)")
+        raise FileNotFoundError(f"{run_dir} has no summary.json (is it a finished training or evaluation run?)")
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    metrics_path = run_dir / "metrics.jsonl"
-    metrics = read_metrics(metrics_path) if metrics_path.exists() else []
-    return {"name": summary.get("estimator", run_dir.name), "dir": str(run_dir), "summary": summary, "metrics": metrics}
+    if "final_eval" in summary:
+        metrics_path = run_dir / "metrics.jsonl"
+        metrics = read_metrics(metrics_path) if metrics_path.exists() else []
+        return {"kind": "train", "name": summary.get("estimator", run_dir.name), "dir": str(run_dir), "summary": summary, "metrics": metrics}
+    try:
+        kind, flat = _flat_eval_metrics(summary)
+    except ValueError as exc:
+        raise ValueError(f"{summary_path}: {exc}") from None
+    name = f"{run_dir.name} ({summary['agent']})" if summary.get("agent") else run_dir.name
+    return {"kind": kind, "name": name, "dir": str(run_dir), "summary": summary, "flat": flat}
 
 
 def markdown_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
@@ -79,10 +105,50 @@ def plot_curves(runs: Sequence[dict[str, Any]], path: str | Path) -> Path:
 
 
 def compare_runs(run_dirs: Sequence[str | Path], out_dir: str | Path) -> dict[str, Any]:
-    """Write ``report.json``, ``report.md`` and ``curves.png`` comparing finished runs."""
+    """Write ``report.json``, ``report.md`` and a chart comparing finished runs: training runs get
+    the paper-style table and ``curves.png``; evaluation runs a table and ``comparison.png``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = [load_run(d) for d in run_dirs]
+    if all(run["kind"] == "train" for run in runs):
+        return _compare_training(runs, out_dir)
+    if any(run["kind"] == "train" for run in runs):
+        raise ValueError("compare training runs with training runs and evaluation runs with evaluation runs")
+    return _compare_evaluations(runs, out_dir)
+
+
+def _compare_evaluations(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str, Any]:
+    keys = list(dict.fromkeys(key for run in runs for key in run["flat"]))
+    lines = ["# Evaluation comparison", "", "| Run | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
+    for run in runs:
+        cells = [f"{100 * run['flat'][k]:.2f}" if k in run["flat"] and k not in COUNT_KEYS else
+                 (f"{run['flat'][k]:.3f}" if k in run["flat"] else "–") for k in keys]
+        lines.append(f"| {run['name']} | " + " | ".join(cells) + " |")
+    (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = {"runs": [{"name": r["name"], "dir": r["dir"], "kind": r["kind"], "metrics": r["flat"]} for r in runs]}
+    (out_dir / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rate_keys = [k for k in keys if k not in COUNT_KEYS]
+    width = 0.8 / max(1, len(runs))
+    figure, axis = plt.subplots(figsize=(max(6, 0.9 * len(rate_keys) * max(1, len(runs)) ** 0.5), 4))
+    for index, run in enumerate(runs):
+        positions = [i + index * width for i in range(len(rate_keys))]
+        axis.bar(positions, [100 * run["flat"].get(k, 0.0) for k in rate_keys], width, label=run["name"])
+    axis.set_xticks([i + width * (len(runs) - 1) / 2 for i in range(len(rate_keys))], rate_keys, rotation=30, ha="right")
+    axis.set(ylabel="%", ylim=(0, 100))
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(out_dir / "comparison.png", dpi=120)
+    plt.close(figure)
+    return report
+
+
+def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str, Any]:
     rows: list[tuple[str, dict[str, Any]]] = []
     if runs and runs[0]["summary"].get("evals"):
         rows.append(("start (before RL)", runs[0]["summary"]["evals"][0]))

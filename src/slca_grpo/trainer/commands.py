@@ -22,7 +22,9 @@ def register(subparsers: Any) -> None:
     demo.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     demo.set_defaults(func=run_demo_command)
 
-    report = subparsers.add_parser("report", help="compare finished runs side by side (table + curves)")
+    report = subparsers.add_parser(
+        "report", help="compare finished runs side by side: training runs, or eval runs (indomain, bfcl, tau2)"
+    )
     report.add_argument("runs", nargs="+", help="run folders (each with summary.json)")
     report.add_argument("--out", default="runs/report", help="output folder (default: runs/report)")
     report.set_defaults(func=run_report)
@@ -63,7 +65,7 @@ def run_report(args: argparse.Namespace) -> int:
 
     try:
         compare_runs(args.runs, args.out)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:
         return _fail(str(exc))
-    print(f"wrote {args.out}/report.md, report.json and curves.png")
+    print(f"wrote {args.out}/report.md, report.json and a chart")
     return 0
