@@ -173,3 +173,28 @@ def test_sampling_respects_budgets_and_greedy_is_deterministic(tokenizer):
     result = sample(model, [[3]], max_new_tokens=1, config=hot, stop_token_ids=[], pad_id=0, generator=torch.Generator().manual_seed(1))[0]
     expected = torch.log_softmax(model.table[3] / 0.7, dim=-1)[result.token_ids[0]]
     assert result.logprobs[0] == pytest.approx(float(expected.detach()), abs=1e-5)
+
+
+def test_sampled_tokens_follow_the_tempered_distribution():
+    from types import SimpleNamespace
+
+    logits = torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05]))
+
+    class Fixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.anchor = torch.nn.Parameter(torch.zeros(()))
+
+        def forward(self, input_ids, **_):
+            return SimpleNamespace(logits=logits.expand(input_ids.shape[0], input_ids.shape[1], 4) + self.anchor, past_key_values=())
+
+    draws = sample(Fixed(), [[0]] * 4000, max_new_tokens=1, config=SamplingConfig(temperature=1.0), stop_token_ids=[], pad_id=0,
+                   generator=torch.Generator().manual_seed(3))
+    counts = torch.bincount(torch.tensor([g.token_ids[0] for g in draws]), minlength=4).float()
+    expected = torch.tensor([0.5, 0.3, 0.15, 0.05]) * 4000
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 16.3  # the 0.999 quantile of chi-square with 3 degrees of freedom
+    # top_p = 0.6 keeps the two most likely tokens only (0.5 + 0.3 covers it).
+    kept = sample(Fixed(), [[0]] * 500, max_new_tokens=1, config=SamplingConfig(temperature=1.0, top_p=0.6), stop_token_ids=[], pad_id=0,
+                  generator=torch.Generator().manual_seed(4))
+    assert {g.token_ids[0] for g in kept} == {0, 1}
