@@ -75,13 +75,13 @@ def markdown_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
 
 
 def plot_curves(runs: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """Training reward and held-out Success@0.9 per step, one line per run."""
+    """Training reward, held-out Success@0.9 and held-out Name-F1 per step, one line per run."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    figure, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4))
     for run in runs:
         steps = [m["step"] for m in run["metrics"] if "reward/score" in m]
         scores = [m["reward/score"] for m in run["metrics"] if "reward/score" in m]
@@ -91,15 +91,18 @@ def plot_curves(runs: Sequence[dict[str, Any]], path: str | Path) -> Path:
             left.plot(steps, smoothed, label=run["name"])
         evals = run["summary"].get("evals", [])
         if evals:
-            right.plot([e["step"] + 1 for e in evals], [100 * e.get("success@0.9", 0.0) for e in evals], marker="o", label=run["name"])
+            done = [e["step"] + 1 for e in evals]
+            middle.plot(done, [100 * e.get("success@0.9", 0.0) for e in evals], marker="o", label=run["name"])
+            right.plot(done, [100 * e.get("name_f1", 0.0) for e in evals], marker="o", label=run["name"])
     left.set(title="Training reward (HierR score, smoothed)", xlabel="RL step", ylabel="score")
-    right.set(title="Held-out Success@0.9", xlabel="RL step", ylabel="%")
-    for axis in (left, right):
+    middle.set(title="Held-out Success@0.9", xlabel="RL steps done", ylabel="%")
+    right.set(title="Held-out Name-F1", xlabel="RL steps done", ylabel="%")
+    for axis in (left, middle, right):
         axis.grid(alpha=0.3)
         axis.legend()
     figure.tight_layout()
     path = Path(path)
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
 
