@@ -186,3 +186,20 @@ def test_end_to_end_run_and_exact_resume(tmp_path):
         assert replayed[-1][key] == pytest.approx(original[key], rel=1e-5, abs=1e-7), key
     assert resumed["final_eval"]["score"] == pytest.approx(summary["final_eval"]["score"], abs=1e-9)
     assert json.loads((resumed_dir / "summary.json").read_text())["steps"] == 3
+
+
+def test_cli_reports_bad_configs_and_data_without_a_traceback(tmp_path, capsys):
+    from slca_grpo.cli import main
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1}\n')
+    out = f"train.out_dir={tmp_path / 'run'}"
+    assert main(["train", "demo-quick", "--set", "rl.estimator=foo", "--set", out]) == 2
+    assert "unknown estimator(s) foo" in capsys.readouterr().err
+    assert main(["train", "demo-quick", "--set", f"data.train={bad}", "--set", out]) == 2
+    assert f"{bad}:1: 'messages'" in capsys.readouterr().err
+    assert main(["train", "demo-quick", "--set", f"data.train={tmp_path / 'missing.jsonl'}", "--set", out]) == 2
+    assert "No such file" in capsys.readouterr().err
+    assert main(["demo", "--quick", "--estimators", "nope", "--out", str(tmp_path / "demo")]) == 2
+    assert not (tmp_path / "demo" / "sft").exists()  # refused before any training
+    assert main(["train", "no-such-preset"]) == 2

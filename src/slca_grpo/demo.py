@@ -35,13 +35,14 @@ def run_demo(
     overrides: tuple[str, ...] = (),
     echo: bool = True,
 ) -> dict[str, Any]:
-    from slca_grpo.trainer.run import train
+    from slca_grpo.trainer.run import check_estimators, train
 
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     base = demo_config(quick, overrides)
     estimators = estimators or (QUICK_ESTIMATORS if quick else FULL_ESTIMATORS)
+    check_estimators(estimators)
 
     sft_dir = out_dir / "sft"
     if not (sft_dir / "config.json").exists():

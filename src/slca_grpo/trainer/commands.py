@@ -37,6 +37,7 @@ def _fail(message: str) -> int:
 
 def run_train(args: argparse.Namespace) -> int:
     from slca_grpo.config import ConfigError, load_yaml_config
+    from slca_grpo.data.tasks import TaskFormatError
     from slca_grpo.presets import resolve_config_path
     from slca_grpo.trainer.run import RunConfig, train
 
@@ -44,18 +45,22 @@ def run_train(args: argparse.Namespace) -> int:
         config = load_yaml_config(RunConfig, resolve_config_path(args.config), args.overrides)
     except (ConfigError, FileNotFoundError) as exc:
         return _fail(str(exc))
-    summary = train(config, resume=args.resume)
+    try:
+        summary = train(config, resume=args.resume)
+    except (ConfigError, TaskFormatError, OSError) as exc:  # bad or missing data files, unreadable checkpoints
+        return _fail(str(exc))
     print(f"final held-out evaluation: {summary.get('final_eval')}")
     return 0
 
 
 def run_demo_command(args: argparse.Namespace) -> int:
     from slca_grpo.config import ConfigError
+    from slca_grpo.data.tasks import TaskFormatError
     from slca_grpo.demo import run_demo
 
     try:
         run_demo(args.out, quick=args.quick, estimators=tuple(args.estimators) if args.estimators else None, overrides=tuple(args.overrides))
-    except (ConfigError, FileNotFoundError) as exc:
+    except (ConfigError, TaskFormatError, OSError) as exc:
         return _fail(str(exc))
     return 0
 

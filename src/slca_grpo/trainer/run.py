@@ -83,6 +83,16 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
 
 
+def check_estimators(names) -> None:
+    """Fail before any training on an estimator name the registry does not know."""
+    from slca_grpo.algos import list_estimators
+    from slca_grpo.config import ConfigError
+
+    unknown = [n for n in names if n not in list_estimators()]
+    if unknown:
+        raise ConfigError(f"unknown estimator(s) {', '.join(unknown)}; registered: {', '.join(list_estimators())}")
+
+
 def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
     """(train, test) tasks from the synthetic suite or JSONL files."""
     on_error = "skip" if config.skip_bad_rows else "raise"
@@ -162,6 +172,7 @@ def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_di
 
 def train(config: RunConfig, *, resume: bool = False, echo: bool = True) -> dict[str, Any]:
     """Run SFT (when ``sft.steps > 0``) then RL; returns the final summary (also in ``summary.json``)."""
+    check_estimators([config.rl.estimator])
     out_dir = Path(config.train.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_yaml_config(config, out_dir / "config.yaml")
