@@ -117,3 +117,17 @@ def test_eval_indomain_cli_writes_reports(tmp_path, capsys):
     assert summary["n"] == 12 and summary["name_f1"] == 1.0
     assert main(["eval", "indomain", "--policy", "nope", "--tasks", "synthetic", "--out", str(tmp_path)]) == 2
     assert "unknown policy spec" in capsys.readouterr().err
+
+
+def test_token_counts_reach_the_in_domain_metrics(fake_openai):
+    tasks = generate_suite(seed=5, n_train=0, n_test=3).test
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "I cannot help with that, sorry."}}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57}}
+    for _ in tasks:
+        fake_openai.push(FakeReply.raw(json.dumps(body)))
+    agent = OpenAIChatAgent(fake_openai.url, "m", max_retries=0, concurrency=1)
+    simulator = build_simulator(SimulatorConfig(backend="schema"))
+    trajectories = run_text_episodes(agent, tasks, ToolEnvironment(simulator), max_turns=2)
+    assert [t.counters["generated_tokens"] for t in trajectories] == [7, 7, 7]
+    items, summary, _ = score_trajectories(trajectories, tasks, RuleJudge())
+    assert summary["generated_tokens"] == 7.0

@@ -42,6 +42,7 @@ class HFChatAgent:
         self.batch_size = batch_size
         self.generator = torch.Generator().manual_seed(seed)
         self.prompts_truncated = 0
+        self.last_token_counts: list[int] = []  # tokens generated per request of the last call
 
     def _prompt(self, request: AgentRequest) -> list[int]:
         ids = self.formatter.encode(render_chat(request.messages, prompt_tools(request.tools), add_generation_prompt=True))
@@ -52,6 +53,7 @@ class HFChatAgent:
 
     def respond(self, requests: list[AgentRequest]) -> list[str]:
         texts: list[str] = []
+        self.last_token_counts = []
         for start in range(0, len(requests), self.batch_size):
             chunk = requests[start:start + self.batch_size]
             generations = sample(
@@ -67,6 +69,7 @@ class HFChatAgent:
             )
             for generation in generations:
                 ids = generation.token_ids
+                self.last_token_counts.append(len(ids))
                 if ids and ids[-1] in self.formatter.stop_token_ids:
                     ids = ids[:-1]  # the end-of-turn marker is not part of the answer
                 texts.append(self.formatter.decode(ids))

@@ -108,6 +108,7 @@ class OpenAIChatAgent:
         self._clients = EndpointClients(self.endpoint, concurrency)
         self.failures = 0
         self.last_errors: list[str] = []
+        self.last_token_counts: list[int] = []  # completion tokens per request (from the API's usage)
 
     def body(self, request: AgentRequest) -> dict[str, Any]:
         tools = prompt_tools(request.tools)
@@ -121,17 +122,23 @@ class OpenAIChatAgent:
 
     async def _respond_all(self, requests: list[AgentRequest]) -> list[str]:
         semaphore = asyncio.Semaphore(self._clients.concurrency)
+        counts = [0] * len(requests)
+        self.last_token_counts = counts
         async with self._clients.new_async() as client:
-            async def one(request: AgentRequest) -> str:
+            async def one(index: int, request: AgentRequest) -> str:
                 async with semaphore:
                     try:
-                        return reply_to_text(await self.endpoint.apost(client, self.body(request)))
+                        data = await self.endpoint.apost(client, self.body(request))
+                        usage = data.get("usage") if isinstance(data, dict) else None
+                        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+                        counts[index] = tokens if isinstance(tokens, int) else 0
+                        return reply_to_text(data)
                     except EndpointError as exc:
                         self.failures += 1
                         self.last_errors = (self.last_errors + [str(exc)])[-20:]
                         return ""
 
-            return list(await asyncio.gather(*(one(r) for r in requests)))
+            return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(requests))))
 
     def respond(self, requests: list[AgentRequest]) -> list[str]:
         return run_sync(lambda: self._respond_all(list(requests))) if requests else []

@@ -37,10 +37,14 @@ def run_text_episodes(
         texts = agent.respond([
             AgentRequest(messages=e["messages"], tools=e["task"].tools, key=e["task"].id, step=turn_index) for e in active
         ])
+        token_counts = getattr(agent, "last_token_counts", None) or []
         requests, pending = [], []
-        for episode, text in zip(active, texts):
+        for index, (episode, text) in enumerate(zip(active, texts)):
             text = text if isinstance(text, str) else ""
             trajectory: Trajectory = episode["trajectory"]
+            if len(token_counts) == len(active):  # agents that know their token counts report them
+                counters = trajectory.counters
+                counters["generated_tokens"] = counters.get("generated_tokens", 0) + token_counts[index]
             trajectory.response_text += text
             trajectory.turns.append(Turn(text=text))
             episode["messages"].append({"role": "assistant", "content": text})
