@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from slca_grpo.chat.parser import BlockStatus, parse_tool_calls
+from slca_grpo.chat.parser import parse_tool_calls
 from slca_grpo.chat.template import IM_END, generation_prompt, render_tool_calls, tool_results_turn
 from slca_grpo.eval.agent import AgentRequest, ChatAgent
-from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, error_observation, invalid_block_observation
+from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, plan_block_calls
 from slca_grpo.types import Task, Trajectory, Turn
 
 
@@ -38,7 +38,7 @@ def run_text_episodes(
             AgentRequest(messages=e["messages"], tools=e["task"].tools, key=e["task"].id, step=turn_index) for e in active
         ])
         token_counts = getattr(agent, "last_token_counts", None) or []
-        requests, pending = [], []
+        requests: list[CallRequest] = []
         for index, (episode, text) in enumerate(zip(active, texts)):
             text = text if isinstance(text, str) else ""
             trajectory: Trajectory = episode["trajectory"]
@@ -53,26 +53,17 @@ def run_text_episodes(
                 episode["done"] = True
                 trajectory.truncated = bool(parsed.blocks)
                 continue
-            block = parsed.blocks[-1]
             turn = trajectory.turns[-1]
-            if block.status not in (BlockStatus.VALID, BlockStatus.UNKNOWN_TOOL):
-                turn.observations = [invalid_block_observation(block)]
-            else:
-                turn.calls = list(block.calls)
-                for index, call in enumerate(block.calls):
-                    if index < max_parallel_calls:
-                        requests.append(CallRequest(call, episode["task"], f"{session_prefix}-{episode['task'].id}"))
-                        pending.append((turn, index))
-                    else:
-                        turn.observations.append(error_observation("too_many_calls", f"at most {max_parallel_calls} parallel calls per turn"))
-            episode["needs_results"] = True
-        observations = environment.execute(requests)
-        for (turn, index), observation in zip(pending, observations):
-            turn.observations.insert(index, observation)
+            turn.calls, episode["slots"] = plan_block_calls(parsed.blocks[-1], max_parallel_calls)
+            session = f"{session_prefix}-{episode['task'].id}"
+            requests += [CallRequest(turn.calls[i], episode["task"], session) for i, slot in enumerate(episode["slots"]) if slot is None]
+        observations = iter(environment.execute(requests))
         for episode in active:
-            if not episode.pop("needs_results", False):
+            slots = episode.pop("slots", None)
+            if slots is None:
                 continue
             turn = episode["trajectory"].turns[-1]
+            turn.observations = [slot if slot is not None else next(observations) for slot in slots]
             texts_out = [o.text for o in turn.observations]
             episode["trajectory"].response_text += IM_END + "\n" + tool_results_turn(texts_out) + generation_prompt()
             episode["messages"].extend({"role": "tool", "content": t} for t in texts_out)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from slca_grpo.chat.parser import ToolCallBlock
+from slca_grpo.chat.parser import BlockStatus, ToolCallBlock
 from slca_grpo.rewards.matching import loose_equal
 from slca_grpo.types import Observation, ObservationError, Task, ToolCall
 
@@ -37,6 +37,18 @@ def error_observation(kind: str, message: str) -> Observation:
 def invalid_block_observation(block: ToolCallBlock) -> Observation:
     """What the policy sees for a block the parser rejected, so it can learn to fix its format."""
     return error_observation(f"invalid_tool_call/{block.status.value}", block.error or "invalid tool call")
+
+
+def plan_block_calls(block: ToolCallBlock, max_parallel_calls: int) -> tuple[list[ToolCall], list[Observation | None]]:
+    """The calls a turn's block makes, and one observation slot per result: a ready error
+    observation (malformed block, too many parallel calls) or None for a call to execute.
+
+    Calls to unknown tools are executed: the simulator answers them with its own error."""
+    if block.status not in (BlockStatus.VALID, BlockStatus.UNKNOWN_TOOL):
+        return [], [invalid_block_observation(block)]
+    too_many = error_observation("too_many_calls", f"at most {max_parallel_calls} parallel calls per turn")
+    calls = list(block.calls)
+    return calls, [None if index < max_parallel_calls else too_many for index in range(len(calls))]
 
 
 def _fixture_matches(fixture: dict[str, Any], call: ToolCall) -> bool:

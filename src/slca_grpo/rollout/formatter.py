@@ -88,6 +88,3 @@ class ChatFormatter:
         tail = IM_END + "\n" + generation_prompt()
         ids += self.encode(tail)
         return ids, text + tail
-
-    def close_turn_ids(self) -> list[int]:
-        return list(self._turn_close)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from slca_grpo.chat.parser import BlockStatus, parse_tool_calls
-from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, error_observation, invalid_block_observation
+from slca_grpo.chat.parser import parse_tool_calls
+from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, error_observation, plan_block_calls
 from slca_grpo.rollout.formatter import TOOL_CALL_STOP, ChatFormatter
 from slca_grpo.rollout.sampling import STOP_STRING, SamplingConfig, sample
 from slca_grpo.types import Observation, Task, Trajectory, Turn
@@ -43,7 +43,7 @@ class _Rollout:
     trajectory: Trajectory
     session_id: str
     done: bool = False
-    pending: list[tuple[int, Observation | None]] = field(default_factory=list)
+    pending: list[Observation | None] = field(default_factory=list)  # see plan_block_calls
 
 
 class AgentLoop:
@@ -123,32 +123,21 @@ class AgentLoop:
 
     def _collect_calls(self, rollout: _Rollout, text: str) -> None:
         parsed = parse_tool_calls(text, rollout.task.tool_names)
-        turn = rollout.trajectory.turns[-1]
-        rollout.pending = []
         if not parsed.blocks:  # the stop string closed no block (a stray close tag)
-            rollout.pending.append((-1, error_observation("invalid_tool_call/no_block", "no <tool_call> block before </tool_call>")))
+            rollout.pending = [error_observation("invalid_tool_call/no_block", "no <tool_call> block before </tool_call>")]
             return
-        block = parsed.blocks[-1]
-        if block.status not in (BlockStatus.VALID, BlockStatus.UNKNOWN_TOOL):
-            rollout.pending.append((-1, invalid_block_observation(block)))
-            return
-        for index, call in enumerate(block.calls):
-            turn.calls.append(call)
-            if index >= self.config.max_parallel_calls:
-                limit = self.config.max_parallel_calls
-                rollout.pending.append((index, error_observation("too_many_calls", f"at most {limit} parallel calls per turn")))
-            else:
-                rollout.pending.append((index, None))
+        calls, rollout.pending = plan_block_calls(parsed.blocks[-1], self.config.max_parallel_calls)
+        rollout.trajectory.turns[-1].calls = calls
 
     def _run_tools(self, rollouts: list[_Rollout]) -> None:
         requests: list[CallRequest] = []
         for rollout in rollouts:
             turn = rollout.trajectory.turns[-1]
-            requests += [CallRequest(turn.calls[i], rollout.task, rollout.session_id) for i, obs in rollout.pending if obs is None]
+            requests += [CallRequest(turn.calls[i], rollout.task, rollout.session_id) for i, slot in enumerate(rollout.pending) if slot is None]
         observations = iter(self.environment.execute(requests))
         for rollout in rollouts:
             turn = rollout.trajectory.turns[-1]
-            turn.observations = [obs if obs is not None else next(observations) for _, obs in rollout.pending]
+            turn.observations = [slot if slot is not None else next(observations) for slot in rollout.pending]
             rollout.pending = []
             ids, text = self.formatter.tool_results([o.text for o in turn.observations], close_turn=True)
             trajectory = rollout.trajectory
