@@ -198,3 +198,59 @@ def test_sampled_tokens_follow_the_tempered_distribution():
     kept = sample(Fixed(), [[0]] * 500, max_new_tokens=1, config=SamplingConfig(temperature=1.0, top_p=0.6), stop_token_ids=[], pad_id=0,
                   generator=torch.Generator().manual_seed(4))
     assert {g.token_ids[0] for g in kept} == {0, 1}
+
+
+def test_shared_prompts_prefill_once_and_sampled_logprobs_match_a_full_forward(tokenizer):
+    from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
+    from slca_grpo.trainer.batch import token_logprobs
+
+    model = build_tiny_model(tokenizer, TinyModelConfig(num_layers=2, hidden_size=32, num_heads=2, num_kv_heads=1,
+                                                       intermediate_size=64, seed=3))
+    first, second = tokenizer.encode("what is the weather"), tokenizer.encode("book a table for two please")
+    prompts = [first, first, second, first, second]  # groups interleaved, different lengths
+    calls = []
+    original_forward = model.forward
+
+    def counting_forward(*args, **kwargs):
+        calls.append(kwargs["input_ids"].shape)
+        return original_forward(*args, **kwargs)
+
+    model.forward = counting_forward
+    generations = sample(model, prompts, max_new_tokens=6, config=SamplingConfig(temperature=1.0), stop_token_ids=[],
+                         pad_id=tokenizer.pad_token_id, generator=torch.Generator().manual_seed(0))
+    model.forward = original_forward
+    assert calls[0] == (2, len(second))  # one prefill row per distinct prompt
+    assert all(shape[0] == 5 for shape in calls[1:])
+    # Each row's sampled log-probs are those of its own context, recomputed without any cache.
+    for prompt, generation in zip(prompts, generations):
+        ids = torch.tensor([prompt + generation.token_ids])
+        recomputed = token_logprobs(model, ids, torch.ones_like(ids), start=len(prompt))[0, len(prompt):]
+        assert torch.allclose(recomputed, torch.tensor(generation.logprobs), atol=1e-4)
+
+
+def test_single_token_stop_strings_stop_like_decoded_ones(tokenizer):
+    from types import SimpleNamespace
+
+    close = tokenizer.convert_tokens_to_ids("</tool_call>")
+    script = tokenizer.encode("a b") + [close] + tokenizer.encode("c d e")
+
+    class Replay(torch.nn.Module):
+        """Emits ``script`` one token per step, whatever the context."""
+
+        def __init__(self):
+            super().__init__()
+            self.anchor = torch.nn.Parameter(torch.zeros(()))
+
+        def forward(self, input_ids, past_key_values=None, **_):
+            seen = 0 if past_key_values is None else past_key_values
+            logits = torch.full((input_ids.shape[0], input_ids.shape[1], len(tokenizer)), -1e9)
+            logits[:, -1, script[seen]] = 0.0
+            return SimpleNamespace(logits=logits + self.anchor, past_key_values=seen + 1)
+
+    greedy = SamplingConfig(temperature=0.0)
+    common = dict(max_new_tokens=10, config=greedy, stop_token_ids=[], pad_id=0, stop_strings=("</tool_call>",),
+                  decode=tokenizer.decode)
+    by_id = sample(Replay(), [[1]], encode=tokenizer.encode, **common)[0]
+    by_text = sample(Replay(), [[1]], **common)[0]
+    assert by_id.token_ids == by_text.token_ids == script[: script.index(close) + 1]
+    assert by_id.stop_reason == by_text.stop_reason == "stop_string"

@@ -203,3 +203,67 @@ def test_cli_reports_bad_configs_and_data_without_a_traceback(tmp_path, capsys):
     assert main(["demo", "--quick", "--estimators", "nope", "--out", str(tmp_path / "demo")]) == 2
     assert not (tmp_path / "demo" / "sft").exists()  # refused before any training
     assert main(["train", "no-such-preset"]) == 2
+
+
+def test_logprobs_at_selected_positions_match_the_full_pass(tiny):
+    model, tokenizer = tiny
+    batch = random_batch(tokenizer)
+    full = token_logprobs(model, batch.input_ids, batch.attention_mask)
+    positions = batch.loss_mask > 0
+    selected = token_logprobs(model, batch.input_ids, batch.attention_mask, start=batch.first_learnable, positions=positions)
+    assert torch.allclose(selected, full * positions, atol=1e-5)
+    assert (selected[~positions] == 0).all()
+    # Gradients flow through the selected positions only, and equal those of the full pass.
+    model.zero_grad()
+    (selected * positions).sum().backward()
+    fast = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    (token_logprobs(model, batch.input_ids, batch.attention_mask) * positions).sum().backward()
+    assert all(torch.allclose(a, p.grad, atol=1e-5) for a, p in zip(fast, model.parameters()))
+    model.zero_grad()
+
+
+def test_selected_positions_fall_back_for_heads_that_are_not_plain(tiny, monkeypatch):
+    import slca_grpo.trainer.batch as batch_module
+
+    model, tokenizer = tiny
+    batch = random_batch(tokenizer)
+    positions = batch.loss_mask > 0
+    monkeypatch.setattr(batch_module, "PLAIN_HEAD_MODEL_TYPES", frozenset())
+    fallback = token_logprobs(model, batch.input_ids, batch.attention_mask, start=3, positions=positions)
+    full = token_logprobs(model, batch.input_ids, batch.attention_mask)
+    assert torch.allclose(fallback, full * positions, atol=1e-5)
+
+
+def test_length_bucketed_batches_cover_every_example_once_with_little_padding():
+    import random
+
+    from slca_grpo.trainer.sft import length_bucketed_batches
+
+    lengths = [random.Random(i).randrange(10, 500) for i in range(103)]
+    batches = length_bucketed_batches(lengths, batch_size=8, bucket_batches=4, rng=random.Random(0))
+    assert sorted(i for b in batches for i in b) == list(range(103))
+    assert all(1 <= len(b) <= 8 for b in batches)
+    padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
+    plain = length_bucketed_batches(lengths, batch_size=8, bucket_batches=1, rng=random.Random(0))
+    assert padded < sum(len(b) * max(lengths[i] for i in b) for b in plain)
+    assert batches == length_bucketed_batches(lengths, batch_size=8, bucket_batches=4, rng=random.Random(0))
+    with pytest.raises(ValueError):
+        length_bucketed_batches(lengths, batch_size=0, bucket_batches=4, rng=random.Random(0))
+
+
+def test_an_sft_checkpoint_is_reused_only_for_the_same_configuration(tmp_path):
+    from slca_grpo.trainer.run import sft_fingerprint, sft_is_current
+
+    config = smoke_config(tmp_path)
+    (tmp_path / "sft").mkdir()
+    (tmp_path / "sft" / "config.json").write_text("{}")
+    assert not sft_is_current(config, tmp_path)  # no summary: unknown provenance
+    (tmp_path / "sft_summary.json").write_text(json.dumps({"fingerprint": sft_fingerprint(config)}))
+    assert sft_is_current(config, tmp_path)
+    # RL-only settings do not matter to SFT; data, model and SFT settings do.
+    assert sft_is_current(smoke_config(tmp_path, **{"rl.steps": 9, "rl.estimator": "grpo"}), tmp_path)
+    for change in ({"sft.steps": 5}, {"data.n_train": 41}, {"model.name": "small"}, {"train.seed": 1}):
+        assert not sft_is_current(smoke_config(tmp_path, **change), tmp_path), change
+    (tmp_path / "sft_summary.json").write_text("{not json")
+    assert not sft_is_current(config, tmp_path)

@@ -16,7 +16,7 @@ from typing import Any
 from slca_grpo.config import load_yaml_config
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.report import compare_runs
-from slca_grpo.trainer.run import RunConfig, load_data, load_policy, run_sft
+from slca_grpo.trainer.run import RunConfig, load_data, load_policy, run_sft, sft_is_current
 from slca_grpo.trainer.logger import MetricsLogger
 
 QUICK_ESTIMATORS = ("grpo", "slca")
@@ -45,7 +45,7 @@ def run_demo(
     check_estimators(estimators)
 
     sft_dir = out_dir / "sft"
-    if not (sft_dir / "config.json").exists():
+    if not sft_is_current(base, out_dir):
         if echo:
             print(f"[demo] building the {base.model.name} model and running SFT ({base.sft.steps} steps)", flush=True)
         train_tasks, _ = load_data(base.data)

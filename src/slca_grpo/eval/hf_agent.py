@@ -65,6 +65,7 @@ class HFChatAgent:
                 pad_id=self.formatter.pad_id,
                 stop_strings=(TOOL_CALL_STOP,),
                 decode=self.formatter.decode,
+                encode=self.formatter.encode,
                 generator=self.generator,
             )
             for generation in generations:

@@ -101,6 +101,7 @@ class AgentLoop:
             pad_id=self.formatter.pad_id,
             stop_strings=(TOOL_CALL_STOP,),
             decode=self.formatter.decode,
+            encode=self.formatter.encode,
             generator=generator,
         )
         for rollout, generation in zip(active, generations):

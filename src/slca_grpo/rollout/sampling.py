@@ -63,6 +63,19 @@ def _output_cache(output: Any) -> Any:
     return None
 
 
+def _select_cache_rows(past: Any, index: torch.Tensor) -> Any:
+    """The cache with its batch rows picked by ``index`` (a ``transformers`` Cache, a legacy
+    tuple of per-layer tensors, or a plain tensor)."""
+    if hasattr(past, "batch_select_indices"):
+        past.batch_select_indices(index)
+        return past
+    if isinstance(past, torch.Tensor):
+        return past.index_select(0, index)
+    if isinstance(past, (tuple, list)):
+        return type(past)(_select_cache_rows(item, index) for item in past)
+    return past
+
+
 def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
@@ -72,6 +85,18 @@ def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Ten
             ids[row, width - len(sequence):] = torch.tensor(list(sequence), dtype=torch.long)
             mask[row, width - len(sequence):] = 1
     return ids, mask
+
+
+def _single_token_stop_strings(stop_strings: Sequence[str], encode) -> tuple[set[int], list[str]]:
+    """(ids of stop strings that are one token, the other stop strings)."""
+    ids, strings = set(), []
+    for text in stop_strings:
+        encoded = list(encode(text)) if encode is not None else []
+        if len(encoded) == 1:
+            ids.add(encoded[0])
+        else:
+            strings.append(text)
+    return ids, strings
 
 
 @torch.no_grad()
@@ -85,12 +110,14 @@ def sample(
     pad_id: int,
     stop_strings: Sequence[str] = (),
     decode=None,
+    encode=None,
     generator: torch.Generator | None = None,
 ) -> list[Generation]:
     """Sample a continuation for every prompt until a stop token, a stop string or its budget.
 
     The stop token or the token completing a stop string is kept in ``token_ids``. ``decode``
-    (ids -> text) is needed only for stop strings that are not single tokens.
+    (ids -> text) is needed for stop strings; with ``encode`` (text -> ids), a stop string that is
+    a single token is matched as a stop id instead.
     """
     batch = len(prompts)
     budgets = [max_new_tokens] * batch if isinstance(max_new_tokens, int) else list(max_new_tokens)
@@ -99,17 +126,28 @@ def sample(
     if not any(active):
         return results
     device = next(model.parameters()).device
-    input_ids, attention = left_pad(prompts, pad_id)
-    input_ids, attention = input_ids.to(device), attention.to(device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    stop_ids = torch.tensor(sorted(set(stop_token_ids)), dtype=torch.long, device=device)
+    # A stop string that is one token of the vocabulary is a stop id: no per-row decoding.
+    string_stop_ids, stop_strings = _single_token_stop_strings(stop_strings, encode)
+    stop_ids = torch.tensor(sorted({*stop_token_ids, *string_stop_ids}), dtype=torch.long, device=device)
     tail_window = max((len(s) for s in stop_strings), default=0) + 16
 
     cache_name, can_keep_last = _forward_options(model)
     extra = {"logits_to_keep": 1} if can_keep_last else {}
+    # Rollouts of one group share their prompt: prefill each distinct prompt once, then copy its
+    # cache rows (and last logits) to every rollout that starts from it.
+    distinct: dict[tuple[int, ...], int] = {}
+    source_rows = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+    unique_prompts = list(distinct)
+    input_ids, attention = left_pad(unique_prompts, pad_id)
+    input_ids, attention = input_ids.to(device), attention.to(device)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
     output = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **extra)
     past = _output_cache(output)
     logits = output.logits[:, -1, :]
+    if len(unique_prompts) < batch:
+        index = torch.tensor(source_rows, dtype=torch.long, device=device)
+        past = _select_cache_rows(past, index)
+        logits, attention, positions = logits[index], attention[index], positions[index]
     last_position = positions[:, -1:]
     for step in range(max(budgets)):
         logits = logits.float()
@@ -125,16 +163,18 @@ def sample(
         else:
             logprobs_all = torch.log_softmax(logits, dim=-1)
             tokens = logits.argmax(dim=-1)
-        token_logprobs = logprobs_all.gather(1, tokens[:, None]).squeeze(1)
-        is_stop = torch.isin(tokens, stop_ids)
+        token_logprobs = logprobs_all.gather(1, tokens[:, None]).squeeze(1).tolist()
+        is_stop = torch.isin(tokens, stop_ids).tolist()
+        token_list = tokens.tolist()
         for row in range(batch):
             if not active[row]:
                 continue
             result = results[row]
-            result.token_ids.append(int(tokens[row]))
-            result.logprobs.append(float(token_logprobs[row]))
-            if bool(is_stop[row]):
-                result.stop_reason, active[row] = STOP_EOS, False
+            result.token_ids.append(token_list[row])
+            result.logprobs.append(token_logprobs[row])
+            if is_stop[row]:
+                result.stop_reason = STOP_STRING if token_list[row] in string_stop_ids else STOP_EOS
+                active[row] = False
             elif stop_strings and decode is not None:
                 tail = decode(result.token_ids[-tail_window:])
                 # Checked every step, so a stop string in the tail was completed by this token.

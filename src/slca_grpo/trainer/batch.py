@@ -64,6 +64,32 @@ def _accepts_logits_to_keep(model: torch.nn.Module) -> bool:
     return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
+# Architectures whose logits are exactly ``lm_head(final hidden state)`` (no soft-capping or
+# scaling), so the head can be applied to selected positions only.
+PLAIN_HEAD_MODEL_TYPES = frozenset({"llama", "qwen2", "qwen3", "mistral"})
+
+
+def _plain_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    config = getattr(model, "config", None)
+    if getattr(config, "model_type", None) not in PLAIN_HEAD_MODEL_TYPES:
+        return None
+    if getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", None):
+        return None
+    decoder, head = getattr(model, "model", None), getattr(model, "lm_head", None)
+    if not isinstance(decoder, torch.nn.Module) or not isinstance(head, torch.nn.Linear):
+        return None
+    return decoder, head
+
+
+def _selected_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
+    logits = logits.float()
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    # logits[token] - logsumexp, which avoids materialising a second [N, V] log-softmax tensor.
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(logits, dim=-1)
+
+
 def token_logprobs(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -71,24 +97,34 @@ def token_logprobs(
     *,
     temperature: float = 1.0,
     start: int = 1,
+    positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """log p(token_t | tokens_<t) for positions t >= ``start``; earlier positions are 0.
+    """log p(token_t | tokens_<t) for positions t >= ``start`` (and, when ``positions`` — a [B, S]
+    bool mask — is given, only where it is true); other positions are 0.
 
     Prompts are long and the vocabulary projection is a large share of a small model's cost, so
-    logits are computed only where they are needed (from position ``start - 1`` on).
+    logits are computed only where they are needed: at the selected positions for architectures
+    with a plain output head, else from position ``start - 1`` on.
     """
     width = input_ids.shape[1]
     start = min(max(1, start), width)
+    if positions is not None:
+        positions = positions.bool().clone()
+        positions[:, :start] = False
+        parts = _plain_head(model)
+        if parts is not None:
+            decoder, head = parts
+            hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+            # The token at t is predicted from the hidden state at t - 1.
+            rows, cols = positions.nonzero(as_tuple=True)
+            selected = _selected_logprobs(head(hidden[rows, cols - 1]), input_ids[rows, cols], temperature)
+            out = torch.zeros(input_ids.shape, dtype=selected.dtype, device=selected.device)
+            return out.index_put((rows, cols), selected)
     keep = width - start + 1
     if _accepts_logits_to_keep(model):
         logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, logits_to_keep=keep).logits
     else:
         logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, -keep:, :]
-    logits = logits[:, :-1, :].float()
-    if temperature > 0 and temperature != 1.0:
-        logits = logits / temperature
-    # log_softmax then gather, written as logits[token] - logsumexp to avoid a [B, S, V] copy.
-    targets = input_ids[:, start:]
-    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    logprobs = picked - torch.logsumexp(logits, dim=-1)
-    return torch.nn.functional.pad(logprobs, (start, 0), value=0.0)
+    logprobs = _selected_logprobs(logits[:, :-1, :], input_ids[:, start:], temperature)
+    logprobs = torch.nn.functional.pad(logprobs, (start, 0), value=0.0)
+    return logprobs if positions is None else logprobs * positions

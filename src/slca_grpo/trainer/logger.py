@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -43,7 +44,12 @@ class MetricsLogger:
                 import wandb as wandb_module
             except ImportError as exc:
                 raise RuntimeError("W&B logging needs the 'wandb' package: pip install wandb") from exc
-            self._wandb = wandb_module.init(project=wandb_project, name=run_name, config=config, dir=str(self.out_dir))
+            # One W&B run per output folder: a resumed training run continues the same W&B run.
+            id_file = self.out_dir / f"{name}.wandb_id"
+            run_id = id_file.read_text().strip() if resume and id_file.exists() else secrets.token_hex(6)
+            id_file.write_text(run_id)
+            self._wandb = wandb_module.init(project=wandb_project, name=run_name, config=config, dir=str(self.out_dir),
+                                            id=run_id, resume="allow")
 
     def log(self, step: int, metrics: dict[str, Any], *, echo: bool = True) -> None:
         clean = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in metrics.items()}

@@ -158,7 +158,8 @@ class RLTrainer:
     def _logprobs(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         temperature = self.loop.config.temperature
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.config.bf16):
-            return token_logprobs(model, batch.input_ids, batch.attention_mask, temperature=temperature, start=batch.first_learnable)
+            return token_logprobs(model, batch.input_ids, batch.attention_mask, temperature=temperature,
+                                  start=batch.first_learnable, positions=batch.loss_mask > 0)
 
     @torch.no_grad()
     def _frozen_logprobs(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:

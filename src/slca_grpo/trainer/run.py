@@ -145,6 +145,29 @@ def _task_sampler(tasks: list[Task], seed: int, per_step: int):
     return tasks_for_step
 
 
+def sft_fingerprint(config: RunConfig) -> str:
+    """A hash of everything the SFT checkpoint depends on (model, data, SFT, simulator, seed)."""
+    import hashlib
+
+    relevant = {
+        "model": to_dict(config.model), "data": to_dict(config.data), "sft": to_dict(config.sft),
+        "simulator": to_dict(config.simulator), "seed": config.train.seed,
+        "max_tool_response_tokens": config.rollout.max_tool_response_tokens,
+    }
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def sft_is_current(config: RunConfig, out_dir: Path) -> bool:
+    """True when ``out_dir/sft`` holds a checkpoint made by SFT with this same configuration."""
+    summary = out_dir / "sft_summary.json"
+    if not (out_dir / "sft" / "config.json").exists() or not summary.exists():
+        return False
+    try:
+        return json.loads(summary.read_text()).get("fingerprint") == sft_fingerprint(config)
+    except (OSError, ValueError):
+        return False
+
+
 def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_dir: Path, logger: MetricsLogger) -> Path:
     formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.rollout.max_tool_response_tokens)
     simulator = build_simulator(config.simulator)
@@ -164,7 +187,7 @@ def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_di
     losses = train_sft(model, examples, config.sft, pad_id=formatter.pad_id, seed=config.train.seed, on_step=on_step)
     target = save_pretrained_atomic(model, tokenizer, out_dir / "sft")
     (out_dir / "sft_summary.json").write_text(json.dumps({
-        "examples": len(examples), "steps": len(losses), "first_loss": losses[0], "final_loss": losses[-1],
+        "fingerprint": sft_fingerprint(config), "examples": len(examples), "steps": len(losses), "first_loss": losses[0], "final_loss": losses[-1],
         "seconds": time.perf_counter() - started,
     }, indent=1))
     return target
@@ -193,7 +216,9 @@ def train(config: RunConfig, *, resume: bool = False, echo: bool = True) -> dict
 
     # The reference policy is the RL starting point: the SFT result, or the model as loaded.
     sft_dir = out_dir / "sft"
-    if config.sft.steps > 0 and not (sft_dir / "config.json").exists():
+    # A checkpoint from SFT with another configuration is redone, never silently reused; a
+    # resumed run keeps the SFT model its checkpoints started from.
+    if config.sft.steps > 0 and not sft_is_current(config, out_dir) and not (resume_from and (sft_dir / "config.json").exists()):
         model, tokenizer = load_policy(config.model, train_tasks)
         run_sft(config, model, tokenizer, train_tasks, out_dir, sft_logger)
     reference_spec = str(sft_dir) if config.sft.steps > 0 else config.model.name
