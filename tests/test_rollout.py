@@ -254,3 +254,33 @@ def test_single_token_stop_strings_stop_like_decoded_ones(tokenizer):
     by_text = sample(Replay(), [[1]], **common)[0]
     assert by_id.token_ids == by_text.token_ids == script[: script.index(close) + 1]
     assert by_id.stop_reason == by_text.stop_reason == "stop_string"
+
+
+def test_rollouts_can_use_the_simulator_service(tokenizer, monkeypatch):
+    from simulator_helpers import running_app
+
+    from slca_grpo.config import ConfigError
+    from slca_grpo.simulator import Simulator, SimulatorClient, SimulatorConfig, create_app
+    from slca_grpo.trainer.run import RunConfig, make_simulator
+
+    config = RunConfig()
+    assert isinstance(make_simulator(config), Simulator)  # in process by default
+    config.simulator_service.url = "127.0.0.1:8765"
+    with pytest.raises(ConfigError, match="simulator_service.url"):
+        make_simulator(config)
+    with running_app(create_app(Simulator(SimulatorConfig(seed=0)), token="tok")) as url:
+        monkeypatch.setenv("SLCA_SIM_TOKEN", "tok")
+        config.simulator_service.url, config.simulator_service.max_retries = url, 1
+        client = make_simulator(config)
+        assert isinstance(client, SimulatorClient) and client.max_retries == 1
+        loop, _ = build_loop(tokenizer, lambda p, t: CALL if t == 0 else "Done.<|im_end|>", simulator=client)
+        trajectory = loop.run([make_task()], group_size=1, session_prefix="svc")[0]
+        observation = trajectory.turns[0].observations[0]
+        local = Simulator(SimulatorConfig(seed=0)).simulate(ToolCall("get_weather", {"city": "Paris"}), [WEATHER], "svc-0")
+        assert not observation.is_error and observation.text == local.text  # the service's schema backend answered
+        assert client.counters["requests"] >= 1 and client.counters["failures"] == 0
+        monkeypatch.setenv("SLCA_SIM_TOKEN", "wrong")
+        rejected = make_simulator(config)
+        loop, _ = build_loop(tokenizer, lambda p, t: CALL if t == 0 else "Done.<|im_end|>", simulator=rejected)
+        failed = loop.run([make_task()], group_size=1)[0].turns[0].observations[0]
+        assert failed.is_error  # a refused request is an error observation, not a crash

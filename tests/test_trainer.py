@@ -267,3 +267,35 @@ def test_an_sft_checkpoint_is_reused_only_for_the_same_configuration(tmp_path):
         assert not sft_is_current(smoke_config(tmp_path, **change), tmp_path), change
     (tmp_path / "sft_summary.json").write_text("{not json")
     assert not sft_is_current(config, tmp_path)
+
+
+def test_rollouts_sharing_a_prompt_run_it_once_with_the_same_logprobs_and_gradients(tiny):
+    model, tokenizer = tiny
+    generator = torch.Generator().manual_seed(0)
+    vocab = len(tokenizer) - 1
+    sequences, masks = [], []
+    for group in range(3):  # 3 prompts of different lengths × 4 rollouts with tool-response gaps
+        prompt = torch.randint(1, vocab, (12 + 5 * group,), generator=generator).tolist()
+        for rollout in range(4):
+            response = torch.randint(1, vocab, (6 + 3 * rollout + group,), generator=generator).tolist()
+            sequences.append(prompt + response)
+            masks.append([0] * len(prompt) + [1, 1, 1, 0, 0] + [1] * (len(response) - 5))
+    batch = pad_sequences(sequences, masks, pad_id=tokenizer.pad_token_id)
+    positions = batch.loss_mask > 0
+    shapes = []
+    hook = model.model.register_forward_pre_hook(lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
+    try:
+        shared = token_logprobs(model, batch.input_ids, batch.attention_mask, start=batch.first_learnable, positions=positions)
+    finally:
+        hook.remove()
+    assert shapes[0] == (3, 22)  # one row per distinct prompt, left-padded to the longest
+    assert shapes[1][0] == 12
+    model.zero_grad()
+    shared.sum().backward()
+    shared_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    full = token_logprobs(model, batch.input_ids, batch.attention_mask) * positions
+    full.sum().backward()
+    assert torch.allclose(shared, full, atol=1e-5)
+    assert all(torch.allclose(a, p.grad, atol=1e-5) for a, p in zip(shared_grads, model.parameters()))
+    model.zero_grad()

@@ -55,7 +55,7 @@ def _forward_options(model: torch.nn.Module) -> tuple[str, bool]:
     return ("cache" if "cache" in parameters else "past_key_values"), "logits_to_keep" in parameters
 
 
-def _output_cache(output: Any) -> Any:
+def output_cache(output: Any) -> Any:
     for name in ("cache", "past_key_values"):
         value = output.get(name) if hasattr(output, "get") else getattr(output, name, None)
         if value is not None:
@@ -63,7 +63,7 @@ def _output_cache(output: Any) -> Any:
     return None
 
 
-def _select_cache_rows(past: Any, index: torch.Tensor) -> Any:
+def select_cache_rows(past: Any, index: torch.Tensor) -> Any:
     """The cache with its batch rows picked by ``index`` (a ``transformers`` Cache, a legacy
     tuple of per-layer tensors, or a plain tensor)."""
     if hasattr(past, "batch_select_indices"):
@@ -72,7 +72,7 @@ def _select_cache_rows(past: Any, index: torch.Tensor) -> Any:
     if isinstance(past, torch.Tensor):
         return past.index_select(0, index)
     if isinstance(past, (tuple, list)):
-        return type(past)(_select_cache_rows(item, index) for item in past)
+        return type(past)(select_cache_rows(item, index) for item in past)
     return past
 
 
@@ -142,11 +142,11 @@ def sample(
     input_ids, attention = input_ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     output = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **extra)
-    past = _output_cache(output)
+    past = output_cache(output)
     logits = output.logits[:, -1, :]
     if len(unique_prompts) < batch:
         index = torch.tensor(source_rows, dtype=torch.long, device=device)
-        past = _select_cache_rows(past, index)
+        past = select_cache_rows(past, index)
         logits, attention, positions = logits[index], attention[index], positions[index]
     last_position = positions[:, -1:]
     for step in range(max(budgets)):
@@ -195,6 +195,6 @@ def sample(
             use_cache=True,
             **{cache_name: past},
         )
-        past = _output_cache(output)
+        past = output_cache(output)
         logits = output.logits[:, -1, :]
     return results

@@ -90,6 +90,70 @@ def _selected_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature:
     return picked - torch.logsumexp(logits, dim=-1)
 
 
+def _cache_keyword(module: torch.nn.Module) -> str:
+    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
+
+
+def _shared_prefix_logprobs(
+    decoder: torch.nn.Module,
+    head: torch.nn.Linear,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    positions: torch.Tensor,
+    temperature: float,
+) -> torch.Tensor | None:
+    """Log-probs at ``positions`` computing each distinct prefix only once, or None when rows
+    share too few prefixes for that to pay.
+
+    Rows are right-padded. A row's prefix is everything before its first selected token; the G
+    rollouts of a prompt share it. Distinct prefixes run once (left-padded, with a KV cache), the
+    cache rows are copied to the rows that share them, and only the rest of each row runs on top.
+    Gradients flow through the copies back into the one prefix pass. Values and gradients equal
+    the full pass (tested).
+    """
+    from slca_grpo.rollout.sampling import output_cache, select_cache_rows, left_pad
+
+    rows = input_ids.shape[0]
+    lengths = attention_mask.sum(dim=1).tolist()
+    has_selection = positions.any(dim=1).tolist()
+    cuts = [int(positions[r].nonzero()[0]) if has_selection[r] else lengths[r] for r in range(rows)]
+    distinct: dict[tuple[int, ...], int] = {}
+    source = [distinct.setdefault(tuple(input_ids[r, :cuts[r]].tolist()), len(distinct)) for r in range(rows)]
+    if len(distinct) * 2 > rows or not all(has_selection):
+        return None
+    device = input_ids.device
+    prefix_ids, prefix_mask = left_pad(list(distinct), pad_id=0)
+    prefix_ids, prefix_mask = prefix_ids.to(device), prefix_mask.to(device)
+    prefix_positions = (prefix_mask.cumsum(-1) - 1).clamp(min=0)
+    prefix = decoder(input_ids=prefix_ids, attention_mask=prefix_mask, position_ids=prefix_positions, use_cache=True)
+    index = torch.tensor(source, dtype=torch.long, device=device)
+    cache = output_cache(prefix)
+    if cache is None:
+        return None
+    cache = select_cache_rows(cache, index)
+
+    width = max(lengths[r] - cuts[r] for r in range(rows))
+    rest_ids = torch.zeros((rows, width), dtype=input_ids.dtype, device=device)
+    rest_mask = torch.zeros((rows, width), dtype=attention_mask.dtype, device=device)
+    for r in range(rows):
+        count = lengths[r] - cuts[r]
+        rest_ids[r, :count] = input_ids[r, cuts[r]:lengths[r]]
+        rest_mask[r, :count] = 1
+    cut_tensor = torch.tensor(cuts, dtype=torch.long, device=device)
+    rest_positions = cut_tensor[:, None] + torch.arange(width, device=device)
+    rest = decoder(
+        input_ids=rest_ids, attention_mask=torch.cat([prefix_mask[index], rest_mask], dim=1),
+        position_ids=rest_positions, use_cache=True, **{_cache_keyword(decoder): cache},
+    ).last_hidden_state
+    # The token at a row's cut is predicted by the prefix's last hidden state; later ones by the rest.
+    predictors = torch.cat([prefix.last_hidden_state[index, -1:], rest[:, :-1]], dim=1)
+    selected_rows, columns = positions.nonzero(as_tuple=True)
+    offsets = columns - cut_tensor[selected_rows]
+    selected = _selected_logprobs(head(predictors[selected_rows, offsets]), input_ids[selected_rows, columns], temperature)
+    out = torch.zeros(input_ids.shape, dtype=selected.dtype, device=device)
+    return out.index_put((selected_rows, columns), selected)
+
+
 def token_logprobs(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -114,6 +178,9 @@ def token_logprobs(
         parts = _plain_head(model)
         if parts is not None:
             decoder, head = parts
+            shared = _shared_prefix_logprobs(decoder, head, input_ids, attention_mask, positions, temperature)
+            if shared is not None:
+                return shared
             hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
             # The token at t is predicted from the hidden state at t - 1.
             rows, cols = positions.nonzero(as_tuple=True)

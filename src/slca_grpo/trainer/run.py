@@ -72,15 +72,43 @@ class TrainConfig:
 
 
 @dataclass
+class SimulatorServiceConfig:
+    # A running `slca serve-sim` (e.g. "http://127.0.0.1:8765"); empty: the simulator runs in
+    # process from the `simulator` section. The bearer token comes from $SLCA_SIM_TOKEN, never
+    # from a config file.
+    url: str = ""
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    batch_size: int = 256
+
+
+@dataclass
 class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
+    simulator_service: SimulatorServiceConfig = field(default_factory=SimulatorServiceConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     rl: RLConfig = field(default_factory=RLConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+
+
+def make_simulator(config: RunConfig):
+    """The in-process simulator, or a client of the simulator service when one is configured."""
+    service = config.simulator_service
+    if not service.url:
+        return build_simulator(config.simulator)
+    from slca_grpo.config import ConfigError
+    from slca_grpo.simulator import SimulatorClient
+
+    if not service.url.startswith(("http://", "https://")):
+        raise ConfigError(f"simulator_service.url must be an http(s) URL, got {service.url!r}")
+    return SimulatorClient(
+        service.url, timeout_s=service.timeout_s, max_retries=service.max_retries, batch_size=service.batch_size,
+        max_observation_tokens=config.simulator.max_observation_tokens,
+    )
 
 
 def check_estimators(names) -> None:
@@ -170,7 +198,7 @@ def sft_is_current(config: RunConfig, out_dir: Path) -> bool:
 
 def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_dir: Path, logger: MetricsLogger) -> Path:
     formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.rollout.max_tool_response_tokens)
-    simulator = build_simulator(config.simulator)
+    simulator = make_simulator(config)
 
     def observe(call, task):
         return simulator.simulate(call, task.tools, f"sft-{task.id}").text
@@ -230,7 +258,7 @@ def train(config: RunConfig, *, resume: bool = False, echo: bool = True) -> dict
         ref_model.eval().requires_grad_(False)
 
     formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.rollout.max_tool_response_tokens)
-    environment = ToolEnvironment(build_simulator(config.simulator))
+    environment = ToolEnvironment(make_simulator(config))
     loop = AgentLoop(model, formatter, environment, config.rollout)
     judge = make_judge(config=config.reward)
     trainer = RLTrainer(
