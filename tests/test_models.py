@@ -260,3 +260,15 @@ def test_smollm2_loads_generates_and_saves(tmp_path: Path, suite):
     with torch.no_grad():
         assert torch.equal(model(short).logits, reloaded(short).logits)
     assert reloaded_tok.chat_template == tok.chat_template
+    # The trainer's fast log-prob paths (output head at learnable tokens only, each shared prompt
+    # run once) hold on this Llama architecture too.
+    from slca_grpo.trainer.batch import pad_sequences, token_logprobs
+
+    prompt_ids = short[0, :40].tolist()
+    sequences = [prompt_ids + short[0, 40 + k:48 + 2 * k].tolist() for k in range(4)]
+    batch = pad_sequences(sequences, [[0] * 40 + [1] * (len(q) - 40) for q in sequences], tok.pad_token_id or 0)
+    positions = batch.loss_mask > 0
+    with torch.no_grad():
+        fast = token_logprobs(model, batch.input_ids, batch.attention_mask, start=40, positions=positions)
+        full = token_logprobs(model, batch.input_ids, batch.attention_mask) * positions
+    assert torch.allclose(fast, full, atol=1e-4)

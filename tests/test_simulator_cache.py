@@ -175,3 +175,33 @@ def test_a_corrupt_cache_file_is_moved_aside_and_rebuilt(tmp_path):
             ToolCall("get_weather", {"city": "Oslo"}), [WEATHER_TOOL]
         )
     assert again.cached is True and again.text == first.text
+
+
+def test_a_briefly_locked_new_file_is_waited_for_not_counted_as_an_error(tmp_path, monkeypatch):
+    import sqlite3
+
+    real_connect = sqlite3.connect
+    refusals = {"left": 2}
+
+    class Busy:
+        """A connection whose first statements meet another process creating the same file."""
+
+        def __init__(self, conn):
+            self.conn = conn
+
+        def execute(self, sql, *args):
+            if sql.startswith("PRAGMA journal_mode") and refusals["left"]:
+                refusals["left"] -= 1
+                raise sqlite3.OperationalError("database is locked")
+            return self.conn.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: Busy(real_connect(*a, **k)))
+    cache = ResponseCache(tmp_path / "new.sqlite", busy_timeout_s=5.0)
+    assert cache.put("k", "v") == "v" and cache.get("k") == "v"
+    assert refusals["left"] == 0 and cache.errors == 0
+    refusals["left"] = 10**6  # locked for good: a clear error at start-up once the busy timeout passes
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        ResponseCache(tmp_path / "other.sqlite", busy_timeout_s=0.05)

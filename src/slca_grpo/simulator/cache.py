@@ -67,14 +67,26 @@ class ResponseCache:
         conn = sqlite3.connect(
             self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
         )
-        try:
-            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(_SCHEMA)
-        except sqlite3.DatabaseError:
-            conn.close()
-            raise
+        deadline = time.monotonic() + self.busy_timeout_s
+        delay = 0.01
+        while True:
+            try:
+                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(_SCHEMA)
+                break
+            except sqlite3.OperationalError as exc:
+                # Switching a new file to WAL can report "database is locked" at once, without
+                # waiting for the busy timeout, while another process is creating the same file.
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    conn.close()
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+            except sqlite3.DatabaseError:
+                conn.close()
+                raise
         self._local.conn = conn
         self._local.generation = self._generation
         with self._lock:
