@@ -16,7 +16,7 @@ def register(subparsers: Any) -> None:
     train.set_defaults(func=run_train)
 
     demo = subparsers.add_parser("demo", help="SFT a tiny model, then compare estimators by RL from the same start")
-    demo.add_argument("--quick", action="store_true", help="GRPO vs SLCA in about 6 minutes on 2 CPU cores")
+    demo.add_argument("--quick", action="store_true", help="GRPO vs SLCA in about 5 minutes on 2 CPU cores")
     demo.add_argument("--out", default="runs/demo", help="output folder (default: runs/demo)")
     demo.add_argument("--estimators", nargs="+", help="estimators to compare (default: grpo slca [toolpo rltr])")
     demo.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
