@@ -203,3 +203,38 @@ class EndpointClients:
             if self._client is not None:
                 self._client.close()
                 self._client = None
+
+
+class EndpointBacked:
+    """What the LLM judge and the LLM completeness checker share: one endpoint, pooled clients,
+    and batches run concurrently up to ``concurrency`` requests."""
+
+    endpoint: ChatEndpoint
+    temperature: float
+    concurrency: int
+
+    def _init_endpoint(
+        self, base_url: str, model: str, api_key: str | None, *, temperature: float, timeout_s: float,
+        max_retries: int, concurrency: int, backoff_s: float, backoff_max_s: float, max_tokens: int | None,
+    ) -> None:
+        self.endpoint = ChatEndpoint(
+            base_url=base_url, model=model, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries,
+            backoff_s=backoff_s, backoff_max_s=backoff_max_s, max_tokens=max_tokens,
+        )
+        self.temperature = temperature
+        self.concurrency = max(1, int(concurrency))
+        self._clients = EndpointClients(self.endpoint, self.concurrency)
+
+    async def _bounded_gather(self, items: list[Any], call: Any) -> list[Any]:
+        """``[await call(client, item) for item in items]``, at most ``concurrency`` at a time."""
+        limit = asyncio.Semaphore(self.concurrency)
+
+        async def one(client: httpx.AsyncClient, item: Any) -> Any:
+            async with limit:
+                return await call(client, item)
+
+        async with self._clients.new_async() as client:
+            return list(await asyncio.gather(*(one(client, item) for item in items)))
+
+    def close(self) -> None:
+        self._clients.close()

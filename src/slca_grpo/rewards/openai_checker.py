@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 
@@ -10,7 +9,7 @@ import httpx
 
 from slca_grpo.rewards.completeness import CompletenessChecker, CompletenessRequest, CompletenessVerdict
 from slca_grpo.rewards.judge_base import run_sync
-from slca_grpo.rewards.openai_chat import ChatEndpoint, EndpointClients, EndpointError
+from slca_grpo.rewards.openai_chat import EndpointBacked, EndpointError
 from slca_grpo.rewards.rating import parse_yes_no
 from slca_grpo.types import tool_function
 
@@ -44,7 +43,7 @@ def checker_messages(request: CompletenessRequest) -> list[dict[str, str]]:
     return [{"role": "system", "content": CHECKER_SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-class OpenAICompletenessChecker(CompletenessChecker):
+class OpenAICompletenessChecker(EndpointBacked, CompletenessChecker):
     """LLM checker over an OpenAI-compatible endpoint. Sampled at ``temperature`` > 0 so the N
     verdicts of one plan can differ (RLTR averages them); all verdicts of a batch run concurrently."""
 
@@ -65,19 +64,10 @@ class OpenAICompletenessChecker(CompletenessChecker):
         max_tokens: int | None = None,
     ) -> None:
         super().__init__()
-        self.endpoint = ChatEndpoint(
-            base_url=base_url,
-            model=model,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            backoff_s=backoff_s,
-            backoff_max_s=backoff_max_s,
-            max_tokens=max_tokens,
+        self._init_endpoint(
+            base_url, model, api_key, temperature=temperature, timeout_s=timeout_s, max_retries=max_retries,
+            concurrency=concurrency, backoff_s=backoff_s, backoff_max_s=backoff_max_s, max_tokens=max_tokens,
         )
-        self.temperature = temperature
-        self.concurrency = max(1, int(concurrency))
-        self._clients = EndpointClients(self.endpoint, self.concurrency)
 
     async def _one(self, client: httpx.AsyncClient, request: CompletenessRequest) -> CompletenessVerdict:
         try:
@@ -92,18 +82,8 @@ class OpenAICompletenessChecker(CompletenessChecker):
         return CompletenessVerdict(verdict, raw=reply)
 
     async def _agather(self, requests: Sequence[CompletenessRequest], n: int) -> list[list[CompletenessVerdict]]:
-        limit = asyncio.Semaphore(self.concurrency)
-
-        async def limited(client: httpx.AsyncClient, request: CompletenessRequest) -> CompletenessVerdict:
-            async with limit:
-                return await self._one(client, request)
-
-        async with self._clients.new_async() as client:
-            flat = await asyncio.gather(*(limited(client, r) for r in requests for _ in range(n)))
-        return [list(flat[i * n:(i + 1) * n]) for i in range(len(requests))]
+        flat = await self._bounded_gather([r for r in requests for _ in range(n)], self._one)
+        return [flat[i * n:(i + 1) * n] for i in range(len(requests))]
 
     def _check_many(self, requests: Sequence[CompletenessRequest], n: int) -> list[list[CompletenessVerdict]]:
         return run_sync(lambda: self._agather(requests, n))
-
-    def close(self) -> None:
-        self._clients.close()

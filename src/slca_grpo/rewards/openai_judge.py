@@ -3,13 +3,12 @@ rates the final answer 1..5 given the question, the tool responses and the answe
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 import httpx
 
 from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict, run_sync
-from slca_grpo.rewards.openai_chat import ChatEndpoint, EndpointClients, EndpointError
+from slca_grpo.rewards.openai_chat import EndpointBacked, EndpointError
 from slca_grpo.rewards.rating import parse_rating
 
 JUDGE_SYSTEM_PROMPT = """\
@@ -59,7 +58,7 @@ def judge_messages(request: JudgeRequest, max_response_chars: int = 4000) -> lis
     return [{"role": "system", "content": JUDGE_SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-class OpenAIJudge(Judge):
+class OpenAIJudge(EndpointBacked, Judge):
     """Judge through ``POST {base_url}/chat/completions``; ``rate_many`` runs up to ``concurrency``
     requests at once. Endpoint failures after retries and unparseable replies are failure verdicts."""
 
@@ -81,20 +80,11 @@ class OpenAIJudge(Judge):
         max_response_chars: int = 4000,
     ) -> None:
         super().__init__()
-        self.endpoint = ChatEndpoint(
-            base_url=base_url,
-            model=model,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            backoff_s=backoff_s,
-            backoff_max_s=backoff_max_s,
-            max_tokens=max_tokens,
+        self._init_endpoint(
+            base_url, model, api_key, temperature=temperature, timeout_s=timeout_s, max_retries=max_retries,
+            concurrency=concurrency, backoff_s=backoff_s, backoff_max_s=backoff_max_s, max_tokens=max_tokens,
         )
-        self.temperature = temperature
-        self.concurrency = max(1, int(concurrency))
         self.max_response_chars = max_response_chars
-        self._clients = EndpointClients(self.endpoint, self.concurrency)
 
     def _verdict(self, reply: str) -> JudgeVerdict:
         rating = parse_rating(reply)
@@ -125,17 +115,7 @@ class OpenAIJudge(Judge):
             return await self._arate_with(client, request)
 
     async def _agather(self, requests: Sequence[JudgeRequest]) -> list[JudgeVerdict]:
-        limit = asyncio.Semaphore(self.concurrency)
-
-        async def one(client: httpx.AsyncClient, request: JudgeRequest) -> JudgeVerdict:
-            async with limit:
-                return await self._arate_with(client, request)
-
-        async with self._clients.new_async() as client:
-            return list(await asyncio.gather(*(one(client, r) for r in requests)))
+        return await self._bounded_gather(list(requests), self._arate_with)
 
     def _rate_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeVerdict]:
         return run_sync(lambda: self._agather(requests))
-
-    def close(self) -> None:
-        self._clients.close()
