@@ -9,8 +9,7 @@ Pure functions over tensors, no I/O. The usual path::
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from slca_grpo.lazy import lazy_exports
 
 # Names load on first use, so ``slca --help`` does not import torch.
 _EXPORTS = {
@@ -46,11 +45,5 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'slca_grpo.algos' has no attribute {name!r}")
-    importlib.import_module("slca_grpo.algos.estimators")  # registers the built-in estimators
-    value = getattr(importlib.import_module(f"slca_grpo.algos.{module}"), name)
-    globals()[name] = value
-    return value
+# Any name first imports the estimators module, which registers the built-in estimators.
+__getattr__ = lazy_exports(__name__, _EXPORTS, load_first="estimators")

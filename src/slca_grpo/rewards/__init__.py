@@ -8,8 +8,9 @@ The arithmetic is pure; judges and checkers (``RuleJudge``/``OpenAIJudge``,
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from slca_grpo.lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "REWARD_NAMES": "batch",
@@ -111,13 +112,7 @@ if TYPE_CHECKING:  # static analysers see the real names
     from slca_grpo.rewards.toolpo import ToolPOReward, toolpo_rewards
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'slca_grpo.rewards' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"slca_grpo.rewards.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

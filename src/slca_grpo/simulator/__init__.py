@@ -12,8 +12,9 @@ Names are imported on first use, so ``slca --help`` does not load jsonschema or 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from slca_grpo.lazy import lazy_exports
 
 _EXPORTS = {
     "Backend": "base",
@@ -71,10 +72,4 @@ if TYPE_CHECKING:
     from slca_grpo.simulator.text import approx_token_count, truncate_middle
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'slca_grpo.simulator' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"slca_grpo.simulator.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

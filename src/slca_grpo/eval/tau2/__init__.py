@@ -9,8 +9,7 @@ Modules, by concern: ``tasks`` (domain/split/id selection), ``adapter`` (our age
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from slca_grpo.lazy import lazy_exports
 
 _EXPORTS = {
     "run_tau2": "runner",
@@ -47,8 +46,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
