@@ -9,7 +9,7 @@ it ~2.4x TRL's ``generate``-based rollouts on the tiny model (``benchmarks/throu
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,8 +51,12 @@ def _filter_logits(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor
 def _forward_options(model: torch.nn.Module) -> tuple[str, bool]:
     """The KV-cache keyword of this model's forward (transformers renamed ``past_key_values`` to
     ``cache`` in 5.x) and whether it can skip computing logits for all but the last position."""
-    parameters = inspect.signature(model.forward).parameters
-    return ("cache" if "cache" in parameters else "past_key_values"), "logits_to_keep" in parameters
+    return cache_keyword(model), "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
+def cache_keyword(module: torch.nn.Module) -> str:
+    """The KV-cache keyword of ``module.forward`` (``cache`` from transformers 5.x on)."""
+    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
 
 
 def output_cache(output: Any) -> Any:
@@ -85,6 +89,37 @@ def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Ten
             ids[row, width - len(sequence):] = torch.tensor(list(sequence), dtype=torch.long)
             mask[row, width - len(sequence):] = 1
     return ids, mask
+
+
+def distinct_rows(sequences: Iterable[Sequence[int]]) -> tuple[list[tuple[int, ...]], list[int]]:
+    """The distinct sequences in first-seen order, and for each input row the index of its own."""
+    distinct: dict[tuple[int, ...], int] = {}
+    source = [distinct.setdefault(tuple(s), len(distinct)) for s in sequences]
+    return list(distinct), source
+
+
+@dataclass
+class SharedPrefill:
+    output: Any  # the forward output over the distinct prefixes, one row each
+    cache: Any  # its KV cache with rows copied out to one per input row (None if the model gives none)
+    attention: torch.Tensor  # [rows, width] left-padded prefix mask, one row per input row
+    positions: torch.Tensor  # [rows, width] position ids, one row per input row
+    index: torch.Tensor  # input row -> distinct-prefix row
+
+
+def prefill_shared(module: torch.nn.Module, distinct: Sequence[Sequence[int]], source: Sequence[int], *,
+                   pad_id: int, device: torch.device, **forward_kwargs: Any) -> SharedPrefill:
+    """Run each distinct prefix once (left-padded, with a KV cache) and copy the cache rows to
+    the input rows that share it (``source`` from :func:`distinct_rows`)."""
+    input_ids, attention = left_pad(distinct, pad_id)
+    input_ids, attention = input_ids.to(device), attention.to(device)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    output = module(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **forward_kwargs)
+    cache = output_cache(output)
+    index = torch.tensor(list(source), dtype=torch.long, device=device)
+    if cache is not None and len(distinct) < len(source):
+        cache = select_cache_rows(cache, index)
+    return SharedPrefill(output, cache, attention[index], positions[index], index)
 
 
 def _single_token_stop_strings(stop_strings: Sequence[str], encode) -> tuple[set[int], list[str]]:
@@ -135,19 +170,9 @@ def sample(
     extra = {"logits_to_keep": 1} if can_keep_last else {}
     # Rollouts of one group share their prompt: prefill each distinct prompt once, then copy its
     # cache rows (and last logits) to every rollout that starts from it.
-    distinct: dict[tuple[int, ...], int] = {}
-    source_rows = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
-    unique_prompts = list(distinct)
-    input_ids, attention = left_pad(unique_prompts, pad_id)
-    input_ids, attention = input_ids.to(device), attention.to(device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    output = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **extra)
-    past = output_cache(output)
-    logits = output.logits[:, -1, :]
-    if len(unique_prompts) < batch:
-        index = torch.tensor(source_rows, dtype=torch.long, device=device)
-        past = select_cache_rows(past, index)
-        logits, attention, positions = logits[index], attention[index], positions[index]
+    prefill = prefill_shared(model, *distinct_rows(prompts), pad_id=pad_id, device=device, **extra)
+    past, attention, positions = prefill.cache, prefill.attention, prefill.positions
+    logits = prefill.output.logits[:, -1, :][prefill.index]
     last_position = positions[:, -1:]
     for step in range(max(budgets)):
         logits = logits.float()

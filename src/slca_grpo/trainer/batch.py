@@ -90,10 +90,6 @@ def _selected_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature:
     return picked - torch.logsumexp(logits, dim=-1)
 
 
-def _cache_keyword(module: torch.nn.Module) -> str:
-    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
-
-
 def _shared_prefix_logprobs(
     decoder: torch.nn.Module,
     head: torch.nn.Linear,
@@ -111,26 +107,20 @@ def _shared_prefix_logprobs(
     Gradients flow through the copies back into the one prefix pass. Values and gradients equal
     the full pass (tested).
     """
-    from slca_grpo.rollout.sampling import output_cache, select_cache_rows, left_pad
+    from slca_grpo.rollout.sampling import cache_keyword, distinct_rows, prefill_shared
 
     rows = input_ids.shape[0]
+    if not bool(positions.any(dim=1).all()):
+        return None
     lengths = attention_mask.sum(dim=1).tolist()
-    has_selection = positions.any(dim=1).tolist()
-    cuts = [int(positions[r].nonzero()[0]) if has_selection[r] else lengths[r] for r in range(rows)]
-    distinct: dict[tuple[int, ...], int] = {}
-    source = [distinct.setdefault(tuple(input_ids[r, :cuts[r]].tolist()), len(distinct)) for r in range(rows)]
-    if len(distinct) * 2 > rows or not all(has_selection):
+    cuts = positions.int().argmax(dim=1).tolist()  # each row's first selected position
+    distinct, source = distinct_rows(input_ids[r, :cuts[r]].tolist() for r in range(rows))
+    if len(distinct) * 2 > rows:
         return None
     device = input_ids.device
-    prefix_ids, prefix_mask = left_pad(list(distinct), pad_id=0)
-    prefix_ids, prefix_mask = prefix_ids.to(device), prefix_mask.to(device)
-    prefix_positions = (prefix_mask.cumsum(-1) - 1).clamp(min=0)
-    prefix = decoder(input_ids=prefix_ids, attention_mask=prefix_mask, position_ids=prefix_positions, use_cache=True)
-    index = torch.tensor(source, dtype=torch.long, device=device)
-    cache = output_cache(prefix)
-    if cache is None:
+    prefill = prefill_shared(decoder, distinct, source, pad_id=0, device=device)
+    if prefill.cache is None:
         return None
-    cache = select_cache_rows(cache, index)
 
     width = max(lengths[r] - cuts[r] for r in range(rows))
     rest_ids = torch.zeros((rows, width), dtype=input_ids.dtype, device=device)
@@ -142,11 +132,11 @@ def _shared_prefix_logprobs(
     cut_tensor = torch.tensor(cuts, dtype=torch.long, device=device)
     rest_positions = cut_tensor[:, None] + torch.arange(width, device=device)
     rest = decoder(
-        input_ids=rest_ids, attention_mask=torch.cat([prefix_mask[index], rest_mask], dim=1),
-        position_ids=rest_positions, use_cache=True, **{_cache_keyword(decoder): cache},
+        input_ids=rest_ids, attention_mask=torch.cat([prefill.attention, rest_mask], dim=1),
+        position_ids=rest_positions, use_cache=True, **{cache_keyword(decoder): prefill.cache},
     ).last_hidden_state
     # The token at a row's cut is predicted by the prefix's last hidden state; later ones by the rest.
-    predictors = torch.cat([prefix.last_hidden_state[index, -1:], rest[:, :-1]], dim=1)
+    predictors = torch.cat([prefill.output.last_hidden_state[prefill.index, -1:], rest[:, :-1]], dim=1)
     selected_rows, columns = positions.nonzero(as_tuple=True)
     offsets = columns - cut_tensor[selected_rows]
     selected = _selected_logprobs(head(predictors[selected_rows, offsets]), input_ids[selected_rows, columns], temperature)
