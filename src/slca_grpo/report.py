@@ -74,12 +74,19 @@ def markdown_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_curves(runs: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """Training reward, held-out Success@0.9 and held-out Name-F1 per step, one line per run."""
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_curves(runs: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """Training reward, held-out Success@0.9 and held-out Name-F1 per step, one line per run."""
+    plt = _pyplot()
 
     figure, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4))
     for run in runs:
@@ -131,10 +138,7 @@ def _compare_evaluations(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[
     report = {"runs": [{"name": r["name"], "dir": r["dir"], "kind": r["kind"], "metrics": r["flat"]} for r in runs]}
     (out_dir / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     rate_keys = [k for k in keys if k not in COUNT_KEYS]
     width = 0.8 / max(1, len(runs))
