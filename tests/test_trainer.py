@@ -1,4 +1,5 @@
 import json
+import re
 import shutil
 
 import pytest
@@ -148,6 +149,14 @@ def test_config_loading_checks_keys_and_types(tmp_path):
         load_yaml_config(RunConfig, bad)
     for preset in ("demo", "demo-quick", "smollm2", "qwen2.5-7b"):
         load_yaml_config(RunConfig, resolve_config_path(preset))
+    # Values that would only fail deep into a run are refused when the config is loaded.
+    for override, message in (("sft.bucket_batches=0", "sft: bucket_batches must be >= 1"),
+                              ("sft.batch_size=0", "sft: batch_size must be >= 1"),
+                              ("simulator_service.url=ftp://host", "must be an http(s) URL"),
+                              ("simulator_service.timeout_s=0", "timeout_s > 0"),
+                              ("simulator_service.max_retries=-1", "max_retries >= 0")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_yaml_config(RunConfig, resolve_config_path("demo-quick"), [override])
 
 
 def smoke_config(out_dir, **extra):

@@ -81,6 +81,18 @@ class SimulatorServiceConfig:
     max_retries: int = 3
     batch_size: int = 256
 
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        from slca_grpo.config import ConfigError
+
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ConfigError(f"simulator_service.url must be an http(s) URL, got {self.url!r}")
+        if self.timeout_s <= 0 or self.max_retries < 0 or self.batch_size < 1:
+            raise ConfigError("simulator_service needs timeout_s > 0, max_retries >= 0 and batch_size >= 1, got "
+                              f"{self.timeout_s}, {self.max_retries} and {self.batch_size}")
+
 
 @dataclass
 class RunConfig:
@@ -100,11 +112,9 @@ def make_simulator(config: RunConfig):
     service = config.simulator_service
     if not service.url:
         return build_simulator(config.simulator)
-    from slca_grpo.config import ConfigError
     from slca_grpo.simulator import SimulatorClient
 
-    if not service.url.startswith(("http://", "https://")):
-        raise ConfigError(f"simulator_service.url must be an http(s) URL, got {service.url!r}")
+    service.validate()  # also when the fields were changed after loading
     return SimulatorClient(
         service.url, timeout_s=service.timeout_s, max_retries=service.max_retries, batch_size=service.batch_size,
         max_observation_tokens=config.simulator.max_observation_tokens,

@@ -36,6 +36,12 @@ class SFTConfig:
     # little (about 1.7x faster on the synthetic suite); 1 gives plain shuffled batches.
     bucket_batches: int = 16
 
+    def __post_init__(self) -> None:
+        # Checked when the config is loaded, not after the gold trajectories have been built.
+        for name in ("steps", "batch_size", "bucket_batches", "max_length"):
+            if getattr(self, name) < (0 if name == "steps" else 1):
+                raise ValueError(f"{name} must be {'>= 0' if name == 'steps' else '>= 1'}, got {getattr(self, name)}")
+
 
 @dataclass
 class SFTExample:
