@@ -11,6 +11,7 @@ from collections.abc import Sequence
 # command. Heavy imports (torch, servers) stay inside those functions so ``slca --help`` is fast.
 COMMAND_MODULES: tuple[str, ...] = (
     "slca_grpo.trainer.commands",
+    "slca_grpo.study.commands",
     "slca_grpo.eval.commands",
     "slca_grpo.simulator.commands",
     "slca_grpo.rewards.commands",

@@ -16,8 +16,7 @@ from typing import Any
 from slca_grpo.config import load_yaml_config
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.report import compare_runs
-from slca_grpo.trainer.run import RunConfig, load_data, load_policy, run_sft, sft_is_current
-from slca_grpo.trainer.logger import MetricsLogger
+from slca_grpo.trainer.run import RunConfig, ensure_sft
 
 QUICK_ESTIMATORS = ("grpo", "slca")
 FULL_ESTIMATORS = ("grpo", "slca", "toolpo", "rltr")
@@ -44,15 +43,7 @@ def run_demo(
     estimators = estimators or (QUICK_ESTIMATORS if quick else FULL_ESTIMATORS)
     check_estimators(estimators)
 
-    sft_dir = out_dir / "sft"
-    if not sft_is_current(base, out_dir):
-        if echo:
-            print(f"[demo] building the {base.model.name} model and running SFT ({base.sft.steps} steps)", flush=True)
-        train_tasks, _ = load_data(base.data)
-        model, tokenizer = load_policy(base.model, train_tasks)
-        logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
-        run_sft(base, model, tokenizer, train_tasks, out_dir, logger)
-        logger.close()
+    sft_dir = ensure_sft(base, out_dir, announce="[demo]" if echo else None)
     sft_seconds = time.perf_counter() - started
 
     run_dirs = []

@@ -74,7 +74,7 @@ def markdown_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _pyplot() -> Any:
+def agg_pyplot() -> Any:
     """matplotlib's pyplot on the file-only Agg backend (no display needed)."""
     import matplotlib
 
@@ -84,18 +84,22 @@ def _pyplot() -> Any:
     return plt
 
 
+def moving_average(values: Sequence[float], window: int | None = None) -> list[float]:
+    """Trailing mean over ``window`` points (default: a fifteenth of the series), for noisy curves."""
+    window = window or max(1, len(values) // 15)
+    return [sum(values[max(0, i - window + 1):i + 1]) / len(values[max(0, i - window + 1):i + 1]) for i in range(len(values))]
+
+
 def plot_curves(runs: Sequence[dict[str, Any]], path: str | Path) -> Path:
     """Training reward, held-out Success@0.9 and held-out Name-F1 per step, one line per run."""
-    plt = _pyplot()
+    plt = agg_pyplot()
 
     figure, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4))
     for run in runs:
         steps = [m["step"] for m in run["metrics"] if "reward/score" in m]
         scores = [m["reward/score"] for m in run["metrics"] if "reward/score" in m]
         if scores:
-            window = max(1, len(scores) // 15)
-            smoothed = [sum(scores[max(0, i - window + 1):i + 1]) / len(scores[max(0, i - window + 1):i + 1]) for i in range(len(scores))]
-            left.plot(steps, smoothed, label=run["name"])
+            left.plot(steps, moving_average(scores), label=run["name"])
         evals = run["summary"].get("evals", [])
         if evals:
             done = [e["step"] + 1 for e in evals]
@@ -138,7 +142,7 @@ def _compare_evaluations(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[
     report = {"runs": [{"name": r["name"], "dir": r["dir"], "kind": r["kind"], "metrics": r["flat"]} for r in runs]}
     (out_dir / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
 
-    plt = _pyplot()
+    plt = agg_pyplot()
 
     rate_keys = [k for k in keys if k not in COUNT_KEYS]
     width = 0.8 / max(1, len(runs))

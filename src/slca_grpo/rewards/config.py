@@ -66,6 +66,13 @@ class RewardConfig:
     checker: str = "rule"
     checker_temperature: float = 0.7
     api_key_env: str | None = "OPENAI_API_KEY"
+    # Credit-assignment study (docs/study.md, rewards/noise.py): noise on every rollout's summary
+    # reward, independent of the tool calls, in the RL training reward only (never in evaluation).
+    # With probability ``summary_noise_prob`` R_sum is replaced by that of a uniform random rating
+    # (1..5); then Gaussian noise of scale ``summary_noise_std`` (R_sum units, 0.25 = one rating
+    # point) is added, and R_sum is clamped to the judge's scale [0, 1].
+    summary_noise_std: float = 0.0
+    summary_noise_prob: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.weights, dict):
@@ -90,6 +97,17 @@ class RewardConfig:
             raise ValueError(f"RewardConfig.toolpo_judge_threshold must be in 1..5, got {self.toolpo_judge_threshold}")
         if self.judge_max_retries < 0 or self.judge_concurrency < 1 or self.judge_timeout_s <= 0:
             raise ValueError("RewardConfig: judge_max_retries >= 0, judge_concurrency >= 1, judge_timeout_s > 0")
+        for name in ("summary_noise_std", "summary_noise_prob"):
+            _check_finite("RewardConfig", name, getattr(self, name))
+        if self.summary_noise_std < 0:
+            raise ValueError(f"RewardConfig.summary_noise_std must be >= 0, got {self.summary_noise_std}")
+        if not 0 <= self.summary_noise_prob <= 1:
+            raise ValueError(f"RewardConfig.summary_noise_prob must be in [0, 1], got {self.summary_noise_prob}")
+
+    @property
+    def has_summary_noise(self) -> bool:
+        """True when the training reward's R_sum is to be perturbed."""
+        return self.summary_noise_std > 0 or self.summary_noise_prob > 0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RewardConfig":

@@ -18,6 +18,7 @@ from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL, AdvantageConfig, compute_adva
 from slca_grpo.rewards.batch import HIERR_NAMES, compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge
+from slca_grpo.rewards.noise import summary_noise
 from slca_grpo.rollout.loop import AgentLoop
 from slca_grpo.trainer.batch import TokenBatch, token_logprobs, trajectory_batch
 from slca_grpo.trainer.diagnostics import segment_gradient_cosine
@@ -128,11 +129,20 @@ class RLTrainer:
             [t.response_text for t in trajectories], rollout_tasks, self.judge, self.reward_config,
             estimator_needs=needs, checker=self.checker,
         )
+        reward_tensors = rewards.tensors()
+        noise_metrics: dict[str, float] = {}
+        if self.reward_config.has_summary_noise:
+            # The study's summary-reward noise: only the reward that trains is perturbed; the
+            # logged reward/* metrics stay the clean ones.
+            noise = summary_noise(rewards, self.reward_config, seed=self.seed, step=step_index)
+            reward_tensors = noise.apply(reward_tensors)
+            noise_metrics = {**noise.metrics(), "noise/train_summary": float(reward_tensors["summary"].mean()),
+                             "noise/train_score": float(reward_tensors["score"].mean())}
         batch = trajectory_batch(trajectories, self.loop.formatter.pad_id)
         group_ids = torch.arange(len(tasks)).repeat_interleave(group_size)
         advantages = compute_advantages(
             config.estimator, group_ids=group_ids, segment_ids=batch.segment_ids,
-            rewards=rewards.tensors(), config=config.advantage,
+            rewards=reward_tensors, config=config.advantage,
         )
 
         started = time.perf_counter()
@@ -144,6 +154,7 @@ class RLTrainer:
         tokens = float(batch.attention_mask.sum())
         metrics = {
             **rewards.metrics(),
+            **noise_metrics,
             **_segment_stats(advantages, batch.segment_ids),
             **rollout_metrics(trajectories),
             **train_metrics,

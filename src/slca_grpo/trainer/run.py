@@ -231,6 +231,23 @@ def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_di
     return target
 
 
+def ensure_sft(config: RunConfig, out_dir: Path, *, announce: str | None = None) -> Path:
+    """``out_dir/sft``: SFT with ``config`` once, reused while its fingerprint matches, so every
+    RL run of a demo or study starts from the same checkpoint. ``announce``: a prefix such as
+    ``[demo]`` to print a line before SFT runs."""
+    if not sft_is_current(config, out_dir):
+        if announce:
+            print(f"{announce} building the {config.model.name} model and running SFT ({config.sft.steps} steps)", flush=True)
+        train_tasks, _ = load_data(config.data)
+        model, tokenizer = load_policy(config.model, train_tasks)
+        logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
+        try:
+            run_sft(config, model, tokenizer, train_tasks, out_dir, logger)
+        finally:
+            logger.close()
+    return out_dir / "sft"
+
+
 def train(config: RunConfig, *, resume: bool = False, echo: bool = True) -> dict[str, Any]:
     """Run SFT (when ``sft.steps > 0``) then RL; returns the final summary (also in ``summary.json``)."""
     check_estimators([config.rl.estimator])

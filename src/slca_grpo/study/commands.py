@@ -1,0 +1,84 @@
+"""CLI: ``slca study`` (also ``python benchmarks/credit_assignment.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any
+
+from slca_grpo.study.plan import DEFAULT_BUDGET, QUICK_BUDGET
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    quick, full = QUICK_BUDGET, DEFAULT_BUDGET
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{quick.seeds} seeds × {quick.steps} steps, noise {quick.noise} (≤ 20 min on 2 cores)")
+    parser.add_argument("--out", default="runs/study", help="output folder (default: runs/study); rerun to resume")
+    parser.add_argument("--seeds", type=int, help=f"RL seeds per cell (default: {full.seeds}; quick {quick.seeds})")
+    parser.add_argument("--estimators", nargs="+", default=["grpo", "slca"], help="registered estimator names (default: grpo slca)")
+    parser.add_argument("--noise", help=f"comma-separated noise levels: none, std=S, prob=P, std=S+prob=P (default: {full.noise})")
+    parser.add_argument("--steps", type=int, help=f"RL steps per run (default: {full.steps}; quick {quick.steps})")
+    parser.add_argument("--eval-tasks", type=int, help=f"held-out tasks per evaluation (default: {full.eval_tasks}; quick {quick.eval_tasks})")
+    parser.add_argument("--preset", help=f"base config preset or YAML file (default: {full.preset})")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a setting of every run, e.g. --set rl.lr=0.001 (repeatable)")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the report from the finished runs in --out, train nothing")
+    parser.add_argument("--verbose", action="store_true", help="print every RL step of every run")
+
+
+def register(subparsers: Any) -> None:
+    study = subparsers.add_parser("study", help="multi-seed GRPO-vs-SLCA study under summary-reward noise, with CIs")
+    add_arguments(study)
+    study.set_defaults(func=run_study_command)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def plan_from_args(args: argparse.Namespace):
+    """The StudyPlan the arguments ask for (ConfigError on a bad one)."""
+    from slca_grpo.config import ConfigError
+    from slca_grpo.study.plan import StudyPlan, parse_noise_levels
+
+    budget = QUICK_BUDGET if args.quick else DEFAULT_BUDGET
+    changes = {key: value for key, value in (("seeds", args.seeds), ("steps", args.steps), ("eval_tasks", args.eval_tasks),
+                                             ("noise", args.noise), ("preset", args.preset)) if value is not None}
+    for key in ("seeds", "steps", "eval_tasks"):
+        if key in changes and changes[key] < 1:
+            raise ConfigError(f"--{key.replace('_', '-')} must be >= 1, got {changes[key]}")
+    budget = dataclasses.replace(budget, **changes)
+    if len(set(args.estimators)) != len(args.estimators):
+        raise ConfigError(f"--estimators: a name is given twice ({' '.join(args.estimators)})")
+    return StudyPlan(budget, tuple(args.estimators), tuple(parse_noise_levels(budget.noise)), tuple(args.overrides))
+
+
+def run_study_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from slca_grpo.config import ConfigError
+    from slca_grpo.data.tasks import TaskFormatError
+    from slca_grpo.study.plan import PLAN_FILE, StudyPlan, read_json
+
+    try:
+        if args.report_only:
+            from slca_grpo.study.report import write_study_report
+
+            saved = read_json(Path(args.out) / PLAN_FILE, None)
+            if saved is None:
+                return _fail(f"{args.out} holds no {PLAN_FILE} (not a study folder?)")
+            write_study_report(args.out, StudyPlan.from_dict(saved))
+            print(f"wrote {args.out}/report.md, report.json and charts")
+            return 0
+        from slca_grpo.study.runner import run_study
+
+        if not args.verbose:  # keep the per-run progress lines readable
+            from transformers.utils import logging as transformers_logging
+
+            transformers_logging.disable_progress_bar()
+        run_study(args.out, plan_from_args(args), verbose=args.verbose)
+    except (ConfigError, TaskFormatError, OSError) as exc:
+        return _fail(str(exc))
+    return 0

@@ -1,0 +1,149 @@
+"""What a credit-assignment study runs: noise levels, estimators, seeds and the per-run budget."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slca_grpo.config import ConfigError
+
+NOISE_KEYS = {"std": "summary_noise_std", "prob": "summary_noise_prob"}
+PLAN_FILE = "study.json"  # the plan of the study in a folder (its last invocation)
+TIMINGS_FILE = "timings.json"  # seconds per RL run, by run name
+
+
+@dataclass(frozen=True)
+class NoiseLevel:
+    """One setting of the summary-reward noise knob (``RewardConfig.summary_noise_*``)."""
+
+    std: float = 0.0
+    prob: float = 0.0
+
+    @property
+    def name(self) -> str:
+        """The folder name: ``none``, ``std0.5``, ``prob0.5`` or ``std0.25+prob0.5``."""
+        parts = [f"{key}{value:g}" for key, value in (("std", self.std), ("prob", self.prob)) if value]
+        return "+".join(parts) or "none"
+
+    @property
+    def label(self) -> str:
+        """For tables and charts: ``none``, ``σ=0.5``, ``p=0.5``, ``σ=0.25+p=0.5``."""
+        parts = [f"{key}={value:g}" for key, value in (("σ", self.std), ("p", self.prob)) if value]
+        return "+".join(parts) or "none"
+
+    def overrides(self) -> list[str]:
+        return [f"reward.{NOISE_KEYS['std']}={self.std}", f"reward.{NOISE_KEYS['prob']}={self.prob}"]
+
+
+def parse_noise_level(text: str) -> NoiseLevel:
+    """``none``, ``std=0.5``, ``prob=0.5`` or both joined by ``+`` (``std=0.25+prob=0.5``)."""
+    from slca_grpo.rewards.config import RewardConfig
+
+    text = text.strip()
+    if text == "none":
+        return NoiseLevel()
+    values: dict[str, float] = {}
+    for part in text.split("+"):
+        key, sep, raw = part.partition("=")
+        key = key.strip()
+        if not sep or key not in NOISE_KEYS:
+            raise ConfigError(f"--noise: cannot read {part.strip()!r} (use none, std=S, prob=P or std=S+prob=P)")
+        if key in values:
+            raise ConfigError(f"--noise: {key} given twice in {text!r}")
+        try:
+            values[key] = float(raw)
+        except ValueError:
+            raise ConfigError(f"--noise: {key}={raw.strip()!r} is not a number") from None
+    level = NoiseLevel(**values)
+    try:
+        RewardConfig(summary_noise_std=level.std, summary_noise_prob=level.prob)
+    except ValueError as exc:
+        raise ConfigError(f"--noise {text}: {exc}") from None
+    return level
+
+
+def parse_noise_levels(spec: str) -> list[NoiseLevel]:
+    """Comma-separated levels, e.g. ``none,prob=0.5,prob=1``; each distinct, at least one."""
+    levels = [parse_noise_level(part) for part in spec.split(",") if part.strip()]
+    if not levels:
+        raise ConfigError("--noise: give at least one level (e.g. none,prob=0.5,prob=1)")
+    names = [level.name for level in levels]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"--noise: level {repeated[0]} given twice")
+    return levels
+
+
+@dataclass(frozen=True)
+class StudyBudget:
+    """The size of a study. ``preset`` is the demo preset read at run time (model, data, SFT,
+    rollout and RL settings); the rest overrides it for every RL run."""
+
+    preset: str
+    seeds: int
+    noise: str
+    steps: int
+    evals: int  # held-out evaluations after the start one, evenly spaced (the last at the end)
+    eval_tasks: int
+
+    @property
+    def eval_every(self) -> int:
+        return max(1, math.ceil(self.steps / self.evals))
+
+
+# Sized from measured costs (docs/study.md, "Cost"): with demo-quick, SFT ≈ 195 s, an RL step
+# ≈ 2.8 s and a 40-task evaluation ≈ 2.2 s on one core, so quick ≈ 14 min and default ≈ 68 min.
+QUICK_BUDGET = StudyBudget(preset="demo-quick", seeds=3, noise="none,prob=1", steps=16, evals=2, eval_tasks=32)
+DEFAULT_BUDGET = StudyBudget(preset="demo-quick", seeds=5, noise="none,prob=0.5,prob=1", steps=40, evals=5, eval_tasks=40)
+
+
+@dataclass
+class StudyPlan:
+    """Everything a study's runs depend on; saved as ``study.json`` beside them."""
+
+    budget: StudyBudget
+    estimators: tuple[str, ...] = ("grpo", "slca")
+    levels: tuple[NoiseLevel, ...] = field(default_factory=lambda: (NoiseLevel(),))
+    overrides: tuple[str, ...] = ()  # --set, applied to every run after the budget
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(range(self.budget.seeds))
+
+    @property
+    def baseline(self) -> str:
+        """The estimator the others are compared with, seed by seed: GRPO when present."""
+        return "grpo" if "grpo" in self.estimators else self.estimators[0]
+
+    def run_count(self) -> int:
+        return len(self.seeds) * len(self.levels) * len(self.estimators)
+
+    def budget_overrides(self) -> list[str]:
+        budget = self.budget
+        return [f"rl.steps={budget.steps}", f"train.eval_every={budget.eval_every}",
+                f"train.eval_tasks={budget.eval_tasks}", "train.keep_last=1", "train.progress=false"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"budget": asdict(self.budget), "estimators": list(self.estimators),
+                "levels": [asdict(level) for level in self.levels], "overrides": list(self.overrides)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "StudyPlan":
+        return cls(StudyBudget(**data["budget"]), tuple(data["estimators"]),
+                   tuple(NoiseLevel(**level) for level in data["levels"]), tuple(data.get("overrides", ())))
+
+
+def run_dir(out_dir: Path, level: NoiseLevel, estimator: str, seed: int) -> Path:
+    """Where one RL run of a study lives: ``OUT/<level>/<estimator>/seed-<k>``."""
+    return out_dir / level.name / estimator / f"seed-{seed}"
+
+
+def read_json(path: Path, default: Any) -> Any:
+    """A JSON file's content, or ``default`` when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return default

@@ -1,0 +1,133 @@
+"""Run a credit-assignment study: one SFT checkpoint, then seeds × noise levels × estimators of RL.
+
+Every RL run starts from the same SFT checkpoint. Runs of one seed are paired: the prompts of each
+step are a pure function of (seed, step) (``trainer.run._task_sampler``), and so are the summary
+noise draws (``rewards.noise``), so the estimators of a seed — and its noise levels — see the same
+prompts and the same noise slots. Runs go seed by seed, so an interrupted study leaves balanced
+cells; a finished run (``summary.json``) is skipped and an interrupted one resumes from its last
+checkpoint, after checking it was made with the same settings.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from slca_grpo.config import ConfigError, apply_overrides, load_yaml_config, to_dict
+from slca_grpo.presets import resolve_config_path
+from slca_grpo.study.plan import PLAN_FILE, TIMINGS_FILE, NoiseLevel, StudyPlan, read_json, run_dir
+from slca_grpo.trainer.run import RunConfig
+
+# Set by the study from --out, so they may differ between a run and its resumption.
+LOCATION_KEYS = ("train.out_dir", "model.name")
+
+
+def base_config(plan: StudyPlan) -> RunConfig:
+    """The preset (read now, so changes to the demo's model and data carry over), the budget,
+    then the user's ``--set`` overrides."""
+    path = resolve_config_path(plan.budget.preset)
+    return load_yaml_config(RunConfig, path, [*plan.budget_overrides(), *plan.overrides])
+
+
+def run_config(base: RunConfig, sft_dir: Path, target: Path, level: NoiseLevel, estimator: str, seed: int) -> RunConfig:
+    """One RL run: from the shared SFT checkpoint, with this seed, estimator and noise level."""
+    return apply_overrides(copy.deepcopy(base), [
+        f"model.name={sft_dir}", "sft.steps=0", f"train.seed={seed}", f"rl.estimator={estimator}",
+        f"train.out_dir={target}", *level.overrides(),
+    ])
+
+
+def iter_runs(plan: StudyPlan) -> Iterator[tuple[int, NoiseLevel, str]]:
+    """(seed, level, estimator), seed by seed so a partial study has every cell at the same depth."""
+    for seed in plan.seeds:
+        for level in plan.levels:
+            for estimator in plan.estimators:
+                yield seed, level, estimator
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {prefix.rstrip("."): data}
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        flat.update(_flatten(value, f"{prefix}{key}."))
+    return flat
+
+
+def settings_difference(saved_yaml: Path, config: RunConfig) -> str | None:
+    """The first setting that differs between a run's saved ``config.yaml`` and ``config`` (None
+    when they agree, the location keys aside)."""
+    saved = _flatten(yaml.safe_load(saved_yaml.read_text(encoding="utf-8")) or {})
+    wanted = _flatten(yaml.safe_load(yaml.safe_dump(to_dict(config))))
+    for key in sorted(set(saved) | set(wanted)):
+        if key not in LOCATION_KEYS and saved.get(key) != wanted.get(key):
+            return f"{key}: {saved.get(key)!r} there, {wanted.get(key)!r} now"
+    return None
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
+
+
+def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbose: bool = False) -> dict[str, Any]:
+    """SFT once, run every (seed, level, estimator) not yet finished, then write the report."""
+    from slca_grpo.study.report import write_study_report
+    from slca_grpo.trainer.run import check_estimators, ensure_sft, sft_is_current, train
+
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    check_estimators(plan.estimators)
+    base = base_config(plan)
+    runs = list(iter_runs(plan))
+    # Refuse settings that clash with finished or interrupted runs before spending any time.
+    sft_dir = out_dir / "sft"
+    configs = {}
+    started_runs = []
+    for seed, level, estimator in runs:
+        target = run_dir(out_dir, level, estimator, seed)
+        config = configs[(seed, level, estimator)] = run_config(base, sft_dir, target, level, estimator, seed)
+        if (target / "config.yaml").exists():
+            started_runs.append(target)
+            difference = settings_difference(target / "config.yaml", config)
+            if difference:
+                raise ConfigError(f"{target} was run with other settings ({difference}); use another --out or remove it")
+    if started_runs and not sft_is_current(base, out_dir):
+        raise ConfigError(f"{out_dir} holds runs from an SFT checkpoint made with other settings (model, data or SFT "
+                          "changed); use another --out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / PLAN_FILE).write_text(json.dumps(plan.to_dict(), indent=1), encoding="utf-8")
+    ensure_sft(base, out_dir, announce="[study]" if echo else None)
+
+    timings = read_json(out_dir / TIMINGS_FILE, {})
+    if echo:
+        print(f"[study] {len(runs)} RL runs: {len(plan.seeds)} seeds × {len(plan.levels)} noise levels × "
+              f"{len(plan.estimators)} estimators, {base.rl.steps} steps each", flush=True)
+    spent: list[float] = []
+    for index, (seed, level, estimator) in enumerate(runs, 1):
+        target = run_dir(out_dir, level, estimator, seed)
+        name = f"{level.name}/{estimator}/seed-{seed}"
+        if (target / "summary.json").exists():
+            continue
+        run_started = time.perf_counter()
+        summary = train(configs[(seed, level, estimator)], resume=True, echo=verbose)
+        spent.append(time.perf_counter() - run_started)
+        timings[name] = spent[-1]
+        (out_dir / TIMINGS_FILE).write_text(json.dumps(timings, indent=1), encoding="utf-8")
+        if echo:
+            remaining = sum(1 for s, lv, e in runs[index:] if not (run_dir(out_dir, lv, e, s) / "summary.json").exists())
+            final, start = summary.get("final_eval", {}), (summary.get("evals") or [{}])[0]
+            print(f"[study] {index}/{len(runs)} {name}: {spent[-1]:.0f} s, held-out Name-F1 "
+                  f"{100 * final.get('name_f1', 0):.1f} (start {100 * start.get('name_f1', 0):.1f}); elapsed "
+                  f"{_clock(time.perf_counter() - started)}, ETA {_clock(remaining * sum(spent) / len(spent))}", flush=True)
+    report = write_study_report(out_dir, plan)
+    if echo:
+        print(f"[study] done in {_clock(time.perf_counter() - started)}; wrote {out_dir / 'report.md'}, report.json and charts")
+    return report

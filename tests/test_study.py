@@ -1,0 +1,166 @@
+"""The credit-assignment study: plan parsing, the report on constructed runs, and a tiny end-to-end
+study that checks pairing, resuming and the outputs."""
+
+import argparse
+import json
+import re
+
+import pytest
+import yaml
+
+from slca_grpo.cli import main
+from slca_grpo.config import ConfigError
+from slca_grpo.study.commands import add_arguments, plan_from_args
+from slca_grpo.study.plan import (
+    DEFAULT_BUDGET,
+    QUICK_BUDGET,
+    NoiseLevel,
+    StudyBudget,
+    StudyPlan,
+    parse_noise_levels,
+    run_dir,
+)
+from slca_grpo.study.report import format_interval, write_study_report
+
+
+def test_noise_levels_parse_into_names_labels_and_overrides():
+    levels = parse_noise_levels("none, std=0.5,prob=1,std=0.25+prob=0.5")
+    assert [lv.name for lv in levels] == ["none", "std0.5", "prob1", "std0.25+prob0.5"]
+    assert [lv.label for lv in levels] == ["none", "σ=0.5", "p=1", "σ=0.25+p=0.5"]
+    assert levels[3].overrides() == ["reward.summary_noise_std=0.25", "reward.summary_noise_prob=0.5"]
+    for spec, message in (("none,sd=1", "cannot read 'sd=1'"), ("std=x", "std='x' is not a number"),
+                          ("prob=2", "summary_noise_prob must be in [0, 1]"), ("std=1+std=2", "std given twice"),
+                          ("none,prob=0.5,prob=.5", "level prob0.5 given twice"), (",", "at least one level")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse_noise_levels(spec)
+
+
+def parse(*argv):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return plan_from_args(parser.parse_args(argv))
+
+
+def test_budgets_and_command_line_options():
+    plan = parse()
+    assert plan.budget == DEFAULT_BUDGET and plan.estimators == ("grpo", "slca") and plan.baseline == "grpo"
+    assert len(plan.levels) >= 3 and plan.levels[0].name == "none" and plan.seeds == tuple(range(DEFAULT_BUDGET.seeds))
+    assert parse("--quick").budget == QUICK_BUDGET
+    plan = parse("--quick", "--seeds", "4", "--steps", "7", "--eval-tasks", "9", "--noise", "none,std=1",
+                 "--estimators", "slca", "toolpo", "--set", "rl.lr=0.01")
+    assert (plan.budget.seeds, plan.budget.steps, plan.budget.eval_tasks) == (4, 7, 9)
+    assert plan.run_count() == 4 * 2 * 2 and plan.baseline == "slca" and plan.overrides == ("rl.lr=0.01",)
+    assert "rl.steps=7" in plan.budget_overrides() and "train.eval_every=4" in plan.budget_overrides()
+    assert StudyPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    for argv, message in ((("--seeds", "0"), "--seeds must be >= 1"), (("--estimators", "grpo", "grpo"), "given twice")):
+        with pytest.raises(ConfigError, match=message):
+            parse(*argv)
+
+
+def test_intervals_are_formatted_with_scale_sign_star_and_wins():
+    assert format_interval({"mean": 0.1234, "low": 0.1, "high": 0.15, "n": 5}, 100.0) == "12.3 [10.0, 15.0]"
+    assert format_interval({"mean": 0.02, "low": 0.01, "high": 0.04, "n": 5, "wins": 5}, 100.0, signed=True) == "+2.0 [+1.0, +4.0]* 5/5"
+    assert format_interval({"mean": 0.02, "low": -0.01, "high": 0.04, "n": 5}, 1.0, signed=True) == "+0.020 [-0.010, +0.040]"
+    assert format_interval({"mean": 0.5, "low": None, "high": None, "n": 1}) == "0.500 (n=1)"
+    assert format_interval(None) == "–"
+
+
+def fake_run(path, *, start, final, cosine):
+    """A finished RL run: held-out Name-F1 ``start`` → ``final``, a constant gradient cosine."""
+    path.mkdir(parents=True)
+    evals = [{"step": -1, "n": 8, "name_f1": start, "r_sum": 0.1}, {"step": 1, "n": 8, "name_f1": (start + final) / 2, "r_sum": 0.2},
+             {"step": 3, "n": 8, "name_f1": final, "r_sum": 0.3}]
+    (path / "summary.json").write_text(json.dumps({"estimator": path.parent.name, "steps": 4, "final_eval": evals[-1], "evals": evals}))
+    rows = [{"step": s, "reward/tool": 0.1 * s, "reward/summary": 0.2, "diag/grad_cosine_tool_summary": cosine} for s in range(4)]
+    rows.append({"step": 3, "reward/tool": 0.3, "reward/summary": 0.2, "diag/grad_cosine_tool_summary": cosine})  # replayed
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (path / "config.yaml").write_text(yaml.safe_dump({"rl": {"steps": 4, "prompts_per_step": 2}, "rollout": {"group_size": 3}}))
+
+
+def test_the_report_on_constructed_runs_has_the_known_answers(tmp_path):
+    levels = (NoiseLevel(), NoiseLevel(prob=1.0))
+    plan = StudyPlan(StudyBudget("demo-quick", seeds=4, noise="none,prob=1", steps=4, evals=2, eval_tasks=8), ("grpo", "slca"), levels)
+    seed_offset = [0.0, 0.2, -0.1, 0.3]  # shared by both estimators of a seed: pairing removes it
+    for seed, offset in enumerate(seed_offset):
+        for level, noise_cost in zip(levels, (0.0, 0.1)):
+            fake_run(run_dir(tmp_path, level, "grpo", seed), start=0.4, final=0.5 + offset - noise_cost, cosine=-0.2)
+            fake_run(run_dir(tmp_path, level, "slca", seed), start=0.4, final=0.55 + offset, cosine=0.1)
+    report = write_study_report(tmp_path, plan)
+    cells, compared = report["cells"], report["comparisons"]
+    grpo = cells["none"]["grpo"]
+    assert grpo["final"]["name_f1"]["mean"] == pytest.approx(0.5 + sum(seed_offset) / 4)
+    assert grpo["delta"]["name_f1"]["mean"] == pytest.approx(0.1 + sum(seed_offset) / 4)
+    assert grpo["grad_cosine"]["mean"] == pytest.approx(-0.2) and grpo["grad_cosine"]["low"] == pytest.approx(-0.2)
+    assert grpo["curves"]["name_f1"]["steps"] == [0, 2, 4]
+    assert grpo["training"]["reward/tool"]["steps"] == [0, 1, 2, 3]
+    # SLCA − GRPO is exactly 0.05 without noise and 0.15 with it, on every seed: zero-width CIs.
+    for level, gap in (("none", 0.05), ("prob1", 0.15)):
+        difference = compared["paired"][level]["slca - grpo"]["name_f1"]
+        assert difference["mean"] == pytest.approx(gap) and difference["low"] == pytest.approx(gap)
+        assert difference["wins"] == 4 and difference["seeds"] == [0, 1, 2, 3]
+    assert compared["noise_effect"]["grpo"]["prob1 - none"]["name_f1"]["mean"] == pytest.approx(-0.1)
+    assert compared["noise_effect"]["slca"]["prob1 - none"]["name_f1"]["high"] == pytest.approx(0.0)
+    assert compared["interaction"]["slca - grpo"]["prob1 - none"]["name_f1"]["mean"] == pytest.approx(0.1)
+    table = (tmp_path / "report.md").read_text()
+    assert "| p=1 · slca - grpo |" in table and "+15.0 [+15.0, +15.0]* 4/4" in table
+    assert report["settings"]["steps"] == 4 and report["settings"]["eval_tasks"] == 8
+    for chart in ("curves.png", "training.png", "noise_levels.png"):
+        assert (tmp_path / chart).stat().st_size > 5000
+    assert json.loads((tmp_path / "report.json").read_text())["metrics"][2] == "name_f1"
+
+
+TINY = ("data.n_train=40", "data.n_test=4", "sft.steps=4", "sft.batch_size=4", "rollout.group_size=3",
+        "rollout.max_response_tokens=48", "rollout.max_turns=2", "rl.prompts_per_step=2", "rl.mini_batch_prompts=2",
+        "rl.micro_batch_rollouts=6", "rl.diagnostics_every=1")
+
+
+@pytest.mark.slow
+def test_a_tiny_study_end_to_end_with_paired_prompts_and_resume(tmp_path, monkeypatch, capsys):
+    from slca_grpo.trainer.rl import RLTrainer
+
+    seen: dict[tuple, list[str]] = {}
+    original_step = RLTrainer.step
+
+    def recording_step(self, tasks, step_index):
+        key = (self.seed, self.reward_config.summary_noise_prob, self.config.estimator, step_index)
+        seen[key] = [t.id for t in tasks]
+        return original_step(self, tasks, step_index)
+
+    monkeypatch.setattr(RLTrainer, "step", recording_step)
+    out = tmp_path / "study"
+    argv = ["study", "--out", str(out), "--seeds", "2", "--steps", "2", "--eval-tasks", "2", "--noise", "none,std=0.5+prob=0.5",
+            *[arg for item in TINY for arg in ("--set", item)]]
+    assert main(argv) == 0
+    assert len(seen) == 2 * 2 * 2 * 2  # seeds × levels × estimators × steps
+    for (seed, prob, estimator, step), ids in seen.items():
+        # Pairing: both estimators of a seed, at every noise level, saw the same prompts.
+        assert ids == seen[(seed, 0.0, "grpo", step)]
+    assert seen[(0, 0.0, "grpo", 0)] != seen[(1, 0.0, "grpo", 0)]
+
+    report = json.loads((out / "report.json").read_text())
+    assert set(report) >= {"settings", "start_eval", "cells", "comparisons", "seconds", "metrics"}
+    assert set(report["cells"]) == {"none", "std0.5+prob0.5"}
+    cell = report["cells"]["std0.5+prob0.5"]["slca"]
+    assert cell["seeds"] == [0, 1] and cell["final"]["name_f1"]["n"] == 2
+    assert set(cell) >= {"final", "delta", "grad_cosine", "noise", "curves", "training"}
+    assert cell["curves"]["name_f1"]["steps"] == [0, 1, 2]
+    assert set(report["comparisons"]["paired"]["none"]["slca - grpo"]) == set(report["metrics"])
+    assert report["seconds"]["runs"] == 8
+    for name in ("report.md", "curves.png", "training.png", "noise_levels.png", "study.json", "sft/config.json"):
+        assert (out / name).exists(), name
+    noisy_metrics = (run_dir(out, NoiseLevel(0.5, 0.5), "grpo", 0) / "metrics.jsonl").read_text()
+    assert '"noise/std"' in noisy_metrics and '"reward/summary"' in noisy_metrics
+    assert '"noise/' not in (run_dir(out, NoiseLevel(), "grpo", 0) / "metrics.jsonl").read_text()
+    assert "[study] 8/8 std0.5+prob0.5/slca/seed-1" in capsys.readouterr().out
+
+    # Finished runs are skipped; runs made with other settings are refused, not mixed in.
+    seen.clear()
+    assert main(argv) == 0 and not seen
+    assert main([*argv, "--set", "rl.lr=0.123"]) == 2
+    assert "was run with other settings (rl.lr:" in capsys.readouterr().err
+    assert main([*argv, "--set", "sft.steps=5"]) == 2
+    assert "runs from an SFT checkpoint made with other settings" in capsys.readouterr().err
+    assert main(["study", "--report-only", "--out", str(out)]) == 0
+    assert main(["study", "--report-only", "--out", str(tmp_path / "nothing")]) == 2
+    assert main(["study", "--out", str(tmp_path / "x"), "--noise", "std=-1"]) == 2
+    assert "summary_noise_std must be >= 0" in capsys.readouterr().err

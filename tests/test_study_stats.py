@@ -1,0 +1,117 @@
+"""The study's statistics on constructed inputs whose answers are known."""
+
+import math
+
+import numpy as np
+import pytest
+
+from slca_grpo.study.stats import (
+    bootstrap_ci,
+    paired_difference_ci,
+    student_t_cdf,
+    student_t_quantile,
+    tail_levels,
+    unpaired_difference_ci,
+)
+
+
+def test_constant_values_give_a_zero_width_interval_at_the_value():
+    for expanded in (True, False):
+        interval = bootstrap_ci([0.42] * 5, expanded=expanded)
+        assert interval.mean == pytest.approx(0.42)
+        assert interval.low == pytest.approx(0.42) and interval.high == pytest.approx(0.42)
+        assert interval.n == 5
+
+
+def test_the_interval_holds_the_mean_is_seeded_and_widens_when_expanded():
+    values = [0.1, 0.5, 0.3, 0.9, 0.4]
+    interval = bootstrap_ci(values, seed=3)
+    assert interval.low <= np.mean(values) <= interval.high
+    assert interval == bootstrap_ci(values, seed=3)  # reproducible
+    plain = bootstrap_ci(values, seed=3, expanded=False)
+    assert interval.low < plain.low and interval.high > plain.high
+    # Never beyond the range of the values: a bootstrap mean cannot leave it.
+    assert min(values) <= interval.low and interval.high <= max(values)
+
+
+def test_one_value_has_no_interval_and_bad_input_is_refused():
+    interval = bootstrap_ci([0.7])
+    assert interval.mean == 0.7 and math.isnan(interval.low) and math.isnan(interval.high)
+    assert interval.to_dict() == {"mean": 0.7, "low": None, "high": None, "n": 1}
+    for bad in ([], [1.0, float("nan")]):
+        with pytest.raises(ValueError):
+            bootstrap_ci(bad)
+    with pytest.raises(ValueError, match="confidence"):
+        bootstrap_ci([1.0, 2.0], confidence=1.5)
+
+
+def test_curves_get_one_interval_per_point_from_the_same_resampled_seeds():
+    rows = np.random.default_rng(0).normal(size=(6, 4))
+    per_point = bootstrap_ci(rows, seed=11)
+    assert len(per_point) == 4
+    for column, interval in enumerate(per_point):
+        assert interval == bootstrap_ci(rows[:, column], seed=11)
+
+
+def test_a_known_shift_is_inside_the_paired_interval_which_excludes_zero():
+    rng = np.random.default_rng(1)
+    baseline = {seed: float(v) for seed, v in enumerate(rng.normal(0.4, 0.1, 10))}
+    treatment = {seed: v + 0.05 + float(rng.normal(0, 0.01)) for seed, v in baseline.items()}
+    difference = paired_difference_ci(treatment, baseline)
+    assert difference.interval.low < 0.05 < difference.interval.high
+    assert difference.interval.excludes_zero and difference.wins == 10
+    assert difference.seeds == tuple(range(10))
+
+
+def test_pairing_cancels_a_shared_per_seed_offset_that_the_unpaired_interval_keeps():
+    rng = np.random.default_rng(2)
+    offsets = rng.normal(0, 1.0, 8)  # what a seed's prompts do to both estimators alike
+    baseline = {s: float(o) for s, o in enumerate(offsets)}
+    treatment = {s: float(o) + 0.2 + float(rng.normal(0, 0.02)) for s, o in enumerate(offsets)}
+    paired = paired_difference_ci(treatment, baseline).interval
+    unpaired = unpaired_difference_ci(list(treatment.values()), list(baseline.values()))
+    assert paired.mean == pytest.approx(unpaired.mean)
+    assert paired.excludes_zero and not unpaired.excludes_zero
+    assert (paired.high - paired.low) < 0.1 * (unpaired.high - unpaired.low)
+
+
+def test_paired_differences_use_only_the_seeds_both_have():
+    difference = paired_difference_ci({0: 1.0, 1: 2.0, 2: 5.0}, {1: 1.0, 2: 1.0, 3: 9.0})
+    assert difference.seeds == (1, 2) and difference.differences == (1.0, 4.0)
+    with pytest.raises(ValueError, match="seeds present in both"):
+        paired_difference_ci({0: 1.0}, {1: 1.0})
+
+
+def coverage(n: int, expanded: bool, trials: int = 600) -> float:
+    rng = np.random.default_rng(n)
+    covered = 0
+    for trial in range(trials):
+        interval = bootstrap_ci(rng.normal(3.0, 2.0, n), resamples=2000, seed=trial, expanded=expanded)
+        covered += interval.low <= 3.0 <= interval.high
+    return covered / trials
+
+
+def test_coverage_on_normal_samples():
+    # With 5 seeds the plain percentile interval covers ~85%; the expanded one ~92%, close to the
+    # most any percentile interval of 5 values can (1 − 2·2⁻⁵ = 93.75%: it cannot leave their
+    # range, and the true mean lies outside it that often). With 12 seeds it is ~95%.
+    plain, expanded = coverage(5, expanded=False), coverage(5, expanded=True)
+    assert 0.78 <= plain <= 0.90
+    assert 0.87 <= expanded <= 0.97
+    assert expanded - plain >= 0.04
+    assert 0.91 <= coverage(12, expanded=True) <= 0.98
+
+
+def test_student_t_matches_known_quantiles():
+    for df, expected in ((1, 12.7062047), (2, 4.3026527), (4, 2.7764451), (10, 2.2281389), (30, 2.0422725)):
+        assert student_t_quantile(0.975, df) == pytest.approx(expected, abs=1e-6)
+        assert student_t_quantile(0.025, df) == pytest.approx(-expected, abs=1e-6)
+        assert student_t_cdf(expected, df) == pytest.approx(0.975, abs=1e-7)
+    assert student_t_cdf(0.0, 7) == 0.5
+    lower, upper = tail_levels(5, 0.95, expanded=True)
+    assert lower == pytest.approx(0.000954, abs=2e-6) and upper == pytest.approx(1 - lower)
+    assert tail_levels(5, 0.95, expanded=False) == pytest.approx((0.025, 0.975))
+    scipy_stats = pytest.importorskip("scipy.stats")
+    for df in (3, 6, 15):
+        for p in (0.6, 0.9, 0.999):
+            assert student_t_quantile(p, df) == pytest.approx(scipy_stats.t.ppf(p, df), rel=1e-8)
