@@ -159,6 +159,21 @@ def _compare_evaluations(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[
     return report
 
 
+def slot_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Markdown lines: argument accuracy (%) per slot kind (``slot/<kind>`` keys) per row; none if absent."""
+    from slca_grpo.eval.slots import SLOT_KINDS
+
+    kinds = [kind for kind in SLOT_KINDS if any(f"slot/{kind}" in summary for _, summary in rows)]
+    if not kinds:
+        return []
+    lines = ["", "Argument accuracy (%) by where the value comes from (docs/evaluation.md):", "",
+             "| Method | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
+    for name, summary in rows:
+        cells = [f"{100 * summary[f'slot/{k}']:.1f}" if f"slot/{k}" in summary else "–" for k in kinds]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str, Any]:
     rows: list[tuple[str, dict[str, Any]]] = []
     if runs and runs[0]["summary"].get("evals"):
@@ -180,6 +195,7 @@ def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str
     (out_dir / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     extra = ["", "| Method | grad-norm mean | grad-norm std |", "|---|---:|---:|"]
     extra += [f"| {r['name']} | {r['grad_norm_mean'] or 0:.4f} | {r['grad_norm_std'] or 0:.4f} |" for r in report["runs"]]
+    extra += slot_table(rows)
     (out_dir / "report.md").write_text(
         "# Held-out evaluation\n\n" + markdown_table(rows) + "\n".join(extra) + "\n", encoding="utf-8"
     )

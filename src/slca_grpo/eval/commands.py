@@ -72,6 +72,6 @@ def run_indomain(args: argparse.Namespace) -> int:
         item["response"] = trajectory.response_text
     out = Path(args.out)
     write_eval_report(out, items, summary, title=f"In-domain evaluation of {args.policy}", chart_keys=("success@0.9", "name_f1", "arg_match", "process"))
-    print(json.dumps({k: v for k, v in summary.items() if k != "by_kind"}, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("by_kind", "slots")}, indent=1))
     print(f"wrote {out}/per_item.jsonl, summary.json, report.md and metrics.png")
     return 0

@@ -19,6 +19,7 @@ from slca_grpo.rewards.batch import RewardBatch, compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge
 from slca_grpo.rewards.matching import call_signature, max_bipartite_matching, strict_call_match
+from slca_grpo.eval.slots import slot_accuracy, slot_results
 from slca_grpo.rollout.sampling import SamplingConfig
 from slca_grpo.types import Task, Trajectory
 
@@ -48,6 +49,7 @@ def item_metrics(trajectory: Trajectory, task: Task, reward: Any) -> dict[str, A
         "redundant_calls": len(calls) - matched,
         "repeat_calls": repeats,
         "truncated": trajectory.truncated,
+        "slots": [[kind, correct] for kind, correct in slot_results(task, calls)],
     }
     for threshold in SUCCESS_THRESHOLDS:
         item[f"success@{threshold}"] = float(half_score >= threshold - 1e-12)
@@ -61,16 +63,20 @@ AGGREGATED = (
 
 
 def aggregate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Means over items, overall and per task kind."""
+    """Means over items, overall and per task kind, and argument accuracy per slot kind
+    (``slots``: counts; ``slot/<kind>``: the accuracy, a scalar for curves)."""
     def means(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
         return {key: sum(float(r[key]) for r in rows) / len(rows) for key in AGGREGATED} if rows else {}
 
     by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for item in items:
         by_kind[str(item["kind"])].append(item)
+    slots = slot_accuracy(item.get("slots", ()) for item in items)
     return {
         "n": len(items),
         **means(items),
+        **{f"slot/{kind}": counts["accuracy"] for kind, counts in slots.items()},
+        "slots": slots,
         "no_call_rate": sum(bool(i["no_call"]) for i in items) / max(1, len(items)),
         "by_kind": {kind: {"n": len(rows), **means(rows)} for kind, rows in sorted(by_kind.items())},
     }

@@ -94,10 +94,10 @@ class StudyBudget:
         return max(1, math.ceil(self.steps / self.evals))
 
 
-# Sized from measured costs (docs/study.md, "Cost"): with demo-quick, SFT ≈ 195 s, an RL step
-# ≈ 2.8 s and a 40-task evaluation ≈ 2.2 s on one core, so quick ≈ 14 min and default ≈ 68 min.
-QUICK_BUDGET = StudyBudget(preset="demo-quick", seeds=3, noise="none,prob=1", steps=16, evals=2, eval_tasks=32)
-DEFAULT_BUDGET = StudyBudget(preset="demo-quick", seeds=5, noise="none,prob=0.5,prob=1", steps=40, evals=5, eval_tasks=40)
+# Sized from measured costs (docs/study.md, "Cost"): with demo-quick on 2 idle cores SFT ≈ 110 s,
+# an RL step ≈ 1.8 s and a 32-task evaluation ≈ 2 s, so quick ≈ 13 min and default ≈ 70 min.
+QUICK_BUDGET = StudyBudget(preset="demo-quick", seeds=5, noise="none,prob=1", steps=16, evals=2, eval_tasks=32)
+DEFAULT_BUDGET = StudyBudget(preset="demo-quick", seeds=5, noise="none,prob=0.5,prob=1", steps=60, evals=5, eval_tasks=64)
 
 
 @dataclass

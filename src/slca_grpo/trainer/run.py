@@ -303,7 +303,7 @@ def train(config: RunConfig, *, resume: bool = False, echo: bool = True) -> dict
 
     def evaluate(step: int) -> dict[str, Any]:
         items, summary = evaluate_loop(loop, eval_tasks, judge, config.reward, batch_size=config.train.eval_batch_size)
-        record = {"step": step, **{k: v for k, v in summary.items() if k != "by_kind"}}
+        record = {"step": step, **{k: v for k, v in summary.items() if k not in ("by_kind", "slots")}}
         history["evals"].append(record)
         logger.log(step, {f"eval/{k}": v for k, v in record.items() if k != "step"}, echo=echo)
         (out_dir / "eval_items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
