@@ -17,6 +17,7 @@ from statistics import NormalDist
 from typing import Any
 
 import numpy as np
+from scipy.stats import t as student_t
 
 DEFAULT_RESAMPLES = 10_000
 
@@ -38,48 +39,12 @@ class Interval:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
 
 
-def student_t_cdf(t: float, df: int) -> float:
-    """P(T ≤ t) for Student's t with an integer number of degrees of freedom (closed form)."""
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    theta = math.atan(abs(t) / math.sqrt(df))
-    cos2 = math.cos(theta) ** 2
-    if df % 2:  # odd: (2/π)(θ + sinθ·(cosθ + (2/3)cos³θ + …))
-        term, series = math.cos(theta), 0.0
-        for k in range(1, (df - 1) // 2 + 1):
-            series += term
-            term *= 2 * k / (2 * k + 1) * cos2
-        central = 2 / math.pi * (theta + math.sin(theta) * series)
-    else:  # even: sinθ·(1 + (1/2)cos²θ + (1·3)/(2·4)cos⁴θ + …)
-        term, series = 1.0, 0.0
-        for k in range((df - 2) // 2 + 1):
-            series += term
-            term *= (2 * k + 1) / (2 * k + 2) * cos2
-        central = math.sin(theta) * series
-    return 0.5 + math.copysign(central / 2, t)
-
-
-def student_t_quantile(p: float, df: int) -> float:
-    """The p-quantile of Student's t (bisection on the closed-form CDF)."""
-    if not 0 < p < 1:
-        raise ValueError(f"p must be in (0, 1), got {p}")
-    if p < 0.5:
-        return -student_t_quantile(1 - p, df)
-    low, high = 0.0, 1.0
-    while student_t_cdf(high, df) < p:
-        low, high = high, high * 2
-    for _ in range(100):
-        middle = (low + high) / 2
-        low, high = (middle, high) if student_t_cdf(middle, df) < p else (low, middle)
-    return (low + high) / 2
-
-
 def tail_levels(n: int, confidence: float, expanded: bool) -> tuple[float, float]:
     """The (lower, upper) quantile levels of the bootstrap distribution to read the interval at."""
     alpha = 1 - confidence
     if not expanded:
         return alpha / 2, 1 - alpha / 2
-    z = math.sqrt(n / (n - 1)) * student_t_quantile(1 - alpha / 2, n - 1)
+    z = math.sqrt(n / (n - 1)) * float(student_t.ppf(1 - alpha / 2, n - 1))
     lower = NormalDist().cdf(-z)
     return lower, 1 - lower
 
