@@ -79,7 +79,8 @@ def test_one_update_lowers_the_surrogate_loss_on_a_fixed_batch(tiny):
     assert metrics["train/learnable_tokens"] == float(batch.loss_mask.sum())
 
 
-def test_sft_lowers_the_loss_on_assistant_tokens_only(tiny):
+@pytest.mark.parametrize("bf16", [False, True])
+def test_sft_lowers_the_loss_on_assistant_tokens_only(tiny, bf16):
     from slca_grpo.data.synthetic import generate_tasks
 
     model, tokenizer = tiny
@@ -95,10 +96,14 @@ def test_sft_lowers_the_loss_on_assistant_tokens_only(tiny):
         assert set(example.loss_mask[: len(prompt)]) == {0}
         assert example.loss_mask[-1] == 1 and example.input_ids[-1] == formatter.end_of_turn_id
     before = float(sft_loss(model, examples, formatter.pad_id))
-    losses = train_sft(model, examples, SFTConfig(steps=8, batch_size=6, lr=5e-3, warmup_ratio=0.0, max_length=4096), pad_id=formatter.pad_id)
+    config = SFTConfig(steps=8, batch_size=6, lr=5e-3, warmup_ratio=0.0, max_length=4096, bf16=bf16)
+    losses = train_sft(model, examples, config, pad_id=formatter.pad_id)
     after = float(sft_loss(model, examples, formatter.pad_id))
-    assert losses[0] == pytest.approx(before, rel=1e-4)
+    # bf16 autocast rounds the matrix products, not the weights: the first loss is the float32 one
+    # to bf16 precision, and the weights and their updates stay float32.
+    assert losses[0] == pytest.approx(before, rel=1e-2 if bf16 else 1e-4)
     assert after < before
+    assert all(p.dtype == torch.float32 for p in model.parameters())
 
 
 def test_segment_gradient_diagnostics_split_the_policy_gradient(tiny):
@@ -195,6 +200,26 @@ def test_end_to_end_run_and_exact_resume(tmp_path):
         assert replayed[-1][key] == pytest.approx(original[key], rel=1e-5, abs=1e-7), key
     assert resumed["final_eval"]["score"] == pytest.approx(summary["final_eval"]["score"], abs=1e-9)
     assert json.loads((resumed_dir / "summary.json").read_text())["steps"] == 3
+
+
+@pytest.mark.slow
+def test_bf16_autocasts_rl_rollouts_but_not_evaluation_and_keeps_float32_weights(tmp_path, monkeypatch):
+    autocast_during_rollouts = []
+    run_rollouts = AgentLoop.run
+
+    def recording_run(self, *args, **kwargs):
+        autocast_during_rollouts.append(torch.is_autocast_enabled("cpu"))
+        return run_rollouts(self, *args, **kwargs)
+
+    monkeypatch.setattr(AgentLoop, "run", recording_run)
+    out_dir = tmp_path / "bf16"
+    train(smoke_config(out_dir, **{"rl.bf16": "true", "sft.bf16": "true", "rl.steps": 2}), echo=False)
+    steps = [m for m in read_metrics(out_dir / "metrics.jsonl") if "reward/score" in m]
+    assert len(steps) == 2 and all(m["train/grad_norm"] > 0 for m in steps)
+    # Held-out evaluation (before RL, and after the last step) runs in float32, the two RL steps' rollouts in bf16.
+    assert autocast_during_rollouts.count(True) == 2 and autocast_during_rollouts.count(False) >= 2
+    saved = json.loads((out_dir / "checkpoints" / "step-000001" / "model" / "config.json").read_text())
+    assert saved.get("dtype", saved.get("torch_dtype")) == "float32"
 
 
 def test_cli_reports_bad_configs_and_data_without_a_traceback(tmp_path, capsys):
