@@ -162,5 +162,10 @@ def test_a_tiny_study_end_to_end_with_paired_prompts_and_resume(tmp_path, monkey
     assert "runs from an SFT checkpoint made with other settings" in capsys.readouterr().err
     assert main(["study", "--report-only", "--out", str(out)]) == 0
     assert main(["study", "--report-only", "--out", str(tmp_path / "nothing")]) == 2
+    for broken in ('{"budget": {"x": 1}}', "[1, 2]"):
+        bad = tmp_path / "broken"
+        bad.mkdir(exist_ok=True)
+        (bad / "study.json").write_text(broken)
+        assert main(["study", "--report-only", "--out", str(bad)]) == 2
     assert main(["study", "--out", str(tmp_path / "x"), "--noise", "std=-1"]) == 2
     assert "summary_noise_std must be >= 0" in capsys.readouterr().err

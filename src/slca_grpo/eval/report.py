@@ -32,11 +32,9 @@ def write_eval_report(
         lines += [f"| {kind} | {c['n']} | {c['correct']} | {100 * c['accuracy']:.1f} |" for kind, c in slots.items()]
     (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-    import matplotlib
+    from slca_grpo.report import agg_pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = agg_pyplot()
     figure, axis = plt.subplots(figsize=(max(5, 1.4 * len(keys)), 3.5))
     axis.bar(keys, [100 * summary.get(k, 0.0) for k in keys], color="#4C72B0")
     axis.set(ylabel="%", ylim=(0, 100), title=title)

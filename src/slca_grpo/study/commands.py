@@ -69,7 +69,11 @@ def run_study_command(args: argparse.Namespace) -> int:
             saved = read_json(Path(args.out) / PLAN_FILE, None)
             if saved is None:
                 return _fail(f"{args.out} holds no {PLAN_FILE} (not a study folder?)")
-            write_study_report(args.out, StudyPlan.from_dict(saved))
+            try:
+                plan = StudyPlan.from_dict(saved)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                return _fail(f"{Path(args.out) / PLAN_FILE} is not a study plan (written by another version, or edited?)")
+            write_study_report(args.out, plan)
             print(f"wrote {args.out}/report.md, report.json and charts")
             return 0
         from slca_grpo.study.runner import run_study
