@@ -290,6 +290,9 @@ def test_cli_runs_the_oracle_and_refuses_unknown_specs(tmp_path, capsys):
     )
     assert args.func(args) == 2
     assert "excluded" in capsys.readouterr().err
+    args = parser.parse_args(["bfcl", "--policy", "smollm2", "--max-new-tokens", "0", "--out", str(tmp_path)])
+    assert args.func(args) == 2
+    assert "--max-new-tokens must be >= 1" in capsys.readouterr().err
     with pytest.raises(ValueError, match="not a checkpoint folder"):
         resolve_agent("hf:/nowhere")
     with pytest.raises(ValueError, match="unknown policy spec"):

@@ -1,4 +1,4 @@
-"""Advantage estimators (SPEC §5): hand-computed values, properties, the registry and its errors.
+"""Advantage estimators (docs/method.md §5): hand-computed values, properties, the registry and its errors.
 
 Notation in comments: mean and unbiased std of a group written out by hand, EPS = 1e-6.
 """

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+import torch
 
 from fake_openai import FakeReply, fake_openai  # noqa: F401  (fixture)
 from scripted import ScriptedLM
@@ -85,6 +86,27 @@ def test_hf_agent_answers_one_turn_and_stops_at_the_call():
     assert texts == [call] * 3
     answer = HFChatAgent(ScriptedLM(tokenizer, lambda p, t: "sunny<|im_end|>"), tokenizer)
     assert answer.respond([AgentRequest(messages=[{"role": "user", "content": "Paris?"}], tools=[])]) == ["sunny"]
+
+
+def test_hf_agent_samples_under_bf16_autocast_only_when_asked():
+    import functools
+
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    tokenizer = train_tokenizer([call + " sunny Paris weather"] * 20, vocab_size=400)
+    for bf16 in (False, True):
+        model = ScriptedLM(tokenizer, lambda prompt, turn: call)
+        seen = []
+        original = model.forward
+
+        @functools.wraps(original)
+        def forward(*args, _original=original, _seen=seen, **kwargs):
+            _seen.append(torch.is_autocast_enabled("cpu"))
+            return _original(*args, **kwargs)
+
+        model.forward = forward
+        agent = HFChatAgent(model, tokenizer, max_new_tokens=100, bf16=bf16)
+        assert agent.respond([AgentRequest(messages=[{"role": "user", "content": "Paris?"}], tools=[WEATHER])]) == [call]
+        assert seen and set(seen) == {bf16}
 
 
 def test_oracle_through_the_text_loop_scores_exact_calls():

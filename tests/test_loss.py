@@ -1,4 +1,4 @@
-"""The clipped policy loss (SPEC §6): hand values per clip region, KL, masking, accumulation."""
+"""The clipped policy loss (docs/method.md §6): hand values per clip region, KL, masking, accumulation."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_clip_and_dual_clip_regions_match_hand_values() -> None:
 
 
 def reference_token_loss(advantage: float, log_ratio: float, clip: float, dual: float) -> float:
-    """Scalar restatement of SPEC §6 / the verl convention for one token."""
+    """Scalar restatement of docs/method.md §6 / the verl convention for one token."""
     ratio = math.exp(min(max(log_ratio, -20.0), 20.0))
     loss = max(-advantage * ratio, -advantage * min(max(ratio, 1 - clip), 1 + clip))
     if advantage < 0:

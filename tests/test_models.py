@@ -260,6 +260,12 @@ def test_smollm2_loads_generates_and_saves(tmp_path: Path, suite):
     with torch.no_grad():
         assert torch.equal(model(short).logits, reloaded(short).logits)
     assert reloaded_tok.chat_template == tok.chat_template
+    # The trainer's atomic save (SFT result, RL checkpoints) takes the GGUF-loaded model too.
+    from slca_grpo.trainer.checkpoint import save_pretrained_atomic
+
+    atomic, _ = load_model(save_pretrained_atomic(model, tok, tmp_path / "sft"))
+    with torch.no_grad():
+        assert torch.equal(model(short).logits, atomic(short).logits)
     # The trainer's fast log-prob paths (output head at learnable tokens only, each shared prompt
     # run once) hold on this Llama architecture too.
     from slca_grpo.trainer.batch import pad_sequences, token_logprobs

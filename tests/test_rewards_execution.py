@@ -1,4 +1,4 @@
-"""The execution reward R_tool (SPEC §4), with hand-computed values."""
+"""The execution reward R_tool (docs/method.md §4), with hand-computed values."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def test_each_prediction_is_used_once():
 
 
 def test_no_gold_arguments_gives_full_key_value_even_without_predictions():
-    # SPEC order: "1 when no gold call has arguments" is applied before "0 when nothing predicted".
+    # The paper's order (docs/method.md §4): "1 when no gold call has arguments" is applied before "0 when nothing predicted".
     task = weather_task(gold=[[ToolCall("get_time", {})]])
     r = execution_reward("I do not know.", task)
     assert (r.fmt, r.name_f1, r.key, r.value, r.parallel) == (0.0, 0.0, 1.0, 1.0, 0.0)

@@ -1,4 +1,4 @@
-"""HierR (SPEC §4): the gate, the summary rules, judge failures and the irrelevant-task fix."""
+"""HierR (docs/method.md §4): the gate, the summary rules, judge failures and the irrelevant-task fix."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def test_loose_equal_matches(a, b):
         ("02139", "2139"),  # two strings never compare as numbers
         ("three", 3),
         (True, 2),
-        (True, "yes"),  # only "true"/1 stand for True (SPEC)
+        (True, "yes"),  # only "true"/1 stand for True (docs/method.md §4)
         (False, "true"),
         (True, False),
         ([1, 2], [2, 1]),  # list order is kept

@@ -1,4 +1,4 @@
-"""ToolPO (R_succ, R_action) and RLTR planner rewards (SPEC §5), hand-computed."""
+"""ToolPO (R_succ, R_action) and RLTR planner rewards (docs/method.md §5), hand-computed."""
 
 from __future__ import annotations
 

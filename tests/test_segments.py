@@ -1,4 +1,4 @@
-"""Segmentation of a response mask into tool / summary segments (SPEC §3)."""
+"""Segmentation of a response mask into tool / summary segments (docs/method.md §3)."""
 
 from __future__ import annotations
 

@@ -152,7 +152,7 @@ def test_config_loading_checks_keys_and_types(tmp_path):
     bad.write_text("rl: [1, 2\n")
     with pytest.raises(ConfigError, match="invalid YAML"):
         load_yaml_config(RunConfig, bad)
-    for preset in ("demo", "demo-quick", "smollm2", "qwen2.5-7b"):
+    for preset in ("demo", "demo-quick", "demo-smollm2", "smollm2", "qwen2.5-7b"):
         load_yaml_config(RunConfig, resolve_config_path(preset))
     # Values that would only fail deep into a run are refused when the config is loaded.
     for override, message in (("sft.bucket_batches=0", "sft: bucket_batches must be >= 1"),
@@ -236,6 +236,8 @@ def test_cli_reports_bad_configs_and_data_without_a_traceback(tmp_path, capsys):
     assert "No such file" in capsys.readouterr().err
     assert main(["demo", "--quick", "--estimators", "nope", "--out", str(tmp_path / "demo")]) == 2
     assert not (tmp_path / "demo" / "sft").exists()  # refused before any training
+    assert main(["demo", "--model", "smollm2", "--quick", "--out", str(tmp_path / "demo")]) == 2
+    assert not (tmp_path / "demo" / "sft").exists()
     assert main(["train", "no-such-preset"]) == 2
 
 
@@ -333,3 +335,14 @@ def test_rollouts_sharing_a_prompt_run_it_once_with_the_same_logprobs_and_gradie
     assert torch.allclose(shared, full, atol=1e-5)
     assert all(torch.allclose(a, p.grad, atol=1e-5) for a, p in zip(shared_grads, model.parameters()))
     model.zero_grad()
+
+
+def test_demo_presets_by_model_and_size():
+    from slca_grpo.demo import demo_config, demo_preset
+
+    assert [demo_preset(q, m) for q, m in ((True, "tiny"), (False, "tiny"), (False, "smollm2"))] == [
+        "demo-quick", "demo", "demo-smollm2"]
+    smol = demo_config(False, model="smollm2")
+    assert smol.model.name == "smollm2" and smol.sft.bf16 and smol.rl.bf16
+    with pytest.raises(ConfigError, match="demo model must be one of"):
+        demo_preset(False, "gpt2")

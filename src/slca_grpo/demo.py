@@ -1,8 +1,9 @@
-"""``slca demo``: SFT a tiny model once, then RL it with each estimator from that same start.
+"""``slca demo``: SFT a model once, then RL it with each estimator from that same start.
 
 Every estimator gets the same SFT checkpoint, seeds, prompts per step and step budget; the
-report compares their held-out metrics and learning curves. Quick mode (GRPO vs SLCA) fits in
-about ten minutes on two CPU cores; full mode adds ToolPO and RLTR and trains longer.
+report compares their held-out metrics and learning curves. On the tiny model, quick mode (GRPO
+vs SLCA) fits in about ten minutes on two CPU cores and full mode adds ToolPO and RLTR and trains
+longer; ``model="smollm2"`` runs GRPO vs SLCA on SmolLM2-135M-Instruct in about an hour.
 """
 
 from __future__ import annotations
@@ -13,23 +14,35 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.config import load_yaml_config
+from slca_grpo.config import ConfigError, load_yaml_config
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.report import compare_runs
 from slca_grpo.trainer.run import RunConfig, ensure_sft
 
 QUICK_ESTIMATORS = ("grpo", "slca")
 FULL_ESTIMATORS = ("grpo", "slca", "toolpo", "rltr")
+DEMO_MODELS = ("tiny", "smollm2")
 
 
-def demo_config(quick: bool, overrides: tuple[str, ...] = ()) -> RunConfig:
-    return load_yaml_config(RunConfig, resolve_config_path("demo-quick" if quick else "demo"), overrides)
+def demo_preset(quick: bool, model: str = "tiny") -> str:
+    if model not in DEMO_MODELS:
+        raise ConfigError(f"demo model must be one of {', '.join(DEMO_MODELS)}, got {model!r}")
+    if model == "smollm2":
+        if quick:
+            raise ConfigError("--quick applies to the tiny model; the SmolLM2 demo has one size")
+        return "demo-smollm2"
+    return "demo-quick" if quick else "demo"
+
+
+def demo_config(quick: bool, overrides: tuple[str, ...] = (), model: str = "tiny") -> RunConfig:
+    return load_yaml_config(RunConfig, resolve_config_path(demo_preset(quick, model)), overrides)
 
 
 def run_demo(
     out_dir: str | Path,
     *,
     quick: bool = False,
+    model: str = "tiny",
     estimators: tuple[str, ...] | None = None,
     overrides: tuple[str, ...] = (),
     echo: bool = True,
@@ -39,8 +52,8 @@ def run_demo(
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    base = demo_config(quick, overrides)
-    estimators = estimators or (QUICK_ESTIMATORS if quick else FULL_ESTIMATORS)
+    base = demo_config(quick, overrides, model)
+    estimators = estimators or (FULL_ESTIMATORS if model == "tiny" and not quick else QUICK_ESTIMATORS)
     check_estimators(estimators)
 
     sft_dir = ensure_sft(base, out_dir, announce="[demo]" if echo else None)
@@ -61,6 +74,7 @@ def run_demo(
     report = compare_runs(run_dirs, out_dir)
     report["seconds"] = {"total": time.perf_counter() - started, "sft": sft_seconds}
     report["mode"] = "quick" if quick else "full"
+    report["model"] = model
     (out_dir / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     if echo:
         print((out_dir / "report.md").read_text(encoding="utf-8"))

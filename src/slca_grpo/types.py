@@ -40,7 +40,7 @@ def tool_function(schema: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class Task:
-    """A training or evaluation prompt with its tools and gold calls (SPEC §2)."""
+    """A training or evaluation prompt with its tools and gold calls (docs/method.md §2)."""
 
     id: str
     messages: list[dict[str, Any]]
@@ -121,7 +121,7 @@ class Turn:
 
 @dataclass
 class Trajectory:
-    """One rollout, token-exact (SPEC §2).
+    """One rollout, token-exact (docs/method.md §2).
 
     ``response_ids`` holds sampled tokens and injected tool-response tokens in order;
     ``response_mask`` is 1 for sampled tokens and 0 for injected ones; ``logprobs`` has one entry

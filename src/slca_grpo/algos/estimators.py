@@ -1,4 +1,4 @@
-"""The built-in advantage estimators (SPEC §5): ``grpo``, ``slca``, ``toolpo``, ``rltr``.
+"""The built-in advantage estimators (docs/method.md §5): ``grpo``, ``slca``, ``toolpo``, ``rltr``.
 
 Each one computes a few per-rollout scalars with the grouped helpers in :mod:`.grouping`, then
 :func:`route_by_segment` places them on the tokens in a single gather pass over ``[B, T]``.

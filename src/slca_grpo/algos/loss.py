@@ -1,4 +1,4 @@
-"""The clipped policy-gradient loss shared by every estimator (SPEC §6)."""
+"""The clipped policy-gradient loss shared by every estimator (docs/method.md §6)."""
 
 from __future__ import annotations
 

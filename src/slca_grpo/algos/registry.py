@@ -36,7 +36,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class AdvantageConfig:
-    """Knobs shared by the estimators (SPEC §5 defaults)."""
+    """Knobs shared by the estimators (docs/method.md §5 defaults)."""
 
     eps: float = 1e-6  # added to the group std before dividing
     norm_std: bool = True  # False: only subtract the group mean (Dr.GRPO)

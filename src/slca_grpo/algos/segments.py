@@ -1,4 +1,4 @@
-"""Segment codes and the split of a response into tool and summary segments (SPEC §3).
+"""Segment codes and the split of a response into tool and summary segments (docs/method.md §3).
 
 A response's learnable tokens (``response_mask == 1``) come in maximal runs: one per assistant turn,
 separated by injected tool responses (mask 0). The last run is the *summary* segment, all earlier

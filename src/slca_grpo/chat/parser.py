@@ -80,7 +80,7 @@ class ParsedResponse:
 
     @property
     def format_score(self) -> float:
-        """Valid blocks over max(open, close) tags; 0 when there are no tags (SPEC §4 ``fmt``)."""
+        """Valid blocks over max(open, close) tags; 0 when there are no tags (docs/method.md §4 ``fmt``)."""
         denominator = max(self.n_open, self.n_close)
         return len(self.valid_blocks) / denominator if denominator else 0.0
 

@@ -1,4 +1,4 @@
-"""Loading and validating tasks (SPEC §2) from JSONL files.
+"""Loading and validating tasks (docs/method.md §2) from JSONL files.
 
 A bad row raises ``TaskFormatError`` naming the file, the line and the problem, or, with
 ``on_error="skip"``, is skipped and counted in the returned ``LoadReport``.

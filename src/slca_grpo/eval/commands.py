@@ -14,7 +14,7 @@ def register(subparsers: Any) -> None:
     eval_subparsers = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
 
     indomain = eval_subparsers.add_parser(
-        "indomain", help="SPEC §8 metrics on a task file over the training stack's agent loop and simulator"
+        "indomain", help="the paper's in-domain metrics on a task file over the training stack's agent loop and simulator"
     )
     indomain.add_argument("--policy", required=True, help="oracle, hf:PATH, smollm2 or openai:BASE_URL#MODEL")
     indomain.add_argument("--tasks", required=True, help="a JSONL task file, or 'synthetic' for the built-in test split")

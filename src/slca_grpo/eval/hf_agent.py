@@ -31,6 +31,7 @@ class HFChatAgent:
         temperature: float = 0.0,
         batch_size: int = 8,
         seed: int = 0,
+        bf16: bool = False,
     ):
         self.name = name
         self.model = model.eval()
@@ -40,6 +41,7 @@ class HFChatAgent:
         self.max_prompt_tokens = max_prompt_tokens or max(64, limit - max_new_tokens)
         self.sampling = SamplingConfig(temperature=temperature)
         self.batch_size = batch_size
+        self.bf16 = bf16  # bfloat16 autocast while sampling (weights stay as loaded)
         self.generator = torch.Generator().manual_seed(seed)
         self.prompts_truncated = 0
         self.last_token_counts: list[int] = []  # tokens generated per request of the last call
@@ -56,18 +58,19 @@ class HFChatAgent:
         self.last_token_counts = []
         for start in range(0, len(requests), self.batch_size):
             chunk = requests[start:start + self.batch_size]
-            generations = sample(
-                self.model,
-                [self._prompt(r) for r in chunk],
-                max_new_tokens=self.max_new_tokens,
-                config=self.sampling,
-                stop_token_ids=self.formatter.stop_token_ids,
-                pad_id=self.formatter.pad_id,
-                stop_strings=(TOOL_CALL_STOP,),
-                decode=self.formatter.decode,
-                encode=self.formatter.encode,
-                generator=self.generator,
-            )
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                generations = sample(
+                    self.model,
+                    [self._prompt(r) for r in chunk],
+                    max_new_tokens=self.max_new_tokens,
+                    config=self.sampling,
+                    stop_token_ids=self.formatter.stop_token_ids,
+                    pad_id=self.formatter.pad_id,
+                    stop_strings=(TOOL_CALL_STOP,),
+                    decode=self.formatter.decode,
+                    encode=self.formatter.encode,
+                    generator=self.generator,
+                )
             for generation in generations:
                 ids = generation.token_ids
                 self.last_token_counts.append(len(ids))

@@ -1,4 +1,4 @@
-"""In-domain metrics (SPEC §8) over rollouts of the training stack's agent loop and simulator.
+"""In-domain metrics (docs/method.md §8) over rollouts of the training stack's agent loop and simulator.
 
 Success@τ = 1[(R_tool + R_sum) / 2 ≥ τ]; Name-F1 and ArgMatch = (key + value) / 2 from the
 execution reward; Process = R_tool; cost = calls, assistant turns and generated tokens per task;

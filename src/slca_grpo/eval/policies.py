@@ -29,7 +29,7 @@ def resolve_model_agent(spec: str, **options: Any) -> Any:
         if spec.startswith("hf:") and not os.path.isdir(source):
             raise UnknownPolicySpec(f"{source!r} is not a checkpoint folder")
         model, tokenizer = load_model(source)
-        return HFChatAgent(model, tokenizer, name=spec, **{k: v for k, v in options.items() if k in ("max_new_tokens", "batch_size", "temperature")})
+        return HFChatAgent(model, tokenizer, name=spec, **{k: v for k, v in options.items() if k in ("max_new_tokens", "batch_size", "temperature", "bf16")})
     if spec.startswith("openai:"):
         from slca_grpo.eval.openai_agent import OpenAIChatAgent
 

@@ -1,4 +1,4 @@
-"""Completeness checkers for the RLTR planner reward (SPEC §5): does a plan of tool calls cover
+"""Completeness checkers for the RLTR planner reward (docs/method.md §5): does a plan of tool calls cover
 the user's request? ``check`` returns N verdicts (0/1) whose mean is ``R_comp``; failures are
 counted and read as "not complete", never raised. The LLM checker is in ``openai_checker.py``."""
 

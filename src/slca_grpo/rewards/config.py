@@ -1,4 +1,4 @@
-"""Typed configuration of every reward (HierR, ToolPO, RLTR) and of the judges (SPEC §4, §5)."""
+"""Typed configuration of every reward (HierR, ToolPO, RLTR) and of the judges (docs/method.md §4, §5)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _check_finite(owner: str, name: str, value: Any) -> None:
 
 @dataclass
 class ExecutionWeights:
-    """Weights of the execution reward ``R_tool`` (SPEC §4); the defaults sum to 1 so R_tool ∈ [0, 1]."""
+    """Weights of the execution reward ``R_tool`` (docs/method.md §4); the defaults sum to 1 so R_tool ∈ [0, 1]."""
 
     fmt: float = 0.10
     name: float = 0.25
@@ -47,14 +47,14 @@ class RewardConfig:
     weights: ExecutionWeights = field(default_factory=ExecutionWeights)
     omission_penalty: float = -0.5
     min_answer_chars: int = 10
-    # SPEC §4 [beyond]: on irrelevant tasks, judge a correct abstention and give a call R_sum = 0.
+    # Beyond the paper (docs/method.md §4): on irrelevant tasks, judge a correct abstention and give a call R_sum = 0.
     irrelevant_fix: bool = False
-    # RLTR (SPEC §5)
+    # RLTR (docs/method.md §5)
     rltr_checks: int = 3
     rltr_repeat_penalty: float = -0.1
     rltr_error_penalty: float = -0.2
     rltr_format_penalty: float = -1.0
-    # ToolPO (SPEC §5): R_succ by the gold rule or by the judge (rating >= threshold).
+    # ToolPO (docs/method.md §5): R_succ by the gold rule or by the judge (rating >= threshold).
     toolpo_success: str = "gold"
     toolpo_judge_threshold: int = 4
     # Edge parts, built by ``slca_grpo.rewards.factory``.

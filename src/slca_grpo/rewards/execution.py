@@ -1,4 +1,4 @@
-"""The execution reward ``R_tool`` of HierR (SPEC §4): format, names, keys, values, parallelism.
+"""The execution reward ``R_tool`` of HierR (docs/method.md §4): format, names, keys, values, parallelism.
 
 Pure arithmetic over a parsed response and a task; no I/O.
 """
@@ -28,7 +28,7 @@ class ExecutionReward:
 
     @property
     def arg_match(self) -> float:
-        """SPEC §8 ArgMatch = (key + value) / 2."""
+        """ArgMatch (docs/method.md §8) = (key + value) / 2."""
         return (self.key + self.value) / 2
 
     def to_dict(self) -> dict[str, float]:
@@ -67,9 +67,9 @@ def name_f1(predicted: list[str], gold: list[str]) -> float:
 
 
 def key_value_scores(predicted: list[ToolCall], gold: list[ToolCall]) -> tuple[float, float]:
-    """Greedy argument matching (SPEC §4) → (key, value).
+    """Greedy argument matching (docs/method.md §4) → (key, value).
 
-    Rule order, as SPEC lists it: (1) no gold call has arguments → (1, 1), whatever was predicted;
+    Rule order, as the paper lists it (docs/method.md §4): (1) no gold call has arguments → (1, 1), whatever was predicted;
     (2) nothing predicted → (0, 0). Otherwise each gold call with arguments, in order, takes the
     unused predicted call of the same name with the largest key+value (first on ties); an unmatched
     gold call scores (0, 0); the scores are averaged over the gold calls with arguments.
@@ -115,7 +115,7 @@ def parallel_score(parsed: ParsedResponse, task: Task) -> float:
 def execution_reward(
     text_or_parsed: str | ParsedResponse, task: Task, weights: ExecutionWeights | None = None
 ) -> ExecutionReward:
-    """R_tool = w_fmt·fmt + w_name·nameF1 + w_key·key + w_value·value + w_par·parallel (SPEC §4).
+    """R_tool = w_fmt·fmt + w_name·nameF1 + w_key·key + w_value·value + w_par·parallel (docs/method.md §4).
 
     ``fmt`` = valid blocks / max(#open, #close) (0 without tags), where a block is valid when every
     call in it names one of the task's tools with an object of arguments.

@@ -1,4 +1,4 @@
-"""HierR (SPEC §4): the omission gate, the execution reward R_tool and the preference reward R_sum.
+"""HierR (docs/method.md §4): the omission gate, the execution reward R_tool and the preference reward R_sum.
 
 Split in two pure steps around the judge so that a batch can send all its judge requests at once:
 ``plan_hierr`` decides everything that needs no judge and says what (if anything) to ask it;

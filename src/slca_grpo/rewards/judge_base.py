@@ -1,4 +1,4 @@
-"""The judge interface (SPEC §4 preference reward): rate a final answer 1..5 or report a failure.
+"""The judge interface (docs/method.md §4 preference reward): rate a final answer 1..5 or report a failure.
 
 Every public entry point (``rate``, ``arate``, ``rate_many``) counts calls and failures and never
 raises: a broken judge costs a step its summary reward, not the step itself.

@@ -123,7 +123,7 @@ def _loose_equal(a: Any, b: Any) -> bool:
 
 
 def loose_equal(a: Any, b: Any) -> bool:
-    """SPEC §4 loose equality of two argument values; symmetric, reflexive, never raises.
+    """Loose equality (docs/method.md §4) of two argument values; symmetric, reflexive, never raises.
 
     - strings: trimmed, case-insensitive (two strings never compare as numbers: "02139" != "2139");
     - numbers: equal within 1e-9; a numeric string equals a number ("3" == 3);

@@ -1,4 +1,4 @@
-"""An LLM completeness checker for RLTR over an OpenAI-compatible endpoint (SPEC §5)."""
+"""An LLM completeness checker for RLTR over an OpenAI-compatible endpoint (docs/method.md §5)."""
 
 from __future__ import annotations
 

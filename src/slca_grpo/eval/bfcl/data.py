@@ -8,7 +8,7 @@ from typing import Any
 
 from slca_grpo.eval.bfcl.env import load_bfcl
 
-# The 13 categories the paper reports (SPEC §8), under bfcl-eval's file names.
+# The 13 categories the paper reports (docs/method.md §8), under bfcl-eval's file names.
 PAPER_CATEGORIES: tuple[str, ...] = (
     "simple_python",
     "multiple",
