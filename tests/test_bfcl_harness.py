@@ -138,6 +138,10 @@ def test_excluded_and_unknown_categories_are_refused_with_a_reason():
     with pytest.raises(UnsupportedCategoryError, match="unknown BFCL category"):
         resolve_categories(["simple_cobol"])
     assert resolve_categories(["simple", "java", "simple_python"]) == ["simple_python", "simple_java"]
+    # Comma lists, as bfcl's own CLI takes them, mixed with separate names.
+    assert resolve_categories(["simple_python,multiple", "java,"]) == ["simple_python", "multiple", "simple_java"]
+    with pytest.raises(UnsupportedCategoryError, match="unknown BFCL category 'nope'"):
+        resolve_categories(["simple,nope"])
     assert resolve_categories(None) == list(PAPER_CATEGORIES)
     assert set(EXCLUDED_CATEGORIES).isdisjoint(PAPER_CATEGORIES)
 

@@ -203,3 +203,15 @@ def test_no_tool_list_or_call_makes_the_simulator_raise(tools, name, arguments, 
     assert isinstance(obs.text, str) and obs.text
     if obs.error is None:
         json.loads(obs.text)
+
+
+def test_a_backend_that_answers_nothing_is_refused_when_defined():
+    with pytest.raises(TypeError, match="must override Backend.generate"):
+        class Silent(Backend):  # noqa: F841  (the class statement itself must fail)
+            name = "silent"
+
+    class AsyncOnly(Backend):
+        async def agenerate(self, request):
+            return BackendResult(text="{}", data={})
+
+    assert AsyncOnly().generate(None).data == {}  # the sync default runs the async one

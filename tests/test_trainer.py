@@ -77,6 +77,14 @@ def test_one_update_lowers_the_surrogate_loss_on_a_fixed_batch(tiny):
     # Masked tokens received no credit: their log-probs moved only through shared weights, and the
     # learnable-token count is exactly the mask's.
     assert metrics["train/learnable_tokens"] == float(batch.loss_mask.sum())
+    # The per-segment numbers the loss computed are kept: token counts per segment add up, and the
+    # token-weighted mean advantage per segment is the batch's.
+    for code, segment in ((1, "tool"), (2, "summary")):
+        in_segment = batch.segment_ids == code
+        assert metrics[f"train/{segment}_tokens"] == float(in_segment.sum())
+        expected = float(advantages[in_segment].sum() / in_segment.sum().clamp(min=1))
+        assert metrics[f"train/adv_token_mean/{segment}"] == pytest.approx(expected, abs=1e-6)
+    assert metrics["train/tool_tokens"] + metrics["train/summary_tokens"] == metrics["train/learnable_tokens"]
 
 
 @pytest.mark.parametrize("bf16", [False, True])

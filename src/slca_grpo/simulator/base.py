@@ -36,10 +36,19 @@ class BackendResult:
 
 
 class Backend:
-    """Answers calls. Override ``generate`` (sync backends) or ``agenerate`` (async ones)."""
+    """Answers calls. Override ``generate`` (sync backends) or ``agenerate`` (async ones).
+
+    The defaults call each other, so a subclass that overrides neither is refused when it is
+    defined, not when its first call recurses.
+    """
 
     name: str = "backend"
     is_async: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.generate is Backend.generate and cls.agenerate is Backend.agenerate:
+            raise TypeError(f"{cls.__name__} must override Backend.generate (sync) or Backend.agenerate (async)")
 
     def cache_identity(self) -> dict[str, Any]:
         """What, beside the call and the session, decides the answer (goes into the cache key)."""

@@ -197,6 +197,8 @@ class RLTrainer:
         self.model.train()
         totals: dict[str, float] = {}
         token_total = 0.0
+        segment_tokens = {"tool": 0.0, "summary": 0.0}
+        segment_advantage = {"tool": 0.0, "summary": 0.0}
         grad_norms = []
         for _ in range(config.ppo_epochs):
             prompt_order = torch.randperm(prompts, generator=generator)
@@ -221,12 +223,20 @@ class RLTrainer:
                     for key in ("pg_loss", "kl", "clip_frac", "dual_clip_frac", "approx_kl", "ratio_mean"):
                         if key in metrics:
                             totals[key] = totals.get(key, 0.0) + metrics[key] * weight
+                    for segment in segment_tokens:
+                        count = metrics[f"tokens/{segment}"]
+                        segment_tokens[segment] += count
+                        segment_advantage[segment] += metrics[f"adv_mean/{segment}"] * count
                 grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)))
                 self.optimizer.step()
                 self.scheduler.step()
         out = {f"train/{k}": v / max(token_total, 1.0) for k, v in totals.items()}
         out["train/grad_norm"] = sum(grad_norms) / len(grad_norms)
         out["train/learnable_tokens"] = token_total / config.ppo_epochs
+        for segment, count in segment_tokens.items():
+            # Token-weighted, unlike adv/* (one value per rollout): what the loss actually saw.
+            out[f"train/adv_token_mean/{segment}"] = segment_advantage[segment] / max(count, 1.0)
+            out[f"train/{segment}_tokens"] = count / config.ppo_epochs
         return out
 
     def _diagnostics(self, batch: TokenBatch, advantages: torch.Tensor) -> dict[str, float]:

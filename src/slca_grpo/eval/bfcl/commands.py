@@ -63,7 +63,7 @@ def register_bfcl(eval_subparsers: Any) -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         metavar="CATEGORY",
-        help="BFCL categories or aliases (simple, java, javascript, ...); default: the paper's 13",
+        help="BFCL categories or aliases (simple, java, javascript, ...), space- or comma-separated; default: the paper's 13",
     )
     parser.add_argument("--limit", type=int, default=None, help="first N entries of each category")
     parser.add_argument(

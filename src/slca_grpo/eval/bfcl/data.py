@@ -72,7 +72,11 @@ def resolve_category(name: str) -> str:
 
 
 def resolve_categories(names: list[str] | tuple[str, ...] | None) -> list[str]:
-    """Resolved, de-duplicated categories in the given order; ``None`` means the paper's 13."""
+    """Resolved, de-duplicated categories in the given order; ``None`` means the paper's 13.
+
+    Each name may also be a comma list, as bfcl's own CLI takes them (``simple_python,multiple``).
+    """
+    names = [part for name in names or () for part in name.split(",") if part.strip()]
     if not names:
         return list(PAPER_CATEGORIES)
     resolved: list[str] = []
