@@ -22,7 +22,10 @@ def register(subparsers: Any) -> None:
     indomain.add_argument("--max-turns", type=int, default=4)
     indomain.add_argument("--judge", default="rule", help="summary judge: 'rule' or 'openai:BASE_URL#MODEL'")
     indomain.add_argument("--simulator", default="schema", help="'schema' (offline) or a serve-sim URL (http://...)")
-    indomain.add_argument("--simulator-token", default=None, help="bearer token of a serve-sim service")
+    indomain.add_argument("--simulator-token-file", metavar="FILE",
+                          help="file holding the serve-sim service's bearer token (default: $SLCA_SIM_TOKEN)")
+    indomain.add_argument("--simulator-token", default=None,
+                          help="deprecated: shows the token in ps; use --simulator-token-file or $SLCA_SIM_TOKEN")
     indomain.add_argument("--out", default="runs/eval-indomain")
     indomain.set_defaults(func=run_indomain)
 
@@ -56,6 +59,13 @@ def run_indomain(args: argparse.Namespace) -> int:
             tasks = load_tasks(args.tasks, limit=args.limit).tasks
         agent = TaskOracleAgent(tasks) if args.policy == "oracle" else resolve_model_agent(args.policy)
         judge = make_judge(args.judge)
+        simulator_token = None
+        if args.simulator != "schema":
+            from slca_grpo.secrets import resolve_secret
+            from slca_grpo.simulator.client import TOKEN_ENV
+
+            simulator_token = resolve_secret(file=args.simulator_token_file, file_flag="--simulator-token-file",
+                                             env=(TOKEN_ENV,), flag_value=args.simulator_token, flag="--simulator-token")
     except (OSError, TaskFormatError, UnknownPolicySpec, ValueError) as exc:
         return _fail(str(exc))
     if args.simulator == "schema":
@@ -65,7 +75,7 @@ def run_indomain(args: argparse.Namespace) -> int:
     else:
         from slca_grpo.simulator import SimulatorClient
 
-        simulator = SimulatorClient(args.simulator, token=args.simulator_token)
+        simulator = SimulatorClient(args.simulator, token=simulator_token)
     trajectories = run_text_episodes(agent, tasks, ToolEnvironment(simulator), max_turns=args.max_turns)
     items, summary, _ = score_trajectories(trajectories, tasks, judge)
     for item, trajectory in zip(items, trajectories):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from slca_grpo.secrets import SecretError, resolve_secret
 
 TOKEN_ENV = "SLCA_SIM_TOKEN"
 
@@ -44,8 +45,9 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument(
-        "--token", default=None, help=f"bearer token clients must send (default: ${TOKEN_ENV})"
+        "--token-file", metavar="FILE", help=f"file holding the bearer token clients must send (default: ${TOKEN_ENV})"
     )
+    serve.add_argument("--token", default=None, help="deprecated: shows the token in ps; use --token-file or $" + TOKEN_ENV)
     serve.add_argument(
         "--allow-no-token",
         action="store_true",
@@ -75,7 +77,9 @@ def _add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     o = parser.add_argument_group("openai backend")
     o.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     o.add_argument("--model")
-    o.add_argument("--api-key", help="(prefer $SLCA_SIM_API_KEY or $OPENAI_API_KEY)")
+    o.add_argument("--api-key-file", metavar="FILE", help="file holding the endpoint's API key "
+                   "(default: $SLCA_SIM_API_KEY or $OPENAI_API_KEY)")
+    o.add_argument("--api-key", help="deprecated: shows the key in ps; use --api-key-file or $SLCA_SIM_API_KEY")
     o.add_argument("--temperature", type=float)
     o.add_argument("--request-timeout", type=float, metavar="SECONDS")
     o.add_argument("--max-retries", type=int)
@@ -119,7 +123,9 @@ def build_config(args: argparse.Namespace) -> Any:
     openai = {
         "base_url": args.base_url,
         "model": args.model,
-        "api_key": args.api_key,
+        "api_key": resolve_secret(file=getattr(args, "api_key_file", None), file_flag="--api-key-file",
+                                  env=("SLCA_SIM_API_KEY", "OPENAI_API_KEY"), flag_value=args.api_key, flag="--api-key",
+                                  read_env=False),  # SimulatorConfig reads the variables when it needs the key
         "temperature": args.temperature,
         "timeout_s": args.request_timeout,
         "max_retries": args.max_retries,
@@ -163,13 +169,17 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)
+    try:
+        token = resolve_secret(file=args.token_file, file_flag="--token-file", env=(TOKEN_ENV,),
+                               flag_value=args.token, flag="--token")
+    except SecretError as exc:
+        return _fail(str(exc))
     from slca_grpo.simulator.service import is_loopback
 
     if not token and not is_loopback(args.host) and not args.allow_no_token:
         return _fail(
             f"refusing to serve on non-loopback host {args.host!r} without a token "
-            f"(set --token or ${TOKEN_ENV}, or pass --allow-no-token)"
+            f"(set ${TOKEN_ENV} or --token-file, or pass --allow-no-token)"
         )
     try:
         config = build_config(args)

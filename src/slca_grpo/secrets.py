@@ -1,0 +1,53 @@
+"""Secrets (service tokens, API keys) for the command line: from a file or the environment.
+
+A secret given as a flag value is visible to every user of the machine in ``ps`` and lands in
+shell history, so those flags are kept only as deprecated aliases that warn.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+MAX_SECRET_BYTES = 64 * 1024
+
+
+class SecretError(ValueError):
+    """A secret file that cannot be used (missing, empty, too large)."""
+
+
+def read_secret_file(path: str | os.PathLike[str], flag: str) -> str:
+    """The first line of ``path``, stripped; a one-line error naming ``flag`` otherwise."""
+    file = Path(path).expanduser()
+    try:
+        if file.stat().st_size > MAX_SECRET_BYTES:
+            raise SecretError(f"{flag} {file}: larger than {MAX_SECRET_BYTES} bytes, not a secret file")
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SecretError(f"{flag} {file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise SecretError(f"{flag} {file}: not UTF-8 text") from None
+    secret = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if not secret:
+        raise SecretError(f"{flag} {file}: the file is empty")
+    return secret
+
+
+def resolve_secret(*, file: str | None, file_flag: str, env: Sequence[str], flag_value: str | None = None,
+                   flag: str | None = None, read_env: bool = True) -> str | None:
+    """A secret from ``--x-file``, else from the deprecated plain flag (with a warning on stderr),
+    else from the first set variable of ``env`` (unless ``read_env`` is false: the caller reads it
+    later itself); ``None`` when none is given."""
+    if file:
+        return read_secret_file(file, file_flag)
+    if flag_value:
+        where = " or ".join(f"${name}" for name in env)
+        print(f"warning: {flag} puts the secret in the process list and shell history; "
+              f"use {where} or {file_flag} FILE instead ({flag} will be removed)", file=sys.stderr)
+        return flag_value
+    for name in env if read_env else ():
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
