@@ -122,6 +122,22 @@ def test_oracle_through_the_text_loop_scores_exact_calls():
     assert simulator.stats.calls == 0
 
 
+def test_oracle_without_reference_answers_states_the_tool_facts():
+    import dataclasses
+
+    from slca_grpo.eval.text_loop import grounded_answer
+
+    tasks = [dataclasses.replace(t, reference_answer=None) for t in generate_suite(seed=4, n_train=0, n_test=24).test]
+    simulator = build_simulator(SimulatorConfig(backend="schema"))
+    trajectories = run_text_episodes(TaskOracleAgent(tasks), tasks, ToolEnvironment(simulator), max_turns=4)
+    items, summary, _ = score_trajectories(trajectories, tasks, RuleJudge())
+    callers = [i for i in items if i["kind"] != "irrelevant"]
+    assert callers and all(i["r_sum"] >= 0.75 for i in callers), [i["r_sum"] for i in callers]
+    assert grounded_answer(['{"city": "Oslo", "temperature": 3.5, "ok": true, "items": [{"id": "A-1"}]}', "plain text"]) == (
+        "Here is what I found. city: Oslo; temperature: 3.5; id: A-1. The tool answered: plain text")
+    assert grounded_answer([]) == "I have no tool results to report."
+
+
 def test_policy_specs_are_checked():
     with pytest.raises(UnknownPolicySpec, match="not a checkpoint folder"):
         resolve_model_agent("hf:/definitely/missing")

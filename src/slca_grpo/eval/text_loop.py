@@ -74,8 +74,54 @@ def run_text_episodes(
     return [e["trajectory"] for e in episodes]
 
 
+def _scalar_facts(data: object, depth: int = 0):
+    """(field, value) pairs of a JSON value's short scalars: top-level fields first, then the first
+    item of each list and the fields of nested objects."""
+    if depth > 2:
+        return
+    if isinstance(data, list):
+        if data:
+            yield from _scalar_facts(data[0], depth + 1)
+        return
+    if not isinstance(data, dict):
+        return
+    nested = []
+    for key, value in data.items():
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, (int, float)) or (isinstance(value, str) and 0 < len(value) <= 60):
+            yield str(key).replace("_", " "), value
+        elif isinstance(value, (dict, list)):
+            nested.append(value)
+    for value in nested:
+        yield from _scalar_facts(value, depth + 1)
+
+
+def grounded_answer(observations: Sequence[str], max_facts: int = 6) -> str:
+    """A plain final answer that states the facts of the tool responses: what the oracle says on a
+    task without a reference answer, so that its summary is judged on grounding like any other."""
+    import itertools
+    import json
+
+    sentences = []
+    for text in observations:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        facts = list(itertools.islice(_scalar_facts(data), max_facts))
+        if facts:
+            sentences.append("; ".join(f"{key}: {value}" for key, value in facts) + ".")
+        elif text.strip():
+            sentences.append(f"The tool answered: {text.strip()[:200]}")
+    if not sentences:
+        return "I have no tool results to report."
+    return "Here is what I found. " + " ".join(sentences)
+
+
 class TaskOracleAgent:
-    """Replays each task's gold calls step by step, then its reference answer."""
+    """Replays each task's gold calls step by step, then its reference answer (or, without one, an
+    answer stating the facts of the tool responses)."""
 
     name = "oracle"
 
@@ -90,6 +136,8 @@ class TaskOracleAgent:
                 texts.append("")
             elif request.step < len(task.gold_calls):
                 texts.append(render_tool_calls(task.gold_calls[request.step]))
+            elif task.reference_answer:
+                texts.append(task.reference_answer)
             else:
-                texts.append(task.reference_answer or "")
+                texts.append(grounded_answer([str(m.get("content") or "") for m in request.messages if m.get("role") == "tool"]))
         return texts
