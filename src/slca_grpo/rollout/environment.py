@@ -18,7 +18,9 @@ from slca_grpo.rewards.matching import loose_equal
 from slca_grpo.types import Observation, ObservationError, Task, ToolCall
 
 
-class SimulatorLike(Protocol):
+class BatchSimulator(Protocol):
+    """All the environment needs of a simulator (in process or a client): one batched call."""
+
     def simulate_many(self, requests: Sequence[tuple[ToolCall, list[dict[str, Any]], str | None]]) -> list[Observation]: ...
 
 
@@ -67,7 +69,7 @@ def find_fixture(task: Task, call: ToolCall) -> str | None:
 
 
 class ToolEnvironment:
-    def __init__(self, simulator: SimulatorLike, *, use_fixtures: bool = True):
+    def __init__(self, simulator: BatchSimulator, *, use_fixtures: bool = True):
         self.simulator = simulator
         self.use_fixtures = use_fixtures
         self.fixture_hits = 0

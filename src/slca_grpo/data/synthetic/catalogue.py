@@ -8,11 +8,11 @@ import random
 from typing import Any
 
 from slca_grpo.data.synthetic.domains import DOMAIN_MODULES
-from slca_grpo.data.synthetic.spec import Args, ChainSpec, Response, ToolSpec
+from slca_grpo.data.synthetic.spec import Args, ChainSpec, Response, CatalogueTool
 
-TOOL_SPECS: tuple[ToolSpec, ...] = tuple(spec for module in DOMAIN_MODULES for spec in module.TOOLS)
+TOOL_SPECS: tuple[CatalogueTool, ...] = tuple(spec for module in DOMAIN_MODULES for spec in module.TOOLS)
 CHAIN_SPECS: tuple[ChainSpec, ...] = tuple(chain for module in DOMAIN_MODULES for chain in module.CHAINS)
-SPEC_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in TOOL_SPECS}
+SPEC_BY_NAME: dict[str, CatalogueTool] = {spec.name: spec for spec in TOOL_SPECS}
 
 # Tools with similar names or descriptions; offered together in "distractor" tasks and never
 # offered as the "cannot help" tools of an irrelevant request for one another.
@@ -52,7 +52,7 @@ def _siblings() -> dict[str, tuple[str, ...]]:
 SIBLINGS: dict[str, tuple[str, ...]] = _siblings()
 
 
-def get_spec(name: str) -> ToolSpec:
+def get_spec(name: str) -> CatalogueTool:
     """The spec of a catalogue tool; a clear ``KeyError`` for unknown names."""
     try:
         return SPEC_BY_NAME[name]

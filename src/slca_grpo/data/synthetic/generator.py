@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from slca_grpo.data.synthetic import phrasings
 from slca_grpo.data.synthetic.catalogue import CHAIN_SPECS, DEFAULT_HELDOUT_TOOLS, SIBLINGS, SPEC_BY_NAME, TOOL_SPECS
-from slca_grpo.data.synthetic.spec import Args, ChainSpec, Response, ToolSpec, fill
+from slca_grpo.data.synthetic.spec import Args, ChainSpec, Response, CatalogueTool, fill
 from slca_grpo.data.synthetic.values import pick, spoken_list
 from slca_grpo.types import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task, ToolCall
 
@@ -132,7 +132,7 @@ def _not_near(names: Sequence[str]) -> set[str]:
     return {s for name in names for s in SIBLINGS[name]}
 
 
-def _request(rng: random.Random, spec: ToolSpec, args: Args, split: str) -> tuple[str, str]:
+def _request(rng: random.Random, spec: CatalogueTool, args: Args, split: str) -> tuple[str, str]:
     template, template_id = _template(rng, spec.name, spec.phrasings(split), split)
     return fill(template, spec.surface(args, rng)), template_id
 
@@ -165,7 +165,7 @@ def _distractor(rng: random.Random, ctx: _Context) -> _Built:
             spec.summarize(args, response), {"phrasings": [template_id], "distractors": sorted(siblings)})
 
 
-def _parallel_same(rng: random.Random, ctx: _Context, spec: ToolSpec) -> _Built:
+def _parallel_same(rng: random.Random, ctx: _Context, spec: CatalogueTool) -> _Built:
     assert spec.parallel_slot is not None and spec.parallel_values is not None
     slot = spec.parallel_slot
     count = rng.randint(2, ctx.config.max_parallel_calls)
@@ -184,7 +184,7 @@ def _parallel_same(rng: random.Random, ctx: _Context, spec: ToolSpec) -> _Built:
             {"phrasings": [template_id], "variant": "same_tool"})
 
 
-def _parallel_mixed(rng: random.Random, ctx: _Context, first: ToolSpec) -> _Built:
+def _parallel_mixed(rng: random.Random, ctx: _Context, first: CatalogueTool) -> _Built:
     count = rng.randint(2, ctx.config.max_parallel_calls)
     names = [first.name]
     others = [n for n in ctx.pool if n != first.name]

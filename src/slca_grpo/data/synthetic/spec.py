@@ -1,6 +1,6 @@
 """The building blocks of the catalogue: tool specs, two-step chains and JSON-Schema helpers.
 
-A :class:`ToolSpec` bundles everything the generator needs about one tool: its OpenAI schema
+A :class:`CatalogueTool` bundles everything the generator needs about one tool: its OpenAI schema
 (``parameters`` and ``returns``), an argument sampler, a response fabricator (values consistent with
 the arguments), a one-sentence summary of a response, and user phrasings split into train and test
 templates. Templates use ``{slot}`` for an argument's surface form and ``[ ... ]`` for a fragment
@@ -139,7 +139,7 @@ def fill(template: str, slots: Mapping[str, str]) -> str:
 # --- specs --------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class ToolSpec:
+class CatalogueTool:
     """One tool of the catalogue with what the generator needs to use it."""
 
     name: str

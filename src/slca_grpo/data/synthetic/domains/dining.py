@@ -13,7 +13,7 @@ from slca_grpo.data.synthetic.spec import (
     Args,
     ChainSpec,
     Response,
-    ToolSpec,
+    CatalogueTool,
     array,
     closed,
     date_param,
@@ -109,7 +109,7 @@ def _recipe_summary(args: Args, r: Response) -> str:
 
 
 TOOLS = (
-    ToolSpec(
+    CatalogueTool(
         name="search_restaurants",
         domain="dining",
         description="Search restaurants in a city, best-rated first.",
@@ -138,7 +138,7 @@ TOOLS = (
         parallel_slot="city",
         parallel_values=lambda rng, n, base: pick_distinct(rng, CITY_NAMES, n),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="make_reservation",
         domain="dining",
         description="Reserve a table at a restaurant by its restaurant_id.",
@@ -165,7 +165,7 @@ TOOLS = (
         ),
         surface_overrides={"party_size": _party_surface},
     ),
-    ToolSpec(
+    CatalogueTool(
         name="get_recipe",
         domain="dining",
         description="Get a recipe for a dish: ingredients and preparation time.",

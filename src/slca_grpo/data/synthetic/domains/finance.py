@@ -11,7 +11,7 @@ from slca_grpo.data.synthetic.spec import (
     Args,
     ChainSpec,
     Response,
-    ToolSpec,
+    CatalogueTool,
     closed,
     enum_of,
     maybe,
@@ -153,7 +153,7 @@ def _transfer_summary(args: Args, r: Response) -> str:
 _CURRENCY = {"type": "string", "enum": list(CURRENCIES)}
 
 TOOLS = (
-    ToolSpec(
+    CatalogueTool(
         name="get_stock_price",
         domain="finance",
         description="Get the latest share price of a stock by its ticker symbol.",
@@ -176,7 +176,7 @@ TOOLS = (
         parallel_slot="symbol",
         parallel_values=lambda rng, n, base: pick_distinct(rng, SYMBOLS, n),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="lookup_stock_symbol",
         domain="finance",
         description="Look up the ticker symbol of a listed company by its name.",
@@ -198,7 +198,7 @@ TOOLS = (
         parallel_slot="company_name",
         parallel_values=lambda rng, n, base: [c[0] for c in rng.sample(list(COMPANIES), n)],
     ),
-    ToolSpec(
+    CatalogueTool(
         name="convert_currency",
         domain="finance",
         description="Convert an amount of money from one currency to another.",
@@ -226,7 +226,7 @@ TOOLS = (
         parallel_values=lambda rng, n, base: pick_distinct(
             rng, [c for c in CURRENCIES if c != base["from_currency"]], n),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="get_exchange_rate",
         domain="finance",
         description="Get today's exchange rate between two currencies.",
@@ -249,7 +249,7 @@ TOOLS = (
             "Quote me the current {base_currency} to {quote_currency} conversion rate.",
         ),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="get_account_balance",
         domain="finance",
         description="Get the current balance of one of your bank accounts.",
@@ -271,7 +271,7 @@ TOOLS = (
         parallel_slot="account_type",
         parallel_values=lambda rng, n, base: pick_distinct(rng, ACCOUNT_TYPES, n),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="transfer_money",
         domain="finance",
         description="Transfer money between your own bank accounts.",

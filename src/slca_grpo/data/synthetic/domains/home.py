@@ -12,7 +12,7 @@ from slca_grpo.data.synthetic.spec import (
     Args,
     ChainSpec,
     Response,
-    ToolSpec,
+    CatalogueTool,
     closed,
     enum_of,
     integer,
@@ -86,7 +86,7 @@ def _percent(value: object) -> str:
 
 
 TOOLS = (
-    ToolSpec(
+    CatalogueTool(
         name="set_thermostat",
         domain="home",
         description="Set the target temperature of the smart thermostat in degrees Celsius.",
@@ -111,7 +111,7 @@ TOOLS = (
             "Adjust the heating to {temperature}°C[ for the {room}][ ({mode})].",
         ),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="control_lights",
         domain="home",
         description="Turn the lights in a room on or off, optionally setting brightness.",
@@ -138,7 +138,7 @@ TOOLS = (
         parallel_values=lambda rng, n, base: pick_distinct(rng, ROOMS, n),
         surface_overrides={"brightness": _percent},
     ),
-    ToolSpec(
+    CatalogueTool(
         name="lock_door",
         domain="home",
         description="Lock one of the smart door locks.",

@@ -11,7 +11,7 @@ from slca_grpo.data.synthetic.spec import (
     Args,
     ChainSpec,
     Response,
-    ToolSpec,
+    CatalogueTool,
     array,
     boolean,
     closed,
@@ -124,7 +124,7 @@ def _unread_surface(value: object) -> str:
 
 
 TOOLS = (
-    ToolSpec(
+    CatalogueTool(
         name="send_email",
         domain="messaging",
         description="Send an email.",
@@ -150,7 +150,7 @@ TOOLS = (
             "Fire off an email: recipient {to}, subject {subject}, body \"{body}\"[, cc {cc}].",
         ),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="send_sms",
         domain="messaging",
         description="Send a text message (SMS) to a phone number.",
@@ -171,7 +171,7 @@ TOOLS = (
             "Let {phone_number} know by SMS: \"{message}\"",
         ),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="find_contact",
         domain="messaging",
         description="Search your address book for a contact by name, best match first.",
@@ -195,7 +195,7 @@ TOOLS = (
         parallel_slot="name",
         parallel_values=lambda rng, n, base: list(dict.fromkeys(person_name(rng) for _ in range(n * 4)))[:n],
     ),
-    ToolSpec(
+    CatalogueTool(
         name="read_inbox",
         domain="messaging",
         description="List the most recent emails in a mailbox folder.",

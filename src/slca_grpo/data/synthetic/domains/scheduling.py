@@ -13,7 +13,7 @@ from slca_grpo.data.synthetic.spec import (
     Args,
     ChainSpec,
     Response,
-    ToolSpec,
+    CatalogueTool,
     array,
     closed,
     date_param,
@@ -141,7 +141,7 @@ def _reminder_summary(args: Args, r: Response) -> str:
 _DURATION = integer("Length in minutes", minimum=5, maximum=480)
 
 TOOLS = (
-    ToolSpec(
+    CatalogueTool(
         name="create_event",
         domain="calendar",
         description="Create a calendar event.",
@@ -170,7 +170,7 @@ TOOLS = (
         ),
         surface_overrides={"duration_minutes": _minutes_surface},
     ),
-    ToolSpec(
+    CatalogueTool(
         name="list_events",
         domain="calendar",
         description="List the calendar events on a date, in order of start time.",
@@ -197,7 +197,7 @@ TOOLS = (
         parallel_slot="date",
         parallel_values=lambda rng, n, base: distinct_dates(rng, n),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="delete_event",
         domain="calendar",
         description="Delete a calendar event by its event_id.",
@@ -219,7 +219,7 @@ TOOLS = (
         parallel_slot="event_id",
         parallel_values=lambda rng, n, base: [make_id("EV-", rng) for _ in range(n)],
     ),
-    ToolSpec(
+    CatalogueTool(
         name="find_free_slot",
         domain="calendar",
         description="Find free time slots of a given length on a date, earliest first.",
@@ -240,7 +240,7 @@ TOOLS = (
         ),
         surface_overrides={"duration_minutes": _minutes_surface},
     ),
-    ToolSpec(
+    CatalogueTool(
         name="set_reminder",
         domain="calendar",
         description="Set a reminder that notifies you at a date and time.",

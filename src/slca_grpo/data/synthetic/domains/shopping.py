@@ -13,7 +13,7 @@ from slca_grpo.data.synthetic.spec import (
     Args,
     ChainSpec,
     Response,
-    ToolSpec,
+    CatalogueTool,
     array,
     closed,
     enum_of,
@@ -156,7 +156,7 @@ def _cancel_summary(args: Args, r: Response) -> str:
 
 
 TOOLS = (
-    ToolSpec(
+    CatalogueTool(
         name="search_products",
         domain="shopping",
         description="Search the online store's product catalogue.",
@@ -183,7 +183,7 @@ TOOLS = (
             "Browse the shop for {query}[ within {category}][ priced up to {max_price} dollars][, {sort_by} first].",
         ),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="add_to_cart",
         domain="shopping",
         description="Add a product to the shopping cart by its product_id.",
@@ -206,7 +206,7 @@ TOOLS = (
             "Throw {product_id} into my shopping cart[, {quantity} of them].",
         ),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="get_order_status",
         domain="shopping",
         description="Get the status and estimated delivery date of an order.",
@@ -229,7 +229,7 @@ TOOLS = (
         parallel_slot="order_id",
         parallel_values=lambda rng, n, base: [_order_id(rng) for _ in range(n)],
     ),
-    ToolSpec(
+    CatalogueTool(
         name="track_package",
         domain="shopping",
         description="Track a parcel by its carrier tracking number.",
@@ -253,7 +253,7 @@ TOOLS = (
             "Follow up on shipment {tracking_number}[ sent via {carrier}].",
         ),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="cancel_order",
         domain="shopping",
         description="Cancel an order that has not been delivered and refund it.",

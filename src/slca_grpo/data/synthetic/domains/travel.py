@@ -13,7 +13,7 @@ from slca_grpo.data.synthetic.spec import (
     Args,
     ChainSpec,
     Response,
-    ToolSpec,
+    CatalogueTool,
     array,
     closed,
     date_param,
@@ -184,7 +184,7 @@ _FLIGHT = {"flight_id": STR, "airline": STR, "departure_time": TIME, "arrival_ti
 _HOTEL = {"hotel_id": STR, "name": STR, "rating": NUM, "price_per_night": NUM, "currency": STR}
 
 TOOLS = (
-    ToolSpec(
+    CatalogueTool(
         name="search_flights",
         domain="travel",
         description="Search for available flights between two cities on a date, cheapest first.",
@@ -212,7 +212,7 @@ TOOLS = (
             "Which airlines go from {origin} to {destination} on {date}?[ Cabin: {cabin}.][ Seats needed: {passengers}.]",
         ),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="book_flight",
         domain="travel",
         description="Book a seat on a flight by its flight_id for one passenger.",
@@ -237,7 +237,7 @@ TOOLS = (
             "Can you get {passenger_name} a ticket on {flight_id}?[ A {seat_preference} seat would be great.]",
         ),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="search_hotels",
         domain="travel",
         description="Search for hotels in a city for given check-in and check-out dates, cheapest first.",
@@ -264,7 +264,7 @@ TOOLS = (
             "Any rooms in {city} for {check_in} to {check_out}?[ Keep it below {max_price} per night.]",
         ),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="book_hotel",
         domain="travel",
         description="Reserve a hotel by its hotel_id for a guest and dates.",
@@ -290,7 +290,7 @@ TOOLS = (
             "Can you secure a room at {hotel_id} for {guest_name} ({check_in} to {check_out})?",
         ),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="get_flight_status",
         domain="travel",
         description="Get the live status, gate and departure time of a flight by its flight number.",

@@ -10,7 +10,7 @@ from slca_grpo.data.synthetic.spec import (
     Args,
     ChainSpec,
     Response,
-    ToolSpec,
+    CatalogueTool,
     closed,
     integer,
     maybe,
@@ -114,7 +114,7 @@ def _timer_summary(args: Args, r: Response) -> str:
 _LANGUAGE = {"type": "string", "enum": list(LANGUAGES)}
 
 TOOLS = (
-    ToolSpec(
+    CatalogueTool(
         name="translate_text",
         domain="utilities",
         description="Translate a short text into another language.",
@@ -141,7 +141,7 @@ TOOLS = (
         parallel_slot="target_language",
         parallel_values=lambda rng, n, base: pick_distinct(rng, LANGUAGES[1:], n),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="get_local_time",
         domain="utilities",
         description="Get the current local time and time zone of a city.",
@@ -163,7 +163,7 @@ TOOLS = (
         parallel_slot="city",
         parallel_values=lambda rng, n, base: pick_distinct(rng, CITY_NAMES, n),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="set_timer",
         domain="utilities",
         description="Start a countdown timer.",

@@ -13,7 +13,7 @@ from slca_grpo.data.synthetic.spec import (
     Args,
     ChainSpec,
     Response,
-    ToolSpec,
+    CatalogueTool,
     array,
     closed,
     date_param,
@@ -142,7 +142,7 @@ def _sun_summary(args: Args, r: Response) -> str:
 
 
 TOOLS = (
-    ToolSpec(
+    CatalogueTool(
         name="get_current_weather",
         domain="weather",
         description="Get the current weather conditions in a city.",
@@ -167,7 +167,7 @@ TOOLS = (
         parallel_slot="city",
         parallel_values=lambda rng, n, base: _cities(rng, n),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="get_weather_forecast",
         domain="weather",
         description="Get the daily weather forecast for a city for the coming days.",
@@ -192,7 +192,7 @@ TOOLS = (
         parallel_slot="city",
         parallel_values=lambda rng, n, base: _cities(rng, n),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="get_air_quality",
         domain="weather",
         description="Get the current air quality index (AQI) and main pollutant in a city.",
@@ -216,7 +216,7 @@ TOOLS = (
         parallel_slot="city",
         parallel_values=lambda rng, n, base: _cities(rng, n),
     ),
-    ToolSpec(
+    CatalogueTool(
         name="get_sunrise_sunset",
         domain="weather",
         description="Get sunrise and sunset times for a city on a given date.",
