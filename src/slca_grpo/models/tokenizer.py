@@ -22,7 +22,7 @@ from slca_grpo.chat.parser import (
     TOOL_RESPONSE_OPEN,
 )
 from slca_grpo.chat.template import IM_END, IM_START
-from slca_grpo.models.chat_template import hermes_chat_template
+from slca_grpo.chat.jinja import hermes_chat_template
 
 EOS_TOKEN = "<|endoftext|>"
 SPECIAL_TOKENS = (EOS_TOKEN, IM_START, IM_END)
