@@ -354,3 +354,24 @@ def test_demo_presets_by_model_and_size():
     assert smol.model.name == "smollm2" and smol.sft.bf16 and smol.rl.bf16
     with pytest.raises(ConfigError, match="demo model must be one of"):
         demo_preset(False, "gpt2")
+
+
+def test_demo_evaluates_the_shared_start_once(tmp_path, monkeypatch):
+    import slca_grpo.trainer.run as run_module
+    from slca_grpo.demo import run_demo
+
+    calls = []
+    real = run_module.evaluate_loop
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "evaluate_loop", counting)
+    overrides = ("data.n_train=40", "data.n_test=4", "sft.steps=3", "sft.batch_size=4", "rl.steps=1",
+                 "rl.prompts_per_step=2", "rl.mini_batch_prompts=2", "rollout.group_size=2",
+                 "rollout.max_response_tokens=24", "train.eval_tasks=4", "train.eval_every=0")
+    report = run_demo(tmp_path, quick=True, overrides=overrides, echo=False)
+    assert len(calls) == 3  # the start once, then each estimator's end
+    starts = [json.loads((tmp_path / e / "summary.json").read_text())["evals"][0] for e in ("grpo", "slca")]
+    assert starts[0]["step"] == -1 and starts[0] == starts[1] == report["start_eval"]

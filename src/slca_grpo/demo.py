@@ -60,6 +60,7 @@ def run_demo(
     sft_seconds = time.perf_counter() - started
 
     run_dirs = []
+    start_eval = None  # every estimator starts from the same checkpoint: evaluate it once
     for estimator in estimators:
         config = copy.deepcopy(base)
         config.model.name = str(sft_dir)
@@ -68,7 +69,8 @@ def run_demo(
         config.train.out_dir = str(out_dir / estimator)
         if echo:
             print(f"[demo] RL with {estimator}: {config.rl.steps} steps × {config.rl.prompts_per_step} prompts × G={config.rollout.group_size}", flush=True)
-        train(config, echo=echo)
+        summary = train(config, echo=echo, start_eval=start_eval)
+        start_eval = start_eval or next((e for e in summary.get("evals", []) if e.get("step") == -1), None)
         run_dirs.append(out_dir / estimator)
 
     report = compare_runs(run_dirs, out_dir)

@@ -248,8 +248,14 @@ def ensure_sft(config: RunConfig, out_dir: Path, *, announce: str | None = None)
     return out_dir / "sft"
 
 
-def train(config: RunConfig, *, resume: bool = False, echo: bool = True) -> dict[str, Any]:
-    """Run SFT (when ``sft.steps > 0``) then RL; returns the final summary (also in ``summary.json``)."""
+def train(config: RunConfig, *, resume: bool = False, echo: bool = True,
+          start_eval: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run SFT (when ``sft.steps > 0``) then RL; returns the final summary (also in ``summary.json``).
+
+    ``start_eval``: the held-out evaluation of this very starting model on the same tasks (the
+    step -1 record of a run from the same checkpoint, as the demo has): recorded instead of
+    evaluating again, which on a real model costs minutes per run.
+    """
     check_estimators([config.rl.estimator])
     out_dir = Path(config.train.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -311,7 +317,11 @@ def train(config: RunConfig, *, resume: bool = False, echo: bool = True) -> dict
         return summary
 
     if start_step == 0 and eval_tasks:
-        evaluate(-1)  # the starting point, before any RL update
+        if start_eval is not None and start_eval.get("step") == -1 and start_eval.get("n") == len(eval_tasks):
+            history["evals"].append(dict(start_eval))
+            logger.log(-1, {f"eval/{k}": v for k, v in start_eval.items() if k != "step"}, echo=echo)
+        else:
+            evaluate(-1)  # the starting point, before any RL update
     tasks_for_step = _task_sampler(train_tasks, config.train.seed, config.rl.prompts_per_step)
     from tqdm.auto import tqdm
 
