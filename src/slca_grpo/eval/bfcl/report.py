@@ -37,11 +37,10 @@ def markdown_table(report: BFCLReport) -> str:
 
 
 def write_chart(report: BFCLReport, path: Path) -> None:
-    """A horizontal bar chart of the category accuracies (matplotlib, Agg backend)."""
-    import matplotlib
+    """A horizontal bar chart of the category accuracies."""
+    from slca_grpo.report import agg_pyplot
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    plt = agg_pyplot()
 
     scores = list(report.category_scores().values())
     labels = [score.category for score in scores] + ["overall"]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slca_grpo.eval.tau2.metrics import (
     TaskScore,
@@ -22,10 +22,7 @@ from slca_grpo.eval.tau2.metrics import (
     score_tasks,
 )
 from slca_grpo.eval.tau2.records import SimulationRecord
-from slca_grpo.eval.tau2.spec import UserLLMSpec
-
-if TYPE_CHECKING:
-    from slca_grpo.eval.tau2.runner import RunSettings
+from slca_grpo.eval.tau2.spec import RunSettings, UserLLMSpec
 
 NL_ASSERTIONS_NOTE = (
     "τ²'s default evaluation (EvaluationType.ALL, as `tau2 run`): NL assertions are not judged; "
@@ -231,11 +228,10 @@ def render_markdown(report: Tau2Report) -> str:
 
 
 def plot_pass_hat_k(report: Tau2Report, path: Path) -> None:
-    """Bar chart of pass^1..pass^k (matplotlib's Agg backend: no display needed)."""
-    import matplotlib
+    """Bar chart of pass^1..pass^k."""
+    from slca_grpo.report import agg_pyplot
 
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    plt = agg_pyplot()
 
     ks = sorted(report.pass_hat_k)
     figure, axes = plt.subplots(figsize=(max(3.0, 1.2 * len(ks) + 1.5), 3.2))

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +25,18 @@ from slca_grpo.eval.tau2.adapter import ChatAgentAdapter
 from slca_grpo.eval.tau2.batching import AgentBatcher, respond_one
 from slca_grpo.eval.tau2.records import SimulationRecord, make_record
 from slca_grpo.eval.tau2.report import Tau2Report, write_report
-from slca_grpo.eval.tau2.spec import USER_LLM_EXAMPLE, UserLLMSpec, parse_user_llm
+from slca_grpo.eval.tau2.spec import (  # noqa: F401  (the defaults are part of this module's interface)
+    DEFAULT_MAX_ERRORS,
+    DEFAULT_MAX_STEPS,
+    DEFAULT_SEED,
+    USER_LLM_EXAMPLE,
+    RunSettings,
+    UserLLMSpec,
+    parse_user_llm,
+)
 from slca_grpo.eval.tau2.tasks import DEFAULT_SPLIT, check_domain, select_tasks
 from slca_grpo.eval.tau2.users import SCRIPTED, make_user
 
-# τ²'s CLI defaults (tau2.config): steps and tool errors per simulation, the seed of the trial seeds.
-DEFAULT_MAX_STEPS = 200
-DEFAULT_MAX_ERRORS = 10
-DEFAULT_SEED = 300
 
 
 class UserLLMRequired(ValueError):
@@ -45,16 +48,6 @@ MISSING_USER_MESSAGE = (
     f"openai:URL#MODEL (any OpenAI-compatible server, e.g. {USER_LLM_EXAMPLE}), or --user scripted "
     "for an offline smoke run (scripted users do not give τ²-Bench scores)."
 )
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    max_steps: int = DEFAULT_MAX_STEPS
-    max_errors: int = DEFAULT_MAX_ERRORS
-    seed: int = DEFAULT_SEED
-    concurrency: int = 1
-    max_batch: int | None = None
-    max_retries: int = 3
 
 
 def resolve_user(user: str | UserLLMSpec | None) -> str | UserLLMSpec:

@@ -59,3 +59,21 @@ def parse_user_llm(spec: str, api_key: str | None = None) -> UserLLMSpec:
         raise SpecError(f"user LLM spec {spec!r}: {url!r} is not an http(s) URL")
     key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "EMPTY")
     return UserLLMSpec(base_url=url, model=model.strip(), api_key=key or "EMPTY")
+
+
+# τ²'s CLI defaults (tau2.config): steps and tool errors per simulation, the seed of the trial seeds.
+DEFAULT_MAX_STEPS = 200
+DEFAULT_MAX_ERRORS = 10
+DEFAULT_SEED = 300
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a τ² run is driven: limits per simulation, trial seeds, concurrency, retries."""
+
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_errors: int = DEFAULT_MAX_ERRORS
+    seed: int = DEFAULT_SEED
+    concurrency: int = 1
+    max_batch: int | None = None
+    max_retries: int = 3
