@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from slca_grpo.study.commands import add_arguments, run_study_command
+from slca_grpo.cli.study import add_arguments, run_study_command
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -176,7 +176,7 @@ def bench_service(
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     serve = (
-        "import argparse, sys; from slca_grpo.simulator import commands; p = argparse.ArgumentParser(); "
+        "import argparse, sys; from slca_grpo.cli import simulate as commands; p = argparse.ArgumentParser(); "
         "commands.register(p.add_subparsers()); a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"
     )
     pythonpath = os.pathsep.join(p for p in (server_path, str(ROOT / "src")) if p)

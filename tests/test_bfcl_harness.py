@@ -32,7 +32,7 @@ from slca_grpo.eval.bfcl import (  # noqa: E402
     score_single_turn,
 )
 from slca_grpo.eval.bfcl import env as bfcl_env  # noqa: E402
-from slca_grpo.eval.bfcl.commands import register_bfcl, resolve_agent  # noqa: E402
+from slca_grpo.cli.bfcl import register_bfcl, resolve_agent  # noqa: E402
 from slca_grpo.eval.bfcl.multi_turn import live_instance_names  # noqa: E402
 
 

@@ -19,7 +19,6 @@ from slca_grpo.algos import (
     AdvantageConfig,
     MissingRewardError,
     UnknownEstimatorError,
-    commands,
     compute_advantages,
     estimator_spec,
     get_estimator,
@@ -32,6 +31,7 @@ from slca_grpo.algos import (
     segments_from_mask,
     unregister_estimator,
 )
+from slca_grpo.cli import algos as commands
 
 EPS = 1e-6
 

@@ -25,7 +25,7 @@ from slca_grpo.rewards import (
     rltr_reward,
     toolpo_rewards,
 )
-from slca_grpo.rewards import commands
+from slca_grpo.cli import rewards as commands
 from slca_grpo.types import Task, ToolCall
 
 TOOLS = [

@@ -14,7 +14,8 @@ import httpx
 import pytest
 from simulator_helpers import SEARCH_TOOL, WEATHER_TOOL, free_port
 
-from slca_grpo.simulator import SimulatorClient, commands
+from slca_grpo.cli import simulate as commands
+from slca_grpo.simulator import SimulatorClient
 from slca_grpo.types import ToolCall
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -37,7 +38,7 @@ def tools_file(tmp_path):
 def test_the_commands_are_registered_with_the_main_cli():
     from slca_grpo.cli import COMMAND_MODULES
 
-    assert "slca_grpo.simulator.commands" in COMMAND_MODULES
+    assert "slca_grpo.cli.simulate" in COMMAND_MODULES
 
 
 def test_simulate_prints_one_observation_as_json(tools_file, capsys):
@@ -138,7 +139,7 @@ def test_serve_refuses_a_public_address_without_a_token(capsys, monkeypatch):
 
 
 _SERVE = (
-    "import argparse, sys; sys.path.insert(0, {src!r}); from slca_grpo.simulator import commands; "
+    "import argparse, sys; sys.path.insert(0, {src!r}); from slca_grpo.cli import simulate as commands; "
     "p = argparse.ArgumentParser(); commands.register(p.add_subparsers()); a = p.parse_args(sys.argv[1:]); "
     "sys.exit(a.func(a))"
 )

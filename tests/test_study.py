@@ -10,7 +10,7 @@ import yaml
 
 from slca_grpo.cli import main
 from slca_grpo.config import ConfigError
-from slca_grpo.study.commands import add_arguments, plan_from_args
+from slca_grpo.cli.study import add_arguments, plan_from_args
 from slca_grpo.study.plan import (
     DEFAULT_BUDGET,
     QUICK_BUDGET,

@@ -16,12 +16,11 @@ import tau2  # noqa: E402
 from fake_openai import fake_openai  # noqa: E402,F401  (a fixture)
 from tau2.registry import registry  # noqa: E402
 
+from slca_grpo.cli.tau2 import register_tau2, resolve_agent  # noqa: E402
 from slca_grpo.eval.tau2 import (  # noqa: E402
     TaskSelectionError,
     Tau2OracleAgent,
     UserLLMRequired,
-    register_tau2,
-    resolve_agent,
     run_tau2,
     select_tasks,
 )

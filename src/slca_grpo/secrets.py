@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 MAX_SECRET_BYTES = 64 * 1024
+SIMULATOR_TOKEN_ENV = "SLCA_SIM_TOKEN"  # the simulator service's bearer token, for server and clients
 
 
 class SecretError(ValueError):

@@ -9,41 +9,62 @@ Pure functions over tensors, no I/O. The usual path::
 
 from __future__ import annotations
 
-from slca_grpo.lazy import lazy_exports
+from slca_grpo.algos.estimators import route_by_segment  # importing the module registers the built-ins
+from slca_grpo.algos.grouping import GroupStats, group_index_from_ids, group_stats, group_zscore
+from slca_grpo.algos.loss import k3_kl, policy_loss
+from slca_grpo.algos.registry import (
+    AdvantageConfig,
+    EstimatorFn,
+    EstimatorSpec,
+    MissingRewardError,
+    RewardView,
+    UnknownEstimatorError,
+    compute_advantages,
+    estimator_spec,
+    get_estimator,
+    list_estimators,
+    register_estimator,
+    unregister_estimator,
+)
+from slca_grpo.algos.segments import (
+    NUM_SEGMENT_CODES,
+    SEGMENT_NAMES,
+    SEG_NONE,
+    SEG_SUMMARY,
+    SEG_TOOL,
+    segment_presence,
+    segment_token_counts,
+    segments_from_mask,
+    validate_segment_ids,
+)
 
-# Names load on first use, so ``slca --help`` does not import torch.
-_EXPORTS = {
-    "AdvantageConfig": "registry",
-    "EstimatorFn": "registry",
-    "EstimatorSpec": "registry",
-    "GroupStats": "grouping",
-    "MissingRewardError": "registry",
-    "NUM_SEGMENT_CODES": "segments",
-    "RewardView": "registry",
-    "SEGMENT_NAMES": "segments",
-    "SEG_NONE": "segments",
-    "SEG_SUMMARY": "segments",
-    "SEG_TOOL": "segments",
-    "UnknownEstimatorError": "registry",
-    "compute_advantages": "registry",
-    "estimator_spec": "registry",
-    "get_estimator": "registry",
-    "group_index_from_ids": "grouping",
-    "group_stats": "grouping",
-    "group_zscore": "grouping",
-    "k3_kl": "loss",
-    "list_estimators": "registry",
-    "policy_loss": "loss",
-    "register_estimator": "registry",
-    "route_by_segment": "estimators",
-    "segment_presence": "segments",
-    "segment_token_counts": "segments",
-    "segments_from_mask": "segments",
-    "unregister_estimator": "registry",
-    "validate_segment_ids": "segments",
-}
-__all__ = sorted(_EXPORTS)
-
-
-# Any name first imports the estimators module, which registers the built-in estimators.
-__getattr__ = lazy_exports(__name__, _EXPORTS, load_first="estimators")
+__all__ = [
+    "AdvantageConfig",
+    "EstimatorFn",
+    "EstimatorSpec",
+    "GroupStats",
+    "MissingRewardError",
+    "NUM_SEGMENT_CODES",
+    "RewardView",
+    "SEGMENT_NAMES",
+    "SEG_NONE",
+    "SEG_SUMMARY",
+    "SEG_TOOL",
+    "UnknownEstimatorError",
+    "compute_advantages",
+    "estimator_spec",
+    "get_estimator",
+    "group_index_from_ids",
+    "group_stats",
+    "group_zscore",
+    "k3_kl",
+    "list_estimators",
+    "policy_loss",
+    "register_estimator",
+    "route_by_segment",
+    "segment_presence",
+    "segment_token_counts",
+    "segments_from_mask",
+    "unregister_estimator",
+    "validate_segment_ids",
+]

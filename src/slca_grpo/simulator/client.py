@@ -20,12 +20,13 @@ from urllib.parse import quote
 
 import httpx
 
+from slca_grpo.secrets import SIMULATOR_TOKEN_ENV
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.base import BatchItem
 from slca_grpo.simulator.text import TokenCounter, approx_token_count, truncate_middle
 from slca_grpo.types import Observation, ObservationError, ToolCall
 
-TOKEN_ENV = "SLCA_SIM_TOKEN"
+TOKEN_ENV = SIMULATOR_TOKEN_ENV
 
 
 class _Failure(Exception):

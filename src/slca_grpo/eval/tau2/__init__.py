@@ -3,47 +3,50 @@
 
 Modules, by concern: ``tasks`` (domain/split/id selection), ``adapter`` (our agent as a τ² agent),
 ``users`` (LLM or scripted user), ``oracle`` (gold replay), ``batching`` (batched agent turns),
-``runner`` (``run_tau2``), ``records``/``metrics``/``report`` (scores and files), ``commands``
-(CLI). Names are exported lazily so that importing the package does not import τ² (and litellm).
+``runner`` (``run_tau2``), ``records``/``metrics``/``report`` (scores and files), and the CLI in
+``slca_grpo.cli.tau2``.
 """
 
 from __future__ import annotations
 
-from slca_grpo.lazy import lazy_exports
+from slca_grpo.eval.tau2._tau2 import DOMAINS, Tau2Unavailable
+from slca_grpo.eval.tau2.adapter import ChatAgentAdapter, text_to_assistant_message, to_openai_messages
+from slca_grpo.eval.tau2.batching import AgentBatcher
+from slca_grpo.eval.tau2.metrics import average_pass_hat, pass_hat_k, score_tasks
+from slca_grpo.eval.tau2.oracle import Tau2OracleAgent, oracle_plan
+from slca_grpo.eval.tau2.records import SimulationRecord
+from slca_grpo.eval.tau2.report import Tau2Report
+from slca_grpo.eval.tau2.runner import UserLLMRequired, resolve_user, run_simulation, run_tau2, trial_seeds
+from slca_grpo.eval.tau2.spec import SpecError, UserLLMSpec, parse_user_llm
+from slca_grpo.eval.tau2.tasks import TaskSelectionError, load_tasks, select_tasks
+from slca_grpo.eval.tau2.users import ScriptedTurn, ScriptedUser, scripted_turns
 
-_EXPORTS = {
-    "run_tau2": "runner",
-    "run_simulation": "runner",
-    "resolve_user": "runner",
-    "trial_seeds": "runner",
-    "UserLLMRequired": "runner",
-    "Tau2Report": "report",
-    "SimulationRecord": "records",
-    "Tau2OracleAgent": "oracle",
-    "oracle_plan": "oracle",
-    "ChatAgentAdapter": "adapter",
-    "text_to_assistant_message": "adapter",
-    "to_openai_messages": "adapter",
-    "ScriptedUser": "users",
-    "ScriptedTurn": "users",
-    "scripted_turns": "users",
-    "AgentBatcher": "batching",
-    "select_tasks": "tasks",
-    "load_tasks": "tasks",
-    "TaskSelectionError": "tasks",
-    "UserLLMSpec": "spec",
-    "parse_user_llm": "spec",
-    "SpecError": "spec",
-    "pass_hat_k": "metrics",
-    "score_tasks": "metrics",
-    "average_pass_hat": "metrics",
-    "register_tau2": "commands",
-    "resolve_agent": "commands",
-    "DOMAINS": "_tau2",
-    "Tau2Unavailable": "_tau2",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__all__ = [
+    "AgentBatcher",
+    "ChatAgentAdapter",
+    "DOMAINS",
+    "ScriptedTurn",
+    "ScriptedUser",
+    "SimulationRecord",
+    "SpecError",
+    "TaskSelectionError",
+    "Tau2OracleAgent",
+    "Tau2Report",
+    "Tau2Unavailable",
+    "UserLLMRequired",
+    "UserLLMSpec",
+    "average_pass_hat",
+    "load_tasks",
+    "oracle_plan",
+    "parse_user_llm",
+    "pass_hat_k",
+    "resolve_user",
+    "run_simulation",
+    "run_tau2",
+    "score_tasks",
+    "scripted_turns",
+    "select_tasks",
+    "text_to_assistant_message",
+    "to_openai_messages",
+    "trial_seeds",
+]

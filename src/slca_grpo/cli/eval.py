@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
+
+from slca_grpo.cli.common import fail
 
 
 def register(subparsers: Any) -> None:
@@ -29,16 +30,12 @@ def register(subparsers: Any) -> None:
     indomain.add_argument("--out", default="runs/eval-indomain")
     indomain.set_defaults(func=run_indomain)
 
-    from slca_grpo.eval.bfcl.commands import register_bfcl
-    from slca_grpo.eval.tau2.commands import register_tau2
+    from slca_grpo.cli.bfcl import register_bfcl
+    from slca_grpo.cli.tau2 import register_tau2
 
     register_bfcl(eval_subparsers)
     register_tau2(eval_subparsers)
 
-
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def run_indomain(args: argparse.Namespace) -> int:
@@ -61,13 +58,12 @@ def run_indomain(args: argparse.Namespace) -> int:
         judge = make_judge(args.judge)
         simulator_token = None
         if args.simulator != "schema":
-            from slca_grpo.secrets import resolve_secret
-            from slca_grpo.simulator.client import TOKEN_ENV
+            from slca_grpo.secrets import SIMULATOR_TOKEN_ENV, resolve_secret
 
             simulator_token = resolve_secret(file=args.simulator_token_file, file_flag="--simulator-token-file",
-                                             env=(TOKEN_ENV,), flag_value=args.simulator_token, flag="--simulator-token")
+                                             env=(SIMULATOR_TOKEN_ENV,), flag_value=args.simulator_token, flag="--simulator-token")
     except (OSError, TaskFormatError, UnknownPolicySpec, ValueError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.simulator == "schema":
         from slca_grpo.simulator import SimulatorConfig, build_simulator
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
+
+from slca_grpo.cli.common import fail
 
 
 def register(subparsers: Any) -> None:
@@ -32,10 +33,6 @@ def register(subparsers: Any) -> None:
     report.set_defaults(func=run_report)
 
 
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
-
 
 def run_train(args: argparse.Namespace) -> int:
     from slca_grpo.config import ConfigError, load_yaml_config
@@ -46,11 +43,11 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         config = load_yaml_config(RunConfig, resolve_config_path(args.config), args.overrides)
     except (ConfigError, FileNotFoundError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     try:
         summary = train(config, resume=args.resume)
     except (ConfigError, TaskFormatError, OSError) as exc:  # bad or missing data files, unreadable checkpoints
-        return _fail(str(exc))
+        return fail(str(exc))
     print(f"final held-out evaluation: {summary.get('final_eval')}")
     return 0
 
@@ -64,7 +61,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
     try:
         run_demo(args.out, quick=args.quick, model=args.model, estimators=tuple(args.estimators) if args.estimators else None, overrides=tuple(args.overrides))
     except (ConfigError, TaskFormatError, OSError, SmolLM2NotInstalled) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     return 0
 
 
@@ -74,6 +71,6 @@ def run_report(args: argparse.Namespace) -> int:
     try:
         compare_runs(args.runs, args.out)
     except (FileNotFoundError, ValueError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     print(f"wrote {args.out}/report.md, report.json and a chart")
     return 0

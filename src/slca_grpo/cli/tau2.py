@@ -11,7 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.eval.tau2._tau2 import DOMAINS
+from slca_grpo.cli.common import fail
+
+# slca_grpo.eval.tau2.DOMAINS, spelled out so that building the parser (slca --help) does not
+# import τ² and litellm (~3 s); a test keeps the two equal.
+TAU2_DOMAINS = ("airline", "retail", "telecom")
 
 POLICY_SPECS = ("oracle", "hf:PATH", "smollm2", "openai:BASE_URL#MODEL")
 USER_KINDS = ("llm", "scripted")
@@ -52,7 +56,7 @@ def register_tau2(eval_subparsers: Any) -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--policy", required=True, help=f"policy spec ({', '.join(POLICY_SPECS)})")
-    parser.add_argument("--domain", required=True, choices=DOMAINS)
+    parser.add_argument("--domain", required=True, choices=TAU2_DOMAINS)
     parser.add_argument("--split", default="base", help="τ² task split (base, train, test, ...; default base)")
     parser.add_argument("--task-ids", nargs="+", default=None, help="run only these task ids")
     parser.add_argument("--limit", type=int, default=None, help="run only the first N selected tasks")
@@ -74,11 +78,6 @@ def _default_out(domain: str, policy: str) -> Path:
     return Path("runs") / "tau2" / f"{domain}_{safe}_{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _fail(message: str, code: int = 2) -> int:
-    print(f"slca eval tau2: error: {message}", file=sys.stderr)
-    return code
-
-
 def run_tau2_command(args: argparse.Namespace) -> int:
     from slca_grpo.eval.tau2._tau2 import Tau2Unavailable
     from slca_grpo.eval.tau2.runner import MISSING_USER_MESSAGE
@@ -87,12 +86,12 @@ def run_tau2_command(args: argparse.Namespace) -> int:
     if args.user == "scripted":
         user: Any = "scripted"
     elif not args.user_llm:
-        return _fail(MISSING_USER_MESSAGE)
+        return fail(MISSING_USER_MESSAGE)
     else:
         try:
             user = parse_user_llm(args.user_llm)
         except SpecError as exc:
-            return _fail(str(exc))
+            return fail(str(exc))
     try:
         from slca_grpo.eval.tau2.runner import run_tau2
         from slca_grpo.eval.tau2.tasks import TaskSelectionError
@@ -115,9 +114,9 @@ def run_tau2_command(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
         )
     except (Tau2Unavailable, UnknownPolicy, TaskSelectionError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except ValueError as exc:  # bad numbers (trials, limits): the message names the argument
-        return _fail(str(exc))
+        return fail(str(exc))
     scores = "  ".join(f"pass^{k}={v:.3f}" for k, v in sorted(report.pass_hat_k.items()))
     print(
         f"τ² {report.domain} ({report.num_tasks} tasks × {report.num_trials} trials, user {report.user}): "

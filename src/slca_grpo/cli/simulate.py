@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.cli.common import fail
+from slca_grpo.secrets import SIMULATOR_TOKEN_ENV as TOKEN_ENV
 from slca_grpo.secrets import SecretError, resolve_secret
-
-TOKEN_ENV = "SLCA_SIM_TOKEN"
 
 
 def register(subparsers: Any) -> None:
@@ -145,13 +145,13 @@ def run_simulate(args: argparse.Namespace) -> int:
         call = _load_call(args.call)
         config = build_config(args)
     except ValueError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     from slca_grpo.simulator.core import build_simulator
 
     try:
         simulator = build_simulator(config)
     except (OSError, ValueError) as exc:
-        return _fail(f"cannot start the simulator: {exc}")
+        return fail(f"cannot start the simulator: {exc}")
     with simulator:
         obs = simulator.simulate(call, tools, args.session_id)
     print(
@@ -173,25 +173,25 @@ def run_serve(args: argparse.Namespace) -> int:
         token = resolve_secret(file=args.token_file, file_flag="--token-file", env=(TOKEN_ENV,),
                                flag_value=args.token, flag="--token")
     except SecretError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     from slca_grpo.simulator.service import is_loopback
 
     if not token and not is_loopback(args.host) and not args.allow_no_token:
-        return _fail(
+        return fail(
             f"refusing to serve on non-loopback host {args.host!r} without a token "
             f"(set ${TOKEN_ENV} or --token-file, or pass --allow-no-token)"
         )
     try:
         config = build_config(args)
     except ValueError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     from slca_grpo.simulator.core import build_simulator
     from slca_grpo.simulator.service import serve
 
     try:
         simulator = build_simulator(config)
     except (OSError, ValueError) as exc:
-        return _fail(f"cannot start the simulator: {exc}")
+        return fail(f"cannot start the simulator: {exc}")
     print(
         f"slca serve-sim: backend={config.backend} on http://{args.host}:{args.port} "
         f"(token {'required' if token else 'not required'})",
@@ -210,10 +210,6 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     return 0
 
-
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def _load_structured(path: Path, flag: str) -> Any:

@@ -1,4 +1,4 @@
-"""The ``slca`` command line: each area registers its own subcommands."""
+"""The ``slca`` command line: one module per area of subcommands, all in this package."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from collections.abc import Sequence
 # Each module exposes ``register(subparsers)``, adding parsers whose ``func(args) -> int`` runs the
 # command. Heavy imports (torch, servers) stay inside those functions so ``slca --help`` is fast.
 COMMAND_MODULES: tuple[str, ...] = (
-    "slca_grpo.trainer.commands",
-    "slca_grpo.study.commands",
-    "slca_grpo.eval.commands",
-    "slca_grpo.simulator.commands",
-    "slca_grpo.rewards.commands",
-    "slca_grpo.algos.commands",
+    "slca_grpo.cli.train",
+    "slca_grpo.cli.study",
+    "slca_grpo.cli.eval",
+    "slca_grpo.cli.simulate",
+    "slca_grpo.cli.rewards",
+    "slca_grpo.cli.algos",
 )
 
 

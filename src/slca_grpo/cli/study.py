@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from typing import Any
 
+from slca_grpo.cli.common import fail
 from slca_grpo.study.plan import DEFAULT_BUDGET, QUICK_BUDGET
 
 
@@ -32,10 +32,6 @@ def register(subparsers: Any) -> None:
     add_arguments(study)
     study.set_defaults(func=run_study_command)
 
-
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def plan_from_args(args: argparse.Namespace):
@@ -68,11 +64,11 @@ def run_study_command(args: argparse.Namespace) -> int:
 
             saved = read_json(Path(args.out) / PLAN_FILE, None)
             if saved is None:
-                return _fail(f"{args.out} holds no {PLAN_FILE} (not a study folder?)")
+                return fail(f"{args.out} holds no {PLAN_FILE} (not a study folder?)")
             try:
                 plan = StudyPlan.from_dict(saved)
             except (KeyError, TypeError, ValueError, AttributeError):
-                return _fail(f"{Path(args.out) / PLAN_FILE} is not a study plan (written by another version, or edited?)")
+                return fail(f"{Path(args.out) / PLAN_FILE} is not a study plan (written by another version, or edited?)")
             write_study_report(args.out, plan)
             print(f"wrote {args.out}/report.md, report.json and charts")
             return 0
@@ -84,5 +80,5 @@ def run_study_command(args: argparse.Namespace) -> int:
             transformers_logging.disable_progress_bar()
         run_study(args.out, plan_from_args(args), verbose=args.verbose)
     except (ConfigError, TaskFormatError, OSError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     return 0
