@@ -3,7 +3,7 @@
 Every estimator gets the same SFT checkpoint, seeds, prompts per step and step budget; the
 report compares their held-out metrics and learning curves. On the tiny model, quick mode (GRPO
 vs SLCA) fits in about ten minutes on two CPU cores and full mode adds ToolPO and RLTR and trains
-longer; ``model="smollm2"`` runs GRPO vs SLCA on SmolLM2-135M-Instruct in about an hour.
+longer; ``model="smollm2"`` runs GRPO vs SLCA on SmolLM2-135M-Instruct in about 40 minutes.
 """
 
 from __future__ import annotations
