@@ -53,6 +53,9 @@ def run_demo(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     base = demo_config(quick, overrides, model)
+    from slca_grpo.plugins import load_plugins
+
+    load_plugins(base.train.plugins)
     estimators = estimators or (FULL_ESTIMATORS if model == "tiny" and not quick else QUICK_ESTIMATORS)
     check_estimators(estimators)
 

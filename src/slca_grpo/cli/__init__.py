@@ -27,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     from slca_grpo import __version__
 
     parser.add_argument("--version", action="version", version=f"slca-grpo {__version__}")
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
+                        help="import your module (dotted name or .py file) first, e.g. to register estimators; "
+                             "repeatable, allowed anywhere on the line")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
@@ -34,6 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from slca_grpo.plugins import PluginError, load_plugins, split_plugin_args
+
+    try:
+        plugins, argv = split_plugin_args(sys.argv[1:] if argv is None else list(argv))
+        load_plugins(plugins)
+    except PluginError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:

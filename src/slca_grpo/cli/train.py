@@ -37,6 +37,7 @@ def register(subparsers: Any) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from slca_grpo.config import ConfigError, load_yaml_config
     from slca_grpo.data.tasks import TaskFormatError
+    from slca_grpo.plugins import PluginError
     from slca_grpo.presets import resolve_config_path
     from slca_grpo.trainer.run import RunConfig, train
 
@@ -46,7 +47,7 @@ def run_train(args: argparse.Namespace) -> int:
         return fail(str(exc))
     try:
         summary = train(config, resume=args.resume)
-    except (ConfigError, TaskFormatError, OSError) as exc:  # bad or missing data files, unreadable checkpoints
+    except (ConfigError, TaskFormatError, OSError, PluginError) as exc:  # bad data files, unreadable checkpoints
         return fail(str(exc))
     print(f"final held-out evaluation: {summary.get('final_eval')}")
     return 0
@@ -57,10 +58,11 @@ def run_demo_command(args: argparse.Namespace) -> int:
     from slca_grpo.data.tasks import TaskFormatError
     from slca_grpo.demo import run_demo
     from slca_grpo.models import SmolLM2NotInstalled
+    from slca_grpo.plugins import PluginError
 
     try:
         run_demo(args.out, quick=args.quick, model=args.model, estimators=tuple(args.estimators) if args.estimators else None, overrides=tuple(args.overrides))
-    except (ConfigError, TaskFormatError, OSError, SmolLM2NotInstalled) as exc:
+    except (ConfigError, TaskFormatError, OSError, SmolLM2NotInstalled, PluginError) as exc:
         return fail(str(exc))
     return 0
 

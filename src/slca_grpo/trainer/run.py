@@ -69,6 +69,7 @@ class TrainConfig:
     wandb_project: str = "slca-grpo"
     progress: bool = True
     torch_threads: int = 0  # 0: torch's default
+    plugins: list[str] = field(default_factory=list)  # your modules (names or .py files) imported first
 
 
 @dataclass
@@ -256,6 +257,9 @@ def train(config: RunConfig, *, resume: bool = False, echo: bool = True,
     step -1 record of a run from the same checkpoint, as the demo has): recorded instead of
     evaluating again, which on a real model costs minutes per run.
     """
+    from slca_grpo.plugins import load_plugins
+
+    load_plugins(config.train.plugins)
     check_estimators([config.rl.estimator])
     out_dir = Path(config.train.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
