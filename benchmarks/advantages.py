@@ -54,9 +54,7 @@ def random_rewards(names: set[str], rollouts: int, generator: torch.Generator) -
     return rewards
 
 
-def median_seconds(
-    operations: dict[str, Callable[[], object]], repeats: int, device: torch.device
-) -> dict[str, float]:
+def median_seconds(operations: dict[str, Callable[[], object]], repeats: int, device: torch.device) -> dict[str, float]:
     """Median wall time of each operation; repeats are interleaved (round-robin) so that a burst
     of background load hits every operation alike instead of skewing the ratios."""
 
@@ -108,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{torch.get_num_threads()} CPU threads; runs per row: mean {runs.float().mean():.1f}, "
         f"max {int(runs.max())}"
     )
-    operations: dict[str, Callable[[], object]] = {
-        "segments_from_mask": lambda: segments_from_mask(mask)
-    }
+    operations: dict[str, Callable[[], object]] = {"segments_from_mask": lambda: segments_from_mask(mask)}
     for name in names:
         operations[name] = lambda name=name: compute_advantages(
             name, group_ids=group_ids, segment_ids=segment_ids, rewards=rewards

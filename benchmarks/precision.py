@@ -59,7 +59,7 @@ def gold_batches(tokenizer, count: int, batch: int):
     formatter = ChatFormatter(tokenizer, max_tool_response_tokens=96)
     tasks = [t for t in generate_tasks(0, count * batch * 2, "train") if t.reference_answer]
     examples = [e for e in (build_example(t, formatter) for t in tasks) if e is not None]
-    return formatter, [examples[i * batch:(i + 1) * batch] for i in range(count)], tasks
+    return formatter, [examples[i * batch : (i + 1) * batch] for i in range(count)], tasks
 
 
 def run_mode(mode: str, base_model, formatter, batches, tasks, args) -> dict[str, float]:
@@ -96,14 +96,21 @@ def run_mode(mode: str, base_model, formatter, batches, tasks, args) -> dict[str
     with torch.no_grad(), autocast():
         end_loss = float(sft_loss(model, batches[0], formatter.pad_id))
 
-    prompts = [list(formatter.task_prompt_ids(t)) for t in tasks[:args.prompts] for _ in range(args.group)]
+    prompts = [list(formatter.task_prompt_ids(t)) for t in tasks[: args.prompts] for _ in range(args.group)]
     generator = torch.Generator().manual_seed(0)
     generated, generation_seconds = 0, []
     for round_index in range(2):  # the first round warms up
         started = time.perf_counter()
         with torch.no_grad(), autocast():
-            outputs = sample(model, prompts, max_new_tokens=args.new_tokens, config=SamplingConfig(temperature=1.0),
-                             stop_token_ids=[], pad_id=formatter.pad_id, generator=generator)
+            outputs = sample(
+                model,
+                prompts,
+                max_new_tokens=args.new_tokens,
+                config=SamplingConfig(temperature=1.0),
+                stop_token_ids=[],
+                pad_id=formatter.pad_id,
+                generator=generator,
+            )
         if round_index:
             generation_seconds.append(time.perf_counter() - started)
             generated += sum(len(o.token_ids) for o in outputs)
@@ -133,11 +140,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{mode}] {json.dumps({k: round(v, 4) for k, v in results[mode].items()})}", flush=True)
 
     reference = results.get("fp32")
-    print(f"\n{args.model}: batch {args.batch} gold trajectories, {args.steps} measured steps, "
-          f"{args.prompts}×{args.group} rows × {args.new_tokens} new tokens, {args.threads} threads\n")
-    rows = [("train tokens/s", "train_tokens_per_s"), ("generation tokens/s", "generation_tokens_per_s"),
-            ("train s/step", "train_s_per_step"), ("loss before training", "start_loss"),
-            (f"loss after {args.steps + 1} steps", "end_loss")]
+    print(
+        f"\n{args.model}: batch {args.batch} gold trajectories, {args.steps} measured steps, "
+        f"{args.prompts}×{args.group} rows × {args.new_tokens} new tokens, {args.threads} threads\n"
+    )
+    rows = [
+        ("train tokens/s", "train_tokens_per_s"),
+        ("generation tokens/s", "generation_tokens_per_s"),
+        ("train s/step", "train_s_per_step"),
+        ("loss before training", "start_loss"),
+        (f"loss after {args.steps + 1} steps", "end_loss"),
+    ]
     print("| | " + " | ".join(args.modes) + " |")
     print("|---|" + "---:|" * len(args.modes))
     for label, key in rows:
@@ -148,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(f"{value:.4g}{ratio}")
         print(f"| {label} | " + " | ".join(cells) + " |")
     if args.json:
-        args.json.write_text(json.dumps({"settings": vars(args) | {"json": str(args.json)}, "results": results}, indent=1))
+        args.json.write_text(
+            json.dumps({"settings": vars(args) | {"json": str(args.json)}, "results": results}, indent=1)
+        )
     return 0
 
 

@@ -65,9 +65,7 @@ TOOLS = [
             "required": ["city", "temperature"],
         },
     ),
-    _tool(
-        "search_hotels", {"city": S, "max_price": {"type": "number"}, "limit": {"type": "integer"}}, ["city"]
-    ),
+    _tool("search_hotels", {"city": S, "max_price": {"type": "number"}, "limit": {"type": "integer"}}, ["city"]),
     _tool(
         "create_order",
         {"customer_id": S, "product_id": S, "quantity": {"type": "integer", "minimum": 1}},
@@ -147,9 +145,7 @@ async def drive_service(url: str, clients: int, per_client: int, offset: int, la
     async def worker(w: int) -> None:
         nonlocal errors
         # One client (one connection) per worker, as separate rollout workers would have.
-        async with httpx.AsyncClient(
-            base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
-        ) as client:
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as client:
             for j in range(per_client):
                 call, _ = calls_for(offset + w * per_client + j)
                 # The cache key holds the session's state, not its name: a new label with the same
@@ -170,9 +166,7 @@ async def drive_service(url: str, clients: int, per_client: int, offset: int, la
     return summarize(latencies, seconds, errors)
 
 
-def bench_service(
-    clients: int, per_client: int, workdir: Path, server_path: str | None
-) -> dict[str, dict[str, float]]:
+def bench_service(clients: int, per_client: int, workdir: Path, server_path: str | None) -> dict[str, dict[str, float]]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     serve = (
@@ -198,9 +192,7 @@ def bench_service(
     results = {}
     try:
         _wait_ready(url, proc)
-        asyncio.run(
-            drive_service(url, clients, 5, offset=10_000_000, label="warmup")
-        )  # connections, validators
+        asyncio.run(drive_service(url, clients, 5, offset=10_000_000, label="warmup"))  # connections, validators
         for name, label in (("cache miss", "first"), ("cache hit", "replay")):
             server_cpu, client_cpu = _cpu_seconds(proc.pid), _own_cpu_seconds()
             result = asyncio.run(drive_service(url, clients, per_client, offset=0, label=label))
@@ -258,9 +250,7 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=2000, help="in-process calls per pass")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests-per-client", type=int, default=200)
@@ -274,9 +264,7 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         results = bench_in_process(args.calls, Path(tmp))
-        results.update(
-            bench_service(args.clients, args.requests_per_client, Path(tmp), args.server_pythonpath)
-        )
+        results.update(bench_service(args.clients, args.requests_per_client, Path(tmp), args.server_pythonpath))
     print(
         f"# {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"{_server_stack(args.server_pythonpath)}, "

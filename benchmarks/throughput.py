@@ -99,8 +99,19 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 def forwarded_options(args: argparse.Namespace) -> list[str]:
     """The options a worker needs, as command-line arguments."""
     out = []
-    for name in ("steps", "warmup", "prompts", "group_size", "max_new_tokens", "threads", "preset", "lr", "kl",
-                 "estimator", "seed"):
+    for name in (
+        "steps",
+        "warmup",
+        "prompts",
+        "group_size",
+        "max_new_tokens",
+        "threads",
+        "preset",
+        "lr",
+        "kl",
+        "estimator",
+        "seed",
+    ):
         out += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     return out
 
@@ -132,8 +143,9 @@ def hierr_scores(texts: list[str], tasks: list) -> list[float]:
     return [float(v) for v in compute_rewards(texts, tasks, RuleJudge(), RewardConfig()).as_dict()["score"]]
 
 
-def step_record(step_s: float, generation_s: float, reward_s: float, prompt_tokens: int, generated_tokens: int,
-                completions: int) -> dict[str, float]:
+def step_record(
+    step_s: float, generation_s: float, reward_s: float, prompt_tokens: int, generated_tokens: int, completions: int
+) -> dict[str, float]:
     train_s = max(step_s - generation_s - reward_s, 1e-9)
     return {
         "step_s": step_s,
@@ -166,14 +178,21 @@ def run_ours(args: argparse.Namespace, tasks: list) -> tuple[list[dict[str, floa
     started = time.perf_counter()
     model, tokenizer = load_model(args.model_dir)
     ref_model = copy.deepcopy(model).eval().requires_grad_(False) if args.kl > 0 else None
-    rollout = RolloutConfig(group_size=args.group_size, max_turns=1, max_response_tokens=args.max_new_tokens,
-                            temperature=1.0)
+    rollout = RolloutConfig(
+        group_size=args.group_size, max_turns=1, max_response_tokens=args.max_new_tokens, temperature=1.0
+    )
     loop = AgentLoop(model, ChatFormatter(tokenizer), ToolEnvironment(build_simulator(SimulatorConfig())), rollout)
     rollouts = args.prompts * args.group_size
     config = rl_module.RLConfig(
-        estimator=args.estimator, steps=args.warmup + args.steps, prompts_per_step=args.prompts,
-        mini_batch_prompts=args.prompts, micro_batch_rollouts=rollouts, ppo_epochs=1, lr=args.lr,
-        kl_coef=args.kl, grad_clip=1.0,
+        estimator=args.estimator,
+        steps=args.warmup + args.steps,
+        prompts_per_step=args.prompts,
+        mini_batch_prompts=args.prompts,
+        micro_batch_rollouts=rollouts,
+        ppo_epochs=1,
+        lr=args.lr,
+        kl_coef=args.kl,
+        grad_clip=1.0,
     )
     trainer = rl_module.RLTrainer(model, ref_model, loop, RuleJudge(), RewardConfig(), config, seed=args.seed)
 
@@ -193,12 +212,14 @@ def run_ours(args: argparse.Namespace, tasks: list) -> tuple[list[dict[str, floa
 
     records = []
     for step in range(args.warmup + args.steps):
-        batch = tasks[step * args.prompts:(step + 1) * args.prompts]
+        batch = tasks[step * args.prompts : (step + 1) * args.prompts]
         begin = time.perf_counter()
         metrics, trajectories = trainer.step(batch, step)
         step_s = time.perf_counter() - begin
         record = step_record(
-            step_s, metrics["time/rollout_s"], reward_seconds[-1],
+            step_s,
+            metrics["time/rollout_s"],
+            reward_seconds[-1],
             prompt_tokens=sum(len(t.prompt_ids) for t in trajectories),
             generated_tokens=sum(len(t.response_ids) for t in trajectories),
             completions=len(trajectories),
@@ -235,8 +256,14 @@ def run_trl(args: argparse.Namespace, tasks: list, output_dir: Path) -> tuple[li
             begin = time.perf_counter()
             output = super()._generate(prompts)
             prompt_ids, completion_ids = output[0], output[1]
-            generations.append((time.perf_counter() - begin, sum(len(p) for p in prompt_ids),
-                                sum(len(c) for c in completion_ids), len(completion_ids)))
+            generations.append(
+                (
+                    time.perf_counter() - begin,
+                    sum(len(p) for p in prompt_ids),
+                    sum(len(c) for c in completion_ids),
+                    len(completion_ids),
+                )
+            )
             return output
 
     class StepClock(transformers.TrainerCallback):
@@ -253,35 +280,70 @@ def run_trl(args: argparse.Namespace, tasks: list, output_dir: Path) -> tuple[li
         rewards_seen.append(sum(scores) / len(scores))
         return scores
 
-    dataset = datasets.Dataset.from_dict({"prompt": [prompt_text(t) for t in tasks],
-                                          "task_index": list(range(len(tasks)))})
+    dataset = datasets.Dataset.from_dict(
+        {"prompt": [prompt_text(t) for t in tasks], "task_index": list(range(len(tasks)))}
+    )
     config = GRPOConfig(
-        output_dir=str(output_dir), max_steps=args.warmup + args.steps, seed=args.seed,
-        per_device_train_batch_size=args.prompts * args.group_size, gradient_accumulation_steps=1,
-        num_generations=args.group_size, max_completion_length=args.max_new_tokens,
-        temperature=1.0, top_p=1.0, top_k=0, beta=args.kl, num_iterations=1, epsilon=0.2,
-        loss_type="dapo", scale_rewards="group",  # token-mean loss and group-std scaling, as ours
-        learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
-        max_grad_norm=1.0, optim="adamw_torch",
-        use_cpu=True, bf16=False, fp16=False, gradient_checkpointing=False,  # TRL defaults bf16 + checkpointing on
+        output_dir=str(output_dir),
+        max_steps=args.warmup + args.steps,
+        seed=args.seed,
+        per_device_train_batch_size=args.prompts * args.group_size,
+        gradient_accumulation_steps=1,
+        num_generations=args.group_size,
+        max_completion_length=args.max_new_tokens,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        beta=args.kl,
+        num_iterations=1,
+        epsilon=0.2,
+        loss_type="dapo",
+        scale_rewards="group",  # token-mean loss and group-std scaling, as ours
+        learning_rate=args.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        optim="adamw_torch",
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,  # TRL defaults bf16 + checkpointing on
         shuffle_dataset=False,  # step k gets prompts k·P … k·P+P-1, as ours does
-        logging_strategy="no", save_strategy="no", report_to="none", disable_tqdm=True,
+        logging_strategy="no",
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
         dataloader_num_workers=0,
     )
-    trainer = TimedGRPOTrainer(model=model, reward_funcs=hierr_score, args=config, train_dataset=dataset,
-                               processing_class=tokenizer, callbacks=[StepClock()])
+    trainer = TimedGRPOTrainer(
+        model=model,
+        reward_funcs=hierr_score,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[StepClock()],
+    )
     setup = {"setup_s": time.perf_counter() - started, "setup_rss_mb": current_rss_mb()}
     trainer.train()
 
     steps = args.warmup + args.steps
     if len(generations) != steps or len(reward_seconds) != steps or len(step_ends) != steps + 1:
-        raise RuntimeError(f"TRL ran {len(step_ends) - 1} steps with {len(generations)} generations and "
-                           f"{len(reward_seconds)} reward calls; expected {steps} of each")
+        raise RuntimeError(
+            f"TRL ran {len(step_ends) - 1} steps with {len(generations)} generations and "
+            f"{len(reward_seconds)} reward calls; expected {steps} of each"
+        )
     records = []
     for step in range(steps):
         generation_s, prompt_tokens, generated_tokens, completions = generations[step]
-        record = step_record(step_ends[step + 1] - step_ends[step], generation_s, reward_seconds[step],
-                             prompt_tokens, generated_tokens, completions)
+        record = step_record(
+            step_ends[step + 1] - step_ends[step],
+            generation_s,
+            reward_seconds[step],
+            prompt_tokens,
+            generated_tokens,
+            completions,
+        )
         record["reward_mean"] = rewards_seen[step]
         records.append(record)
     return records, setup
@@ -312,8 +374,8 @@ def worker(args: argparse.Namespace) -> int:
         "round": args.round,
         **setup,
         "threads": torch.get_num_threads(),
-        "warmup_records": records[:args.warmup],
-        "records": records[args.warmup:],
+        "warmup_records": records[: args.warmup],
+        "records": records[args.warmup :],
         "peak_rss_mb": peak_rss_mb(),
         "end_rss_mb": current_rss_mb(),
     }
@@ -326,21 +388,42 @@ def worker(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 def run_worker(name: str, args: argparse.Namespace, model_dir: Path, scratch: Path, round_index: int) -> dict:
     result_path = scratch / f"{name}-{round_index}.json"
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--model-dir", str(model_dir),
-               "--result", str(result_path), "--round", str(round_index), *forwarded_options(args)]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        name,
+        "--model-dir",
+        str(model_dir),
+        "--result",
+        str(result_path),
+        "--round",
+        str(round_index),
+        *forwarded_options(args),
+    ]
     if args.profile:
         command += ["--profile", str(args.profile)]
-    completed = subprocess.run(command, env=thread_environment(args.threads), capture_output=True, text=True,
-                               check=False)
+    completed = subprocess.run(
+        command, env=thread_environment(args.threads), capture_output=True, text=True, check=False
+    )
     if completed.returncode != 0 or not result_path.is_file():
         tail = "\n".join((completed.stderr or completed.stdout).strip().splitlines()[-25:])
-        raise RuntimeError(f"the {LABELS[name]} run (round {round_index}) failed with exit code "
-                           f"{completed.returncode}:\n{tail}")
+        raise RuntimeError(
+            f"the {LABELS[name]} run (round {round_index}) failed with exit code {completed.returncode}:\n{tail}"
+        )
     return json.loads(result_path.read_text())
 
 
-STEP_KEYS = ("step_s", "generation_s", "reward_s", "train_s", "rollout_tokens_per_s", "train_tokens_per_s",
-             "mean_completion_tokens", "reward_mean")
+STEP_KEYS = (
+    "step_s",
+    "generation_s",
+    "reward_s",
+    "train_s",
+    "rollout_tokens_per_s",
+    "train_tokens_per_s",
+    "mean_completion_tokens",
+    "reward_mean",
+)
 
 
 def aggregate(runs: list[dict]) -> dict[str, Any]:
@@ -378,12 +461,16 @@ def _cell(stats: dict[str, float], decimals: int) -> str:
 
 def ratios(results: dict[str, dict]) -> dict[str, float]:
     """ours / TRL of each row's median."""
-    return {key: results["ours"][key]["median"] / results["trl"][key]["median"]
-            for key, *_ in ROWS if key in results["ours"] and key in results["trl"]}
+    return {
+        key: results["ours"][key]["median"] / results["trl"][key]["median"]
+        for key, *_ in ROWS
+        if key in results["ours"] and key in results["trl"]
+    }
 
 
 def paired_round_ratios(rounds: dict[str, list[dict]]) -> list[float]:
     """Step-throughput ratio ours/TRL within each round (the two runs of a round ran back to back)."""
+
     def median_step(run: dict) -> float:
         return summary([r["step_s"] for r in run["records"]])["median"]
 
@@ -404,14 +491,20 @@ def print_table(results: dict[str, dict], rounds: dict[str, list[dict]]) -> None
             continue
         line = f"{label:<22}" + "".join(f"{_cell(results[n][key], decimals):>24}" for n in names)
         if both:
-            sense = "" if higher_is_better is None else ("  (higher is better)" if higher_is_better else "  (lower is better)")
+            sense = (
+                ""
+                if higher_is_better is None
+                else ("  (higher is better)" if higher_is_better else "  (lower is better)")
+            )
             line += f"   {ratio[key]:7.2f}x{sense}"
         print(line)
     if both:
         print("steps/s ratio ours/TRL by round: " + ", ".join(f"{p:.2f}x" for p in paired_round_ratios(rounds)))
         # Background load only ever adds time, so the fastest steps are the least disturbed comparison.
-        print(f"steps/s ratio ours/TRL of the fastest steps: {best_step_ratio(results):.2f}x "
-              "(TRL min s/step / ours min s/step)")
+        print(
+            f"steps/s ratio ours/TRL of the fastest steps: {best_step_ratio(results):.2f}x "
+            "(TRL min s/step / ours min s/step)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -437,34 +530,47 @@ def main(argv: list[str] | None = None) -> int:
         parameters = count_parameters(model)
         save_model(model, tokenizer, scratch / "model")
         del model
-        print(f"{args.preset} model ({parameters / 1e6:.2f} M params), {args.prompts} prompts x G={args.group_size}, "
-              f"max {args.max_new_tokens} new tokens, kl {args.kl}, lr {args.lr}, {args.threads} threads; "
-              f"{args.repeats} round(s) of {args.warmup} warm-up + {args.steps} measured steps per trainer",
-              flush=True)
+        print(
+            f"{args.preset} model ({parameters / 1e6:.2f} M params), {args.prompts} prompts x G={args.group_size}, "
+            f"max {args.max_new_tokens} new tokens, kl {args.kl}, lr {args.lr}, {args.threads} threads; "
+            f"{args.repeats} round(s) of {args.warmup} warm-up + {args.steps} measured steps per trainer",
+            flush=True,
+        )
         for round_index in range(args.repeats):
             order = names if round_index % 2 == 0 else names[::-1]
             for name in order:
                 started = time.perf_counter()
                 rounds[name].append(run_worker(name, args, scratch / "model", scratch, round_index))
-                print(f"  round {round_index + 1}/{args.repeats}: {LABELS[name]} done in "
-                      f"{time.perf_counter() - started:.0f} s", flush=True)
+                print(
+                    f"  round {round_index + 1}/{args.repeats}: {LABELS[name]} done in "
+                    f"{time.perf_counter() - started:.0f} s",
+                    flush=True,
+                )
 
     results = {name: aggregate(rounds[name]) for name in names}
     if len(names) == 2 and results["ours"]["prompt_tokens_per_step"] != results["trl"]["prompt_tokens_per_step"]:
-        print("warning: the trainers saw different prompt token counts per step: "
-              f"{results['ours']['prompt_tokens_per_step']} vs {results['trl']['prompt_tokens_per_step']}")
+        print(
+            "warning: the trainers saw different prompt token counts per step: "
+            f"{results['ours']['prompt_tokens_per_step']} vs {results['trl']['prompt_tokens_per_step']}"
+        )
     print()
     print_table(results, rounds)
     if args.json:
         import transformers
 
         payload = {
-            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                         if k not in ("worker", "model_dir", "result", "round")},
+            "settings": {
+                k: (str(v) if isinstance(v, Path) else v)
+                for k, v in vars(args).items()
+                if k not in ("worker", "model_dir", "result", "round")
+            },
             "parameters": parameters,
-            "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                         "transformers": transformers.__version__,
-                         **({"trl": __import__("trl").__version__} if "trl" in names else {})},
+            "versions": {
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+                "transformers": transformers.__version__,
+                **({"trl": __import__("trl").__version__} if "trl" in names else {}),
+            },
             "cpu_count": os.cpu_count(),
             "results": results,
             "ratios_ours_over_trl": ratios(results) if len(names) == 2 else {},

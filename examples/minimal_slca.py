@@ -53,15 +53,29 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         return simulator.simulate(call, task.tools, f"sft-{task.id}").text
 
     examples = [e for e in (build_example(t, formatter, observe) for t in tasks) if e is not None]
-    train_sft(model, examples, SFTConfig(steps=args.sft_steps, batch_size=16, lr=5e-3, warmup_ratio=0.05),
-              pad_id=formatter.pad_id, seed=args.seed)
+    train_sft(
+        model,
+        examples,
+        SFTConfig(steps=args.sft_steps, batch_size=16, lr=5e-3, warmup_ratio=0.05),
+        pad_id=formatter.pad_id,
+        seed=args.seed,
+    )
 
     # 3. RL. The reference policy for the KL term is the SFT model, frozen.
     reference = copy.deepcopy(model).eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, weight_decay=0.0)
-    loop = AgentLoop(model, formatter, ToolEnvironment(simulator),
-                     RolloutConfig(group_size=args.group_size, max_turns=3, max_response_tokens=128,
-                                   max_tool_response_tokens=96, temperature=1.0))
+    loop = AgentLoop(
+        model,
+        formatter,
+        ToolEnvironment(simulator),
+        RolloutConfig(
+            group_size=args.group_size,
+            max_turns=3,
+            max_response_tokens=128,
+            max_tool_response_tokens=96,
+            temperature=1.0,
+        ),
+    )
     judge = RuleJudge()  # offline: rates how well the final answer is grounded in the tool responses
     rng = random.Random(args.seed)
     metrics: dict[str, float] = {}
@@ -93,21 +107,23 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             ids = r.prompt_ids + r.response_ids
             input_ids[row, : len(ids)] = torch.tensor(ids)
             attention[row, : len(ids)] = 1
-            learnable[row, len(r.prompt_ids): len(ids)] = torch.tensor(r.response_mask, dtype=torch.float32)
+            learnable[row, len(r.prompt_ids) : len(ids)] = torch.tensor(r.response_mask, dtype=torch.float32)
 
         # 3d. Segments from the mask: the last generated run is the summary, earlier runs the tool
         # segment. The estimator routes each reward's group-normalised advantage to its own tokens.
         segment_ids = segments_from_mask(learnable)
-        advantages = compute_advantages(args.estimator, group_ids=group_ids, segment_ids=segment_ids,
-                                        rewards=reward_tensors)
+        advantages = compute_advantages(
+            args.estimator, group_ids=group_ids, segment_ids=segment_ids, rewards=reward_tensors
+        )
 
         # 3e. PPO-clip with dual clip and a k3 KL to the reference, token-mean; one optimizer step.
         model.train()
         logp = token_logprobs(model, input_ids, attention)
         with torch.no_grad():
             ref_logp = token_logprobs(reference, input_ids, attention)
-        loss, loss_metrics = policy_loss(logp, None, ref_logp, advantages, learnable,
-                                         clip=0.2, dual_clip=3.0, kl_coef=0.001, segment_ids=segment_ids)
+        loss, loss_metrics = policy_loss(
+            logp, None, ref_logp, advantages, learnable, clip=0.2, dual_clip=3.0, kl_coef=0.001, segment_ids=segment_ids
+        )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -121,8 +137,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             "loss": float(loss.detach()),
             **{k: float(v) for k, v in loss_metrics.items()},
         }
-        print(f"step {step}: score {metrics['score']:+.3f}  R_tool {metrics['r_tool']:.3f}  "
-              f"R_sum {metrics['r_sum']:.3f}  calls/rollout {metrics['calls']:.2f}  loss {metrics['loss']:+.4f}")
+        print(
+            f"step {step}: score {metrics['score']:+.3f}  R_tool {metrics['r_tool']:.3f}  "
+            f"R_sum {metrics['r_sum']:.3f}  calls/rollout {metrics['calls']:.2f}  loss {metrics['loss']:+.4f}"
+        )
     return metrics
 
 

@@ -36,20 +36,20 @@ class FakeReply:
     headers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def text(cls, content: str, delay_s: float = 0.0) -> "FakeReply":
+    def text(cls, content: str, delay_s: float = 0.0) -> FakeReply:
         return cls(content=content, delay_s=delay_s)
 
     @classmethod
-    def error(cls, status: int = 500, body: str = '{"error": {"message": "server error"}}') -> "FakeReply":
+    def error(cls, status: int = 500, body: str = '{"error": {"message": "server error"}}') -> FakeReply:
         return cls(status=status, raw_body=body)
 
     @classmethod
-    def rate_limited(cls, retry_after: float | None = 0) -> "FakeReply":
+    def rate_limited(cls, retry_after: float | None = 0) -> FakeReply:
         headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
         return cls(status=429, raw_body='{"error": {"message": "rate limited"}}', headers=headers)
 
     @classmethod
-    def raw(cls, body: str, status: int = 200) -> "FakeReply":
+    def raw(cls, body: str, status: int = 200) -> FakeReply:
         return cls(status=status, raw_body=body)
 
 
@@ -98,7 +98,7 @@ class FakeOpenAIServer:
         with self._lock:
             self._queue.extend(replies)
 
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         self._thread.start()
         return self
 
@@ -107,7 +107,7 @@ class FakeOpenAIServer:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -26,7 +26,7 @@ class ScriptedLM(torch.nn.Module):
 
     def _headers(self, ids: list[int]) -> list[int]:
         width = len(self.header)
-        return [i + width for i in range(len(ids) - width + 1) if ids[i:i + width] == self.header]
+        return [i + width for i in range(len(ids) - width + 1) if ids[i : i + width] == self.header]
 
     def next_token(self, ids: list[int]) -> int:
         ends = self._headers(ids)
@@ -34,7 +34,9 @@ class ScriptedLM(torch.nn.Module):
             return self.tokenizer.eos_token_id
         prompt_end = ends[0]
         turn = len(ends) - 1
-        target = self.tokenizer.encode(self.script(self.tokenizer.decode(ids[:prompt_end]), turn), add_special_tokens=False)
+        target = self.tokenizer.encode(
+            self.script(self.tokenizer.decode(ids[:prompt_end]), turn), add_special_tokens=False
+        )
         written = len(ids) - ends[-1]
         return target[written] if written < len(target) else self.tokenizer.eos_token_id
 

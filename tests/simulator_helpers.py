@@ -111,7 +111,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-# -- a scripted OpenAI-compatible server (the shared fake server of fake_openai.py) --------------------------------------------------------
+# -- a scripted OpenAI-compatible server (the shared fake server of fake_openai.py) ---------------------------
 
 Reply = tuple[int, Any, float]  # (status, body: dict or raw str, delay in seconds)
 
@@ -147,9 +147,7 @@ def running_app(app: Any) -> Iterator[str]:
     import uvicorn
 
     port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="error", access_log=False, lifespan="off"
-    )
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

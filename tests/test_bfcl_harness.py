@@ -16,6 +16,7 @@ pytest.importorskip(
     "bfcl_eval", reason="install the bfcl extra: pip install --no-deps bfcl-eval==2026.3.23 mpmath filelock"
 )
 
+from slca_grpo.cli.bfcl import register_bfcl, resolve_agent  # noqa: E402
 from slca_grpo.eval.agent import AgentRequest, ChatAgent  # noqa: E402
 from slca_grpo.eval.bfcl import (  # noqa: E402
     EXCLUDED_CATEGORIES,
@@ -32,7 +33,6 @@ from slca_grpo.eval.bfcl import (  # noqa: E402
     score_single_turn,
 )
 from slca_grpo.eval.bfcl import env as bfcl_env  # noqa: E402
-from slca_grpo.cli.bfcl import register_bfcl, resolve_agent  # noqa: E402
 from slca_grpo.eval.bfcl.multi_turn import live_instance_names  # noqa: E402
 
 
@@ -160,18 +160,12 @@ def test_single_turn_parsing_failures_are_values():
 
 def test_javascript_json_scalars_are_accepted_as_source_text():
     entry = load_entries("simple_javascript", 1)[0]
-    assert entry.ground_truth == [
-        {"validateUserInput": {"inputField": ["userInputField"], "isComplete": [True]}}
-    ]
+    assert entry.ground_truth == [{"validateUserInput": {"inputField": ["userInputField"], "isComplete": [True]}}]
     # The model sees string-typed parameters (bfcl-eval's prompt docs) but may send a JSON true.
     assert entry.prompt_functions[0]["parameters"]["properties"]["isComplete"]["type"] == "string"
-    result = score_single_turn(
-        entry, tool_call("validateUserInput", inputField="userInputField", isComplete=True)
-    )
+    result = score_single_turn(entry, tool_call("validateUserInput", inputField="userInputField", isComplete=True))
     assert result.valid, result.error
-    result = score_single_turn(
-        entry, tool_call("validateUserInput", inputField="userInputField", isComplete="false")
-    )
+    result = score_single_turn(entry, tool_call("validateUserInput", inputField="userInputField", isComplete="false"))
     assert not result.valid
 
 
@@ -207,8 +201,7 @@ def test_backend_state_does_not_leak_between_rollouts_of_the_same_entry():
     assert live_instance_names(first.rollout_name) == [] and live_instance_names(second.rollout_name) == []
     # Two full runs of the same entry score the same and leave nothing behind.
     verdicts = [
-        run_bfcl(BFCLOracleAgent(), ["multi_turn_base"], limit=1, progress=False).overall_accuracy
-        for _ in range(2)
+        run_bfcl(BFCLOracleAgent(), ["multi_turn_base"], limit=1, progress=False).overall_accuracy for _ in range(2)
     ]
     assert verdicts == [1.0, 1.0]
     assert live_instance_names() == []
@@ -222,9 +215,7 @@ def test_miss_func_turn_adds_tools_and_hidden_functions_are_refused():
     def script(request: AgentRequest) -> str:
         names = [tool["function"]["name"] for tool in request.tools]
         turn = request.metadata["turn"]
-        seen.append(
-            (turn, names, request.messages[-1]["content"] if request.metadata["turn_step"] == 0 else "")
-        )
+        seen.append((turn, names, request.messages[-1]["content"] if request.metadata["turn_step"] == 0 else ""))
         if turn == 0 and request.metadata["turn_step"] == 0:
             return tool_call("sort", file_name="final_report.pdf")  # not offered yet
         return "ok"

@@ -13,9 +13,11 @@ def test_every_command_module_lives_in_the_cli_package():
 
 
 def test_building_the_parser_imports_no_heavy_library():
-    code = ("import sys; from slca_grpo.cli import build_parser; build_parser(); "
-            "print(','.join(m for m in ('torch', 'transformers', 'tau2', 'litellm', 'httpx', 'fastapi', 'jsonschema') "
-            "if m in sys.modules))")
+    code = (
+        "import sys; from slca_grpo.cli import build_parser; build_parser(); "
+        "print(','.join(m for m in ('torch', 'transformers', 'tau2', 'litellm', 'httpx', 'fastapi', 'jsonschema') "
+        "if m in sys.modules))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == ""
 

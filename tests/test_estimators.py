@@ -142,9 +142,7 @@ def test_all_equal_rewards_give_exact_zeros(eps: float) -> None:
         "planner": [-1.0, -1.0, -1.0],
     }
     for name in ("grpo", "slca", "toolpo", "rltr"):
-        adv = compute_advantages(
-            name, group_ids=[0, 0, 0], segment_ids=segments, rewards=rewards, config={"eps": eps}
-        )
+        adv = compute_advantages(name, group_ids=[0, 0, 0], segment_ids=segments, rewards=rewards, config={"eps": eps})
         assert torch.equal(adv, torch.zeros_like(adv)), name
 
 
@@ -182,9 +180,7 @@ SLCA_REWARDS = {
 
 
 def test_slca_hand_values_with_penalties() -> None:
-    adv = compute_advantages(
-        "slca", group_ids=SLCA_GROUPS, segment_ids=SLCA_SEGMENTS, rewards=SLCA_REWARDS
-    )
+    adv = compute_advantages("slca", group_ids=SLCA_GROUPS, segment_ids=SLCA_SEGMENTS, rewards=SLCA_REWARDS)
     # Group A tool: present in A0, A1, A3 (A2 made no call) -> [0.8, 0.4, 0.6]: mean 0.6, std 0.2.
     # Group A summary: A2 is penalised (no call) so r_sum = score = -0.5
     #   -> [1.0, 0.5, -0.5, 0.0]: mean 0.25, std sqrt((0.5625 + 0.0625) * 2 / 3) = sqrt(5/12).
@@ -230,15 +226,11 @@ def test_slca_no_call_flag_penalises_on_its_own() -> None:
             "no_call": torch.tensor([1, 0, 0]),
         },
     )
-    assert_values(
-        per_rollout(adv, segments, SEG_SUMMARY), [-0.5 / (0.5 + EPS), 0.0, 0.5 / (0.5 + EPS)]
-    )
+    assert_values(per_rollout(adv, segments, SEG_SUMMARY), [-0.5 / (0.5 + EPS), 0.0, 0.5 / (0.5 + EPS)])
 
 
 def test_slca_lambdas_scale_after_normalising() -> None:
-    base = compute_advantages(
-        "slca", group_ids=SLCA_GROUPS, segment_ids=SLCA_SEGMENTS, rewards=SLCA_REWARDS
-    )
+    base = compute_advantages("slca", group_ids=SLCA_GROUPS, segment_ids=SLCA_SEGMENTS, rewards=SLCA_REWARDS)
     scaled = compute_advantages(
         "slca",
         group_ids=SLCA_GROUPS,
@@ -252,9 +244,7 @@ def test_slca_lambdas_scale_after_normalising() -> None:
 
 
 def test_slca_absent_segments_and_small_groups() -> None:
-    segments = torch.tensor(
-        [TOOL_AND_SUMMARY, SUMMARY_ONLY, SUMMARY_ONLY, TOOL_AND_SUMMARY, NOTHING, TOOL_AND_SUMMARY]
-    )
+    segments = torch.tensor([TOOL_AND_SUMMARY, SUMMARY_ONLY, SUMMARY_ONLY, TOOL_AND_SUMMARY, NOTHING, TOOL_AND_SUMMARY])
     groups = ["x", "x", "x", "solo", "y", "y"]
     rewards = {
         "score": [1.0, 0.3, 0.9, 2.0, 0.0, 0.4],
@@ -287,9 +277,7 @@ def test_slca_absent_segments_and_small_groups() -> None:
 slca_cases = st.integers(2, 8).flatmap(
     lambda rows: st.fixed_dictionaries(
         {
-            "mask": st.lists(
-                st.lists(st.booleans(), min_size=10, max_size=10), min_size=rows, max_size=rows
-            ),
+            "mask": st.lists(st.lists(st.booleans(), min_size=10, max_size=10), min_size=rows, max_size=rows),
             "groups": st.lists(st.sampled_from(["p", "q"]), min_size=rows, max_size=rows),
             "score": st.lists(st.floats(-1, 2), min_size=rows, max_size=rows),
             "tool": st.lists(st.floats(0, 1), min_size=rows, max_size=rows),
@@ -399,9 +387,7 @@ def test_group_zscore_options() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 3), st.floats(-100, 100), st.booleans()), min_size=1, max_size=20)
-)
+@given(st.lists(st.tuples(st.integers(0, 3), st.floats(-100, 100), st.booleans()), min_size=1, max_size=20))
 def test_group_stats_match_torch(rows: list[tuple[int, float, bool]]) -> None:
     index = torch.tensor([r[0] for r in rows])
     values = torch.tensor([r[1] for r in rows], dtype=torch.float64)
@@ -478,9 +464,7 @@ def test_malformed_inputs_raise_clearly() -> None:
     with pytest.raises(ValueError, match="3 group ids for a batch of 2"):
         compute_advantages("grpo", group_ids=[0, 0, 1], segment_ids=segments, rewards={"score": [1, 2]})
     with pytest.raises(ValueError, match="codes"):
-        compute_advantages(
-            "grpo", group_ids=[0], segment_ids=torch.tensor([[0, 5]]), rewards={"score": [1.0]}
-        )
+        compute_advantages("grpo", group_ids=[0], segment_ids=torch.tensor([[0, 5]]), rewards={"score": [1.0]})
     with pytest.raises(TypeError, match="mapping"):
         compute_advantages("grpo", group_ids=[0, 0], segment_ids=segments, rewards=[1.0, 2.0])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown AdvantageConfig field"):

@@ -2,9 +2,9 @@ import json
 
 import pytest
 import torch
-
 from fake_openai import FakeReply, fake_openai  # noqa: F401  (fixture)
 from scripted import ScriptedLM
+
 from slca_grpo.chat import parse_tool_calls
 from slca_grpo.cli import main
 from slca_grpo.data.synthetic import generate_suite
@@ -20,18 +20,28 @@ from slca_grpo.rollout.environment import ToolEnvironment
 from slca_grpo.simulator import SimulatorConfig, build_simulator
 from slca_grpo.types import ToolCall
 
-WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+WEATHER = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+}
 
 
 def reply_with_calls(calls, content=None):
-    message = {"role": "assistant", "content": content, "tool_calls": [
-        {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": a}} for i, (n, a) in enumerate(calls)
-    ]}
+    message = {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": a}}
+            for i, (n, a) in enumerate(calls)
+        ],
+    }
     return FakeReply.raw(json.dumps({"choices": [{"index": 0, "message": message}]}))
 
 
 def test_openai_agent_native_mode_turns_tool_calls_into_a_hermes_block(fake_openai):
-    fake_openai.push(reply_with_calls([("get_weather", '{"city": "Oslo"}'), ("get_weather", {"city": "Rome"})], "Checking."))
+    fake_openai.push(
+        reply_with_calls([("get_weather", '{"city": "Oslo"}'), ("get_weather", {"city": "Rome"})], "Checking.")
+    )
     fake_openai.push("It is 3 degrees in Oslo and 20 in Rome.")
     agent = OpenAIChatAgent(fake_openai.url, "m", max_retries=0)
     request = AgentRequest(messages=[{"role": "user", "content": "Weather in Oslo and Rome?"}], tools=[WEATHER])
@@ -42,8 +52,15 @@ def test_openai_agent_native_mode_turns_tool_calls_into_a_hermes_block(fake_open
     body = fake_openai.requests[0]
     assert body["tools"] == [WEATHER] and body["messages"] == [{"role": "user", "content": "Weather in Oslo and Rome?"}]
     # The follow-up turn sends the call back with ids and the results tied to them.
-    follow = AgentRequest(messages=request.messages + [{"role": "assistant", "content": text},
-                                                       {"role": "tool", "content": "3C"}, {"role": "tool", "content": "20C"}], tools=[WEATHER])
+    follow = AgentRequest(
+        messages=request.messages
+        + [
+            {"role": "assistant", "content": text},
+            {"role": "tool", "content": "3C"},
+            {"role": "tool", "content": "20C"},
+        ],
+        tools=[WEATHER],
+    )
     assert agent.respond([follow])[0] == "It is 3 degrees in Oslo and 20 in Rome."
     sent = fake_openai.requests[1]["messages"]
     ids = [c["id"] for c in sent[1]["tool_calls"]]
@@ -69,11 +86,17 @@ def test_openai_agent_prompt_mode_puts_tools_in_the_system_prompt(fake_openai):
 
 
 def test_to_api_messages_accepts_structured_tool_calls():
-    messages = [{"role": "user", "content": "x"},
-                {"role": "assistant", "content": "", "tool_calls": [{"id": "a1", "name": "f", "arguments": {"k": 1}}]},
-                {"role": "tool", "tool_call_id": "a1", "content": "ok"}]
+    messages = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "a1", "name": "f", "arguments": {"k": 1}}]},
+        {"role": "tool", "tool_call_id": "a1", "content": "ok"},
+    ]
     out = to_api_messages(messages)
-    assert out[1]["tool_calls"][0] == {"id": "a1", "type": "function", "function": {"name": "f", "arguments": '{"k": 1}'}}
+    assert out[1]["tool_calls"][0] == {
+        "id": "a1",
+        "type": "function",
+        "function": {"name": "f", "arguments": '{"k": 1}'},
+    }
     assert out[2] == {"role": "tool", "tool_call_id": "a1", "content": "ok"}
 
 
@@ -105,7 +128,9 @@ def test_hf_agent_samples_under_bf16_autocast_only_when_asked():
 
         model.forward = forward
         agent = HFChatAgent(model, tokenizer, max_new_tokens=100, bf16=bf16)
-        assert agent.respond([AgentRequest(messages=[{"role": "user", "content": "Paris?"}], tools=[WEATHER])]) == [call]
+        assert agent.respond([AgentRequest(messages=[{"role": "user", "content": "Paris?"}], tools=[WEATHER])]) == [
+            call
+        ]
         assert seen and set(seen) == {bf16}
 
 
@@ -133,8 +158,9 @@ def test_oracle_without_reference_answers_states_the_tool_facts():
     items, summary, _ = score_trajectories(trajectories, tasks, RuleJudge())
     callers = [i for i in items if i["kind"] != "irrelevant"]
     assert callers and all(i["r_sum"] >= 0.75 for i in callers), [i["r_sum"] for i in callers]
-    assert grounded_answer(['{"city": "Oslo", "temperature": 3.5, "ok": true, "items": [{"id": "A-1"}]}', "plain text"]) == (
-        "Here is what I found. city: Oslo; temperature: 3.5; id: A-1. The tool answered: plain text")
+    assert grounded_answer(
+        ['{"city": "Oslo", "temperature": 3.5, "ok": true, "items": [{"id": "A-1"}]}', "plain text"]
+    ) == ("Here is what I found. city: Oslo; temperature: 3.5; id: A-1. The tool answered: plain text")
     assert grounded_answer([]) == "I have no tool results to report."
 
 
@@ -148,7 +174,12 @@ def test_policy_specs_are_checked():
 
 
 def test_eval_indomain_cli_writes_reports(tmp_path, capsys):
-    assert main(["eval", "indomain", "--policy", "oracle", "--tasks", "synthetic", "--limit", "12", "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            ["eval", "indomain", "--policy", "oracle", "--tasks", "synthetic", "--limit", "12", "--out", str(tmp_path)]
+        )
+        == 0
+    )
     for name in ("per_item.jsonl", "summary.json", "report.md", "metrics.png"):
         assert (tmp_path / name).stat().st_size > 0
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -159,8 +190,10 @@ def test_eval_indomain_cli_writes_reports(tmp_path, capsys):
 
 def test_token_counts_reach_the_in_domain_metrics(fake_openai):
     tasks = generate_suite(seed=5, n_train=0, n_test=3).test
-    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "I cannot help with that, sorry."}}],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57}}
+    body = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "I cannot help with that, sorry."}}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57},
+    }
     for _ in tasks:
         fake_openai.push(FakeReply.raw(json.dumps(body)))
     agent = OpenAIChatAgent(fake_openai.url, "m", max_retries=0, concurrency=1)

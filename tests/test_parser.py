@@ -93,7 +93,7 @@ def test_nested_open_tags_take_innermost_body():
 
 def test_final_answer_rules():
     call = block('{"name": "get_weather", "arguments": {}}')
-    response = "<tool_response>\n{\"temp\": 20}\n</tool_response>"
+    response = '<tool_response>\n{"temp": 20}\n</tool_response>'
     assert parse_tool_calls(f"{call}{response} It is 20 degrees.").final_answer == "It is 20 degrees."
     assert parse_tool_calls(f"Let me check. {call} after call").final_answer == "after call"
     assert parse_tool_calls("Just prose, no calls.").final_answer == "Just prose, no calls."

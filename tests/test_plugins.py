@@ -26,6 +26,7 @@ def plugin_file(tmp_path):
         path = tmp_path / f"{name}.py"
         path.write_text(PLUGIN.format(name=name))
         return path
+
     yield make
     for name in ("tool-only-a", "tool-only-b", "tool-only-c"):
         if name in list_estimators():
@@ -34,7 +35,9 @@ def plugin_file(tmp_path):
 
 def test_plugin_args_are_taken_from_anywhere_on_the_line():
     assert split_plugin_args(["--plugin", "a.py", "train", "x", "--plugin=b", "--set", "k=v"]) == (
-        ["a.py", "b"], ["train", "x", "--set", "k=v"])
+        ["a.py", "b"],
+        ["train", "x", "--set", "k=v"],
+    )
     assert split_plugin_args(["train", "--", "--plugin", "c"]) == ([], ["train", "--", "--plugin", "c"])
     with pytest.raises(PluginError, match="needs a module"):
         split_plugin_args(["estimators", "--plugin"])
@@ -65,9 +68,21 @@ def test_a_training_run_uses_a_plugin_estimator_from_its_config(plugin_file, tmp
     from slca_grpo.trainer.run import RunConfig, train
 
     path = plugin_file("tool-only-b")
-    overrides = [f"train.plugins=[{path}]", "rl.estimator=tool-only-b", f"train.out_dir={tmp_path / 'run'}",
-                 "data.n_train=40", "data.n_test=4", "sft.steps=2", "sft.batch_size=4", "rl.steps=1",
-                 "rl.prompts_per_step=2", "rl.mini_batch_prompts=2", "rollout.group_size=2",
-                 "rollout.max_response_tokens=16", "train.eval_tasks=2", "train.progress=false"]
+    overrides = [
+        f"train.plugins=[{path}]",
+        "rl.estimator=tool-only-b",
+        f"train.out_dir={tmp_path / 'run'}",
+        "data.n_train=40",
+        "data.n_test=4",
+        "sft.steps=2",
+        "sft.batch_size=4",
+        "rl.steps=1",
+        "rl.prompts_per_step=2",
+        "rl.mini_batch_prompts=2",
+        "rollout.group_size=2",
+        "rollout.max_response_tokens=16",
+        "train.eval_tasks=2",
+        "train.progress=false",
+    ]
     summary = train(load_yaml_config(RunConfig, resolve_config_path("demo-quick"), overrides), echo=False)
     assert summary["estimator"] == "tool-only-b" and summary["steps"] == 1

@@ -8,10 +8,22 @@ from slca_grpo.report import compare_runs
 
 def fake_training_run(path, estimator, success):
     path.mkdir()
-    evals = [{"step": -1, "success@0.9": 0.1, "name_f1": 0.5}, {"step": 3, "success@0.9": success, "name_f1": 0.8, "calls": 1.5}]
-    summary = {"estimator": estimator, "steps": 4, "final_eval": evals[-1], "evals": evals, "grad_norm_std": 0.1, "grad_norm_mean": 0.5}
+    evals = [
+        {"step": -1, "success@0.9": 0.1, "name_f1": 0.5},
+        {"step": 3, "success@0.9": success, "name_f1": 0.8, "calls": 1.5},
+    ]
+    summary = {
+        "estimator": estimator,
+        "steps": 4,
+        "final_eval": evals[-1],
+        "evals": evals,
+        "grad_norm_std": 0.1,
+        "grad_norm_mean": 0.5,
+    }
     (path / "summary.json").write_text(json.dumps(summary))
-    (path / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "reward/score": 0.1 * i}) + "\n" for i in range(4)))
+    (path / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": i, "reward/score": 0.1 * i}) + "\n" for i in range(4))
+    )
     return path
 
 
@@ -27,8 +39,28 @@ def test_training_runs_side_by_side(tmp_path):
 
 def test_evaluation_runs_side_by_side(tmp_path, capsys):
     indomain, bfcl = tmp_path / "indomain", tmp_path / "bfcl"
-    assert main(["eval", "indomain", "--policy", "oracle", "--tasks", "synthetic", "--limit", "6", "--out", str(indomain)]) == 0
-    assert main(["eval", "bfcl", "--policy", "oracle", "--categories", "simple", "--limit", "2", "--out", str(bfcl), "--no-progress"]) == 0
+    assert (
+        main(["eval", "indomain", "--policy", "oracle", "--tasks", "synthetic", "--limit", "6", "--out", str(indomain)])
+        == 0
+    )
+    assert (
+        main(
+            [
+                "eval",
+                "bfcl",
+                "--policy",
+                "oracle",
+                "--categories",
+                "simple",
+                "--limit",
+                "2",
+                "--out",
+                str(bfcl),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     from slca_grpo.eval.tau2 import Tau2OracleAgent, run_tau2
 
     tau2 = tmp_path / "tau2"

@@ -16,10 +16,13 @@ def repository_texts():
 
 
 def test_nothing_points_outside_the_repository():
-    offenders = [f"{path.relative_to(ROOT)}:{number}"
-                 for path in repository_texts() if path != Path(__file__).resolve()
-                 for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                 if OUTSIDE.search(line)]
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in repository_texts()
+        if path != Path(__file__).resolve()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
     assert not offenders, f"references to files outside the repository: {offenders}"
 
 
@@ -39,3 +42,15 @@ def test_doc_links_and_anchors_resolve():
                 if anchor not in {github_anchor(h) for h in headings}:
                     broken.append(f"{page.name} -> {target}#{anchor}")
     assert not broken, broken
+
+
+def test_the_tree_passes_the_linter_and_the_formatter():
+    import subprocess
+    import sys
+
+    folders = ["src", "tests", "benchmarks", "examples"]
+    for command in (["check"], ["format", "--check"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, *folders], cwd=ROOT, capture_output=True, text=True
+        )
+        assert result.returncode == 0, f"ruff {' '.join(command)}:\n{result.stdout}{result.stderr}"

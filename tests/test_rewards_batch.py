@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+from slca_grpo.cli import rewards as commands
 from slca_grpo.config import ConfigError, apply_overrides, from_dict
 from slca_grpo.rewards import (
     REWARD_NAMES,
@@ -25,11 +26,16 @@ from slca_grpo.rewards import (
     rltr_reward,
     toolpo_rewards,
 )
-from slca_grpo.cli import rewards as commands
 from slca_grpo.types import Task, ToolCall
 
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    },
     {"type": "function", "function": {"name": "get_news", "parameters": {"type": "object", "properties": {}}}},
 ]
 RESPONSE = '{"city": "Paris", "temperature": 22, "condition": "sunny"}'
@@ -153,7 +159,9 @@ def test_checker_gets_one_batch_of_format_valid_plans():
             return [[CompletenessVerdict(True)] * n for _ in requests]
 
     checker = Recording()
-    compute_rewards(TEXTS, [task()] * 4, None, RewardConfig(rltr_checks=2), estimator_needs=("planner",), checker=checker)
+    compute_rewards(
+        TEXTS, [task()] * 4, None, RewardConfig(rltr_checks=2), estimator_needs=("planner",), checker=checker
+    )
     assert checker.batches == [(3, 2)]  # the broken rollout is not checked
 
 
@@ -170,9 +178,14 @@ def test_batch_input_errors():
 
 
 def test_irrelevant_fix_in_batch():
-    texts = ["Sorry, no available tool can look that up.", f"{CALL}<tool_response>{RESPONSE}</tool_response>It is sunny in Paris."]
+    texts = [
+        "Sorry, no available tool can look that up.",
+        f"{CALL}<tool_response>{RESPONSE}</tool_response>It is sunny in Paris.",
+    ]
     off = compute_rewards(texts, [task("irrelevant")] * 2, CountingJudge(5)).as_dict()["summary"]
-    on = compute_rewards(texts, [task("irrelevant")] * 2, CountingJudge(5), RewardConfig(irrelevant_fix=True)).as_dict()["summary"]
+    on = compute_rewards(
+        texts, [task("irrelevant")] * 2, CountingJudge(5), RewardConfig(irrelevant_fix=True)
+    ).as_dict()["summary"]
     assert off == [0.0, 1.0] and on == [1.0, 0.0]
 
 
@@ -185,7 +198,12 @@ def test_reward_config_defaults_and_validation():
     assert (w.fmt, w.name, w.key, w.value, w.parallel) == (0.10, 0.25, 0.15, 0.20, 0.30)
     assert w.total == pytest.approx(1.0)
     assert (config.omission_penalty, config.min_answer_chars, config.irrelevant_fix) == (-0.5, 10, False)
-    assert (config.rltr_checks, config.rltr_repeat_penalty, config.rltr_error_penalty, config.rltr_format_penalty) == (3, -0.1, -0.2, -1.0)
+    assert (config.rltr_checks, config.rltr_repeat_penalty, config.rltr_error_penalty, config.rltr_format_penalty) == (
+        3,
+        -0.1,
+        -0.2,
+        -1.0,
+    )
     assert config.toolpo_success == "gold"
     assert RewardConfig(weights={"fmt": 0.5}).weights == ExecutionWeights(fmt=0.5)
     for bad in (

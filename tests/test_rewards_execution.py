@@ -15,15 +15,24 @@ from slca_grpo.types import Task, ToolCall
 
 def _tool(name: str, *params: str) -> dict:
     properties = {p: {"type": "string"} for p in params}
-    return {"type": "function", "function": {"name": name, "description": name, "parameters": {"type": "object", "properties": properties}}}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": name, "parameters": {"type": "object", "properties": properties}},
+    }
 
 
-TOOLS = [_tool("get_weather", "city", "unit"), _tool("get_time", "city"), _tool("search_flights", "origin", "destination")]
+TOOLS = [
+    _tool("get_weather", "city", "unit"),
+    _tool("get_time", "city"),
+    _tool("search_flights", "origin", "destination"),
+]
 
 
 def weather_task(gold=None, subset="tool_call") -> Task:
     if gold is None:
-        gold = [[ToolCall("get_weather", {"city": "Paris", "unit": "celsius"}), ToolCall("get_time", {"city": "Paris"})]]
+        gold = [
+            [ToolCall("get_weather", {"city": "Paris", "unit": "celsius"}), ToolCall("get_time", {"city": "Paris"})]
+        ]
     return Task(
         id="t1",
         messages=[{"role": "user", "content": "Weather and time in Paris?"}],
@@ -51,9 +60,8 @@ def test_perfect_parallel_block_scores_one():
 
 
 def test_sequential_blocks_loose_values_and_extra_key():
-    text = (
-        block({"name": "get_weather", "arguments": {"city": "paris", "unit": "Celsius "}})
-        + block({"name": "get_time", "arguments": {"city": "Paris", "tz": "CET"}})
+    text = block({"name": "get_weather", "arguments": {"city": "paris", "unit": "Celsius "}}) + block(
+        {"name": "get_time", "arguments": {"city": "Paris", "tz": "CET"}}
     )
     r = execution_reward(text, weather_task())
     # fmt = 2 valid / max(2, 2) = 1; nameF1 = 1
@@ -112,7 +120,8 @@ def test_each_prediction_is_used_once():
 
 
 def test_no_gold_arguments_gives_full_key_value_even_without_predictions():
-    # The paper's order (docs/method.md §4): "1 when no gold call has arguments" is applied before "0 when nothing predicted".
+    # The paper's order (docs/method.md §4): "1 when no gold call has arguments" is applied before
+    # "0 when nothing predicted".
     task = weather_task(gold=[[ToolCall("get_time", {})]])
     r = execution_reward("I do not know.", task)
     assert (r.fmt, r.name_f1, r.key, r.value, r.parallel) == (0.0, 0.0, 1.0, 1.0, 0.0)
@@ -174,8 +183,17 @@ def test_parsed_response_is_rechecked_against_task_tools():
 @given(
     st.lists(
         st.sampled_from(
-            list('<>/{}[]":, 1ax_') + ["<tool_call>", "</tool_call>", '"get_weather"', '"get_time"', '"name"', '"arguments"',
-                                     '"city"', '"Paris"']
+            list('<>/{}[]":, 1ax_')
+            + [
+                "<tool_call>",
+                "</tool_call>",
+                '"get_weather"',
+                '"get_time"',
+                '"name"',
+                '"arguments"',
+                '"city"',
+                '"Paris"',
+            ]
         ),
         max_size=40,
     ).map("".join)

@@ -20,7 +20,14 @@ from slca_grpo.rewards.hierarchical import (
 from slca_grpo.types import Task, ToolCall
 
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather of a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    },
 ]
 WEATHER_CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 WEATHER_RESPONSE = '{"city": "Paris", "temperature": 22, "condition": "sunny"}'
@@ -29,13 +36,21 @@ WEATHER_RESPONSE = '{"city": "Paris", "temperature": 22, "condition": "sunny"}'
 def task(subset: str = "tool_call") -> Task:
     gold = [[ToolCall("get_weather", {"city": "Paris"})]] if subset == "tool_call" else []
     return Task(
-        id="w", messages=[{"role": "user", "content": "What's the weather in Paris?"}], tools=TOOLS, gold_calls=gold, subset=subset
+        id="w",
+        messages=[{"role": "user", "content": "What's the weather in Paris?"}],
+        tools=TOOLS,
+        gold_calls=gold,
+        subset=subset,
     )
 
 
 def rollout(answer: str, call: str = WEATHER_CALL, response: str | None = WEATHER_RESPONSE) -> str:
     """A decoded multi-turn response: call, injected tool turn, final answer."""
-    tool_turn = f"<|im_end|>\n<|im_start|>user\n<tool_response>\n{response}\n</tool_response><|im_end|>\n<|im_start|>assistant\n" if response is not None else ""
+    tool_turn = (
+        f"<|im_end|>\n<|im_start|>user\n<tool_response>\n{response}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+        if response is not None
+        else ""
+    )
     return f"{call}{tool_turn}{answer}"
 
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from slca_grpo.chat import parse_tool_calls
 from slca_grpo.rewards import (
     CompletenessChecker,
     CompletenessVerdict,
@@ -19,7 +20,6 @@ from slca_grpo.rewards import (
     toolpo_rewards,
 )
 from slca_grpo.rewards.rltr import format_valid, is_error_observation
-from slca_grpo.chat import parse_tool_calls
 from slca_grpo.types import Task, ToolCall
 
 
@@ -49,7 +49,9 @@ def response(*payloads: str) -> str:
 
 
 ANSWER = "It is 22 degrees in Paris and the time is 14:05."
-GOOD = call("get_weather", city="Paris", unit="celsius") + call("get_time", city="Paris") + response("{}", "{}") + ANSWER
+GOOD = (
+    call("get_weather", city="Paris", unit="celsius") + call("get_time", city="Paris") + response("{}", "{}") + ANSWER
+)
 
 
 class FixedJudge(Judge):
@@ -119,7 +121,12 @@ def test_toolpo_judge_mode():
     silent = FixedJudge(5)
     assert toolpo_rewards(GOOD.replace(ANSWER, "ok"), task(), config, silent).success == 0.0
     assert silent.calls == 0  # too short to ask
-    assert toolpo_rewards(GOOD, task(), RewardConfig(toolpo_success="judge", toolpo_judge_threshold=5), FixedJudge(4)).success == 0.0
+    assert (
+        toolpo_rewards(
+            GOOD, task(), RewardConfig(toolpo_success="judge", toolpo_judge_threshold=5), FixedJudge(4)
+        ).success
+        == 0.0
+    )
     with pytest.raises(ValueError, match="needs a judge"):
         toolpo_rewards(GOOD, task(), config)
 
@@ -161,7 +168,11 @@ def test_rltr_repeats_and_errors():
 
 
 def test_rltr_non_consecutive_repeat_is_not_penalised():
-    text = call("get_time", city="Paris") + call("get_weather", city="Paris", unit="celsius") + call("get_time", city="Paris")
+    text = (
+        call("get_time", city="Paris")
+        + call("get_weather", city="Paris", unit="celsius")
+        + call("get_time", city="Paris")
+    )
     assert rltr_reward(text, task()).repeat_penalty == 0.0
 
 
@@ -183,7 +194,11 @@ def test_rltr_invalid_format_is_minus_one_and_skips_the_checker(text):
 
 
 def test_rltr_structure_errors_are_errors_not_format_failures():
-    text = call("get_weather", city="Paris", unit="celsius") + call("get_time", city="Paris") + '<tool_call>{"name": 3}</tool_call>'
+    text = (
+        call("get_weather", city="Paris", unit="celsius")
+        + call("get_time", city="Paris")
+        + '<tool_call>{"name": 3}</tool_call>'
+    )
     r = rltr_reward(text, task())
     assert r.format_ok and r.error_penalty == pytest.approx(-0.2) and r.planner == pytest.approx(0.8)
 
@@ -193,7 +208,9 @@ def test_rltr_completeness_is_the_mean_of_n_verdicts():
     r = rltr_reward(GOOD, task(), checker=checker)
     assert r.completeness == pytest.approx(2 / 3) and r.planner == pytest.approx(2 / 3)
     assert checker.calls == 3
-    assert checker.seen == [(ToolCall("get_weather", {"city": "Paris", "unit": "celsius"}), ToolCall("get_time", {"city": "Paris"}))]
+    assert checker.seen == [
+        (ToolCall("get_weather", {"city": "Paris", "unit": "celsius"}), ToolCall("get_time", {"city": "Paris"}))
+    ]
     five = ScriptedChecker(True, False, True, True, True)
     assert rltr_reward(GOOD, task(), RewardConfig(rltr_checks=5), five).completeness == pytest.approx(0.8)
 
@@ -206,7 +223,10 @@ def test_rltr_incomplete_plan():
 def test_rule_completeness():
     assert rule_complete(task([], "irrelevant"), [])
     assert not rule_complete(task([], "irrelevant"), [ToolCall("get_news")])
-    calls = [ToolCall("get_time", {"city": "PARIS"}), ToolCall("get_weather", {"city": "Paris", "unit": "celsius", "x": 1})]
+    calls = [
+        ToolCall("get_time", {"city": "PARIS"}),
+        ToolCall("get_weather", {"city": "Paris", "unit": "celsius", "x": 1}),
+    ]
     assert rule_complete(task(), calls)
     assert not rule_complete(task(), calls[:1])
     verdicts = RuleCompletenessChecker().check(task(), calls, n=3)

@@ -2,8 +2,8 @@ import json
 
 import pytest
 import torch
-
 from scripted import ScriptedLM
+
 from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL
 from slca_grpo.chat import parse_tool_calls, render_chat
 from slca_grpo.models.tokenizer import train_tokenizer
@@ -32,7 +32,9 @@ class EchoSimulator:
 
     def simulate_many(self, requests):
         self.requests += requests
-        return [Observation(text=json.dumps({"city": call.arguments.get("city"), "temp": 21})) for call, _, _ in requests]
+        return [
+            Observation(text=json.dumps({"city": call.arguments.get("city"), "temp": 21})) for call, _, _ in requests
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,13 @@ def make_task(task_id="t1", fixtures=None):
 
 
 def build_loop(tokenizer, script, simulator=None, **overrides):
-    settings = {"group_size": 2, "max_turns": 3, "max_response_tokens": 200, "max_tool_response_tokens": 50, **overrides}
+    settings = {
+        "group_size": 2,
+        "max_turns": 3,
+        "max_response_tokens": 200,
+        "max_tool_response_tokens": 50,
+        **overrides,
+    }
     config = RolloutConfig(**settings)
     formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.max_tool_response_tokens)
     environment = ToolEnvironment(simulator or EchoSimulator())
@@ -86,9 +94,12 @@ def test_call_then_answer_is_token_exact_with_masks_and_segments(tokenizer):
     row = batch.segment_ids[0]
     start = len(trajectories[0].prompt_ids)
     assert (row[:start] == 0).all()
-    assert (row[start:start + len(call_ids)] == SEG_TOOL).all()
-    assert (row[start + len(call_ids):start + len(call_ids) + len(injected)] == 0).all()
-    assert (row[start + len(call_ids) + len(injected):start + len(call_ids) + len(injected) + len(answer_ids)] == SEG_SUMMARY).all()
+    assert (row[start : start + len(call_ids)] == SEG_TOOL).all()
+    assert (row[start + len(call_ids) : start + len(call_ids) + len(injected)] == 0).all()
+    assert (
+        row[start + len(call_ids) + len(injected) : start + len(call_ids) + len(injected) + len(answer_ids)]
+        == SEG_SUMMARY
+    ).all()
 
 
 def test_fixture_answers_gold_calls_without_the_simulator(tokenizer):
@@ -105,7 +116,7 @@ def test_direct_answer_is_one_summary_run(tokenizer):
     trajectory = loop.run([make_task()], group_size=1)[0]
     assert set(trajectory.response_mask) == {1}
     batch = trajectory_batch([trajectory], loop.formatter.pad_id)
-    assert set(batch.segment_ids[0, len(trajectory.prompt_ids):].tolist()) == {SEG_SUMMARY}
+    assert set(batch.segment_ids[0, len(trajectory.prompt_ids) :].tolist()) == {SEG_SUMMARY}
 
 
 def test_turn_limit_cuts_a_rollout_that_keeps_calling(tokenizer):
@@ -170,7 +181,15 @@ def test_sampling_respects_budgets_and_greedy_is_deterministic(tokenizer):
     assert [g.token_ids for g in first] == [g.token_ids for g in second]
     # Sampled log-probs are those of the temperature-scaled distribution.
     hot = SamplingConfig(temperature=0.7)
-    result = sample(model, [[3]], max_new_tokens=1, config=hot, stop_token_ids=[], pad_id=0, generator=torch.Generator().manual_seed(1))[0]
+    result = sample(
+        model,
+        [[3]],
+        max_new_tokens=1,
+        config=hot,
+        stop_token_ids=[],
+        pad_id=0,
+        generator=torch.Generator().manual_seed(1),
+    )[0]
     expected = torch.log_softmax(model.table[3] / 0.7, dim=-1)[result.token_ids[0]]
     assert result.logprobs[0] == pytest.approx(float(expected.detach()), abs=1e-5)
 
@@ -186,17 +205,33 @@ def test_sampled_tokens_follow_the_tempered_distribution():
             self.anchor = torch.nn.Parameter(torch.zeros(()))
 
         def forward(self, input_ids, **_):
-            return SimpleNamespace(logits=logits.expand(input_ids.shape[0], input_ids.shape[1], 4) + self.anchor, past_key_values=())
+            return SimpleNamespace(
+                logits=logits.expand(input_ids.shape[0], input_ids.shape[1], 4) + self.anchor, past_key_values=()
+            )
 
-    draws = sample(Fixed(), [[0]] * 4000, max_new_tokens=1, config=SamplingConfig(temperature=1.0), stop_token_ids=[], pad_id=0,
-                   generator=torch.Generator().manual_seed(3))
+    draws = sample(
+        Fixed(),
+        [[0]] * 4000,
+        max_new_tokens=1,
+        config=SamplingConfig(temperature=1.0),
+        stop_token_ids=[],
+        pad_id=0,
+        generator=torch.Generator().manual_seed(3),
+    )
     counts = torch.bincount(torch.tensor([g.token_ids[0] for g in draws]), minlength=4).float()
     expected = torch.tensor([0.5, 0.3, 0.15, 0.05]) * 4000
     chi2 = float(((counts - expected) ** 2 / expected).sum())
     assert chi2 < 16.3  # the 0.999 quantile of chi-square with 3 degrees of freedom
     # top_p = 0.6 keeps the two most likely tokens only (0.5 + 0.3 covers it).
-    kept = sample(Fixed(), [[0]] * 500, max_new_tokens=1, config=SamplingConfig(temperature=1.0, top_p=0.6), stop_token_ids=[], pad_id=0,
-                  generator=torch.Generator().manual_seed(4))
+    kept = sample(
+        Fixed(),
+        [[0]] * 500,
+        max_new_tokens=1,
+        config=SamplingConfig(temperature=1.0, top_p=0.6),
+        stop_token_ids=[],
+        pad_id=0,
+        generator=torch.Generator().manual_seed(4),
+    )
     assert {g.token_ids[0] for g in kept} == {0, 1}
 
 
@@ -204,8 +239,10 @@ def test_shared_prompts_prefill_once_and_sampled_logprobs_match_a_full_forward(t
     from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
     from slca_grpo.trainer.batch import token_logprobs
 
-    model = build_tiny_model(tokenizer, TinyModelConfig(num_layers=2, hidden_size=32, num_heads=2, num_kv_heads=1,
-                                                       intermediate_size=64, seed=3))
+    model = build_tiny_model(
+        tokenizer,
+        TinyModelConfig(num_layers=2, hidden_size=32, num_heads=2, num_kv_heads=1, intermediate_size=64, seed=3),
+    )
     first, second = tokenizer.encode("what is the weather"), tokenizer.encode("book a table for two please")
     prompts = [first, first, second, first, second]  # groups interleaved, different lengths
     calls = []
@@ -216,15 +253,22 @@ def test_shared_prompts_prefill_once_and_sampled_logprobs_match_a_full_forward(t
         return original_forward(*args, **kwargs)
 
     model.forward = counting_forward
-    generations = sample(model, prompts, max_new_tokens=6, config=SamplingConfig(temperature=1.0), stop_token_ids=[],
-                         pad_id=tokenizer.pad_token_id, generator=torch.Generator().manual_seed(0))
+    generations = sample(
+        model,
+        prompts,
+        max_new_tokens=6,
+        config=SamplingConfig(temperature=1.0),
+        stop_token_ids=[],
+        pad_id=tokenizer.pad_token_id,
+        generator=torch.Generator().manual_seed(0),
+    )
     model.forward = original_forward
     assert calls[0] == (2, len(second))  # one prefill row per distinct prompt
     assert all(shape[0] == 5 for shape in calls[1:])
     # Each row's sampled log-probs are those of its own context, recomputed without any cache.
     for prompt, generation in zip(prompts, generations):
         ids = torch.tensor([prompt + generation.token_ids])
-        recomputed = token_logprobs(model, ids, torch.ones_like(ids), start=len(prompt))[0, len(prompt):]
+        recomputed = token_logprobs(model, ids, torch.ones_like(ids), start=len(prompt))[0, len(prompt) :]
         assert torch.allclose(recomputed, torch.tensor(generation.logprobs), atol=1e-4)
 
 
@@ -248,8 +292,14 @@ def test_single_token_stop_strings_stop_like_decoded_ones(tokenizer):
             return SimpleNamespace(logits=logits + self.anchor, past_key_values=seen + 1)
 
     greedy = SamplingConfig(temperature=0.0)
-    common = dict(max_new_tokens=10, config=greedy, stop_token_ids=[], pad_id=0, stop_strings=("</tool_call>",),
-                  decode=tokenizer.decode)
+    common = dict(
+        max_new_tokens=10,
+        config=greedy,
+        stop_token_ids=[],
+        pad_id=0,
+        stop_strings=("</tool_call>",),
+        decode=tokenizer.decode,
+    )
     by_id = sample(Replay(), [[1]], encode=tokenizer.encode, **common)[0]
     by_text = sample(Replay(), [[1]], **common)[0]
     assert by_id.token_ids == by_text.token_ids == script[: script.index(close) + 1]
@@ -276,7 +326,9 @@ def test_rollouts_can_use_the_simulator_service(tokenizer, monkeypatch):
         loop, _ = build_loop(tokenizer, lambda p, t: CALL if t == 0 else "Done.<|im_end|>", simulator=client)
         trajectory = loop.run([make_task()], group_size=1, session_prefix="svc")[0]
         observation = trajectory.turns[0].observations[0]
-        local = Simulator(SimulatorConfig(seed=0)).simulate(ToolCall("get_weather", {"city": "Paris"}), [WEATHER], "svc-0")
+        local = Simulator(SimulatorConfig(seed=0)).simulate(
+            ToolCall("get_weather", {"city": "Paris"}), [WEATHER], "svc-0"
+        )
         assert not observation.is_error and observation.text == local.text  # the service's schema backend answered
         assert client.counters["requests"] >= 1 and client.counters["failures"] == 0
         monkeypatch.setenv("SLCA_SIM_TOKEN", "wrong")

@@ -11,8 +11,9 @@ def test_a_secret_file_gives_its_first_line(tmp_path):
     assert read_secret_file(secret, "--token-file") == "s3cret"
 
 
-@pytest.mark.parametrize("content, message", [("", "the file is empty"), ("\n  \n", "the file is empty"),
-                                              (None, "No such file")])
+@pytest.mark.parametrize(
+    "content, message", [("", "the file is empty"), ("\n  \n", "the file is empty"), (None, "No such file")]
+)
 def test_unusable_secret_files_are_one_line_errors_naming_the_flag(tmp_path, content, message):
     path = tmp_path / "token"
     if content is not None:
@@ -46,7 +47,25 @@ def test_serve_sim_and_eval_read_token_files(tmp_path, capsys, monkeypatch):
     assert f"--token-file {missing}: No such file" in capsys.readouterr().err
     empty = tmp_path / "empty"
     empty.write_text("")
-    assert main(["eval", "indomain", "--policy", "oracle", "--tasks", "synthetic", "--limit", "1",
-                 "--simulator", "http://127.0.0.1:1", "--simulator-token-file", str(empty),
-                 "--out", str(tmp_path / "eval")]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "indomain",
+                "--policy",
+                "oracle",
+                "--tasks",
+                "synthetic",
+                "--limit",
+                "1",
+                "--simulator",
+                "http://127.0.0.1:1",
+                "--simulator-token-file",
+                str(empty),
+                "--out",
+                str(tmp_path / "eval"),
+            ]
+        )
+        == 2
+    )
     assert f"--simulator-token-file {empty}: the file is empty" in capsys.readouterr().err

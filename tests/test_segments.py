@@ -37,9 +37,7 @@ def reference_segments(row: list[int]) -> list[int]:
 
 masks = st.integers(1, 6).flatmap(
     lambda rows: st.integers(0, 40).flatmap(
-        lambda cols: st.lists(
-            st.lists(st.booleans(), min_size=cols, max_size=cols), min_size=rows, max_size=rows
-        )
+        lambda cols: st.lists(st.lists(st.booleans(), min_size=cols, max_size=cols), min_size=rows, max_size=rows)
     )
 )
 

@@ -93,13 +93,9 @@ def test_no_cache_path_means_no_cache():
 
 def test_injected_errors_and_validation_errors_are_not_cached(tmp_path):
     sim = Simulator(
-        SimulatorConfig(
-            cache_path=str(tmp_path / "c.sqlite"), errors=ErrorInjectionConfig(server_error_rate=1.0)
-        )
+        SimulatorConfig(cache_path=str(tmp_path / "c.sqlite"), errors=ErrorInjectionConfig(server_error_rate=1.0))
     )
-    assert (
-        sim.simulate(ToolCall("get_weather", {"city": "Oslo"}), [WEATHER_TOOL]).error.kind == "server_error"
-    )
+    assert sim.simulate(ToolCall("get_weather", {"city": "Oslo"}), [WEATHER_TOOL]).error.kind == "server_error"
     assert sim.simulate(ToolCall("get_weather", {}), [WEATHER_TOOL]).error.kind == "missing_required"
     assert len(sim.cache) == 0
 

@@ -91,12 +91,8 @@ def test_formats_are_checked(sim_and_backend):
     )
     assert sim.simulate(ToolCall("schedule", {"day": "2025-02-30"}), [t]).error.kind == "invalid_arguments"
     assert sim.simulate(ToolCall("schedule", {"day": "tomorrow"}), [t]).error.kind == "invalid_arguments"
-    assert (
-        sim.simulate(ToolCall("schedule", {"email": "not-an-address"}), [t]).error.kind == "invalid_arguments"
-    )
-    assert (
-        sim.simulate(ToolCall("schedule", {"day": "2025-02-28", "email": "a@example.com"}), [t]).error is None
-    )
+    assert sim.simulate(ToolCall("schedule", {"email": "not-an-address"}), [t]).error.kind == "invalid_arguments"
+    assert sim.simulate(ToolCall("schedule", {"day": "2025-02-28", "email": "a@example.com"}), [t]).error is None
 
 
 def test_non_object_arguments_are_rejected(sim_and_backend):
@@ -163,9 +159,7 @@ def test_error_counters_and_latency_are_recorded(sim_and_backend):
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda children: (
-        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
-    ),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
     max_leaves=10,
 )
 schema_like = st.fixed_dictionaries(
@@ -207,6 +201,7 @@ def test_no_tool_list_or_call_makes_the_simulator_raise(tools, name, arguments, 
 
 def test_a_backend_that_answers_nothing_is_refused_when_defined():
     with pytest.raises(TypeError, match="must override Backend.generate"):
+
         class Silent(Backend):  # noqa: F841  (the class statement itself must fail)
             name = "silent"
 

@@ -25,9 +25,7 @@ def test_injection_rate_is_within_binomial_tolerance_and_deterministic():
     config = ErrorInjectionConfig(timeout_rate=0.2)
     draws = [ErrorInjector(config, seed=3).draw(f"ep-{i // 10}", '{"name":"f"}', i % 10)[0] for i in range(N)]
     again = [ErrorInjector(config, seed=3).draw(f"ep-{i // 10}", '{"name":"f"}', i % 10)[0] for i in range(N)]
-    other_seed = [
-        ErrorInjector(config, seed=4).draw(f"ep-{i // 10}", '{"name":"f"}', i % 10)[0] for i in range(N)
-    ]
+    other_seed = [ErrorInjector(config, seed=4).draw(f"ep-{i // 10}", '{"name":"f"}', i % 10)[0] for i in range(N)]
     hits = sum(d == "timeout" for d in draws)
     sd = math.sqrt(N * 0.2 * 0.8)  # 40
     assert abs(hits - 0.2 * N) < 4.5 * sd
@@ -37,9 +35,7 @@ def test_injection_rate_is_within_binomial_tolerance_and_deterministic():
 
 
 def test_several_kinds_share_one_draw_in_proportion():
-    config = ErrorInjectionConfig(
-        timeout_rate=0.1, server_error_rate=0.1, rate_limit_rate=0.05, empty_result_rate=0.05
-    )
+    config = ErrorInjectionConfig(timeout_rate=0.1, server_error_rate=0.1, rate_limit_rate=0.05, empty_result_rate=0.05)
     injector = ErrorInjector(config, seed=0)
     kinds = [injector.draw("s", f"call-{i}", 0)[0] for i in range(N)]
     for kind, rate in (
@@ -110,7 +106,10 @@ def test_truncate_middle_keeps_head_and_tail_within_the_budget():
 
 def test_truncate_middle_with_a_custom_token_counter():
     words = " ".join(f"w{i}" for i in range(1000))
-    count = lambda s: len(s.split())
+
+    def count(s):
+        return len(s.split())
+
     out = truncate_middle(words, 50, count)
     assert count(out) <= 50 and out.startswith("w0 w1") and out.endswith("w998 w999")
     assert count(out) >= 45  # the budget is used, not wasted

@@ -68,9 +68,9 @@ def test_prompt_carries_schema_request_and_settings():
 
 def test_seed_can_be_left_out_and_extra_body_is_merged():
     with FakeChatServer([ok(json.dumps(GOOD))]) as server:
-        make_sim(
-            server, send_seed=False, extra_body={"chat_template_kwargs": {"enable_thinking": False}}
-        ).simulate(CALL, [WEATHER_TOOL])
+        make_sim(server, send_seed=False, extra_body={"chat_template_kwargs": {"enable_thinking": False}}).simulate(
+            CALL, [WEATHER_TOOL]
+        )
     body = server.requests[0]
     assert "seed" not in body and body["chat_template_kwargs"] == {"enable_thinking": False}
 
@@ -95,9 +95,7 @@ def test_fences_think_blocks_and_tags_are_stripped():
 
 
 def test_json_inside_prose_is_extracted():
-    with FakeChatServer(
-        [ok("Sure! Here is the response: " + json.dumps(GOOD) + " Hope that helps.")]
-    ) as server:
+    with FakeChatServer([ok("Sure! Here is the response: " + json.dumps(GOOD) + " Hope that helps.")]) as server:
         obs = make_sim(server).simulate(CALL, [WEATHER_TOOL])
     assert json.loads(obs.text) == GOOD
 
@@ -126,9 +124,7 @@ def test_still_invalid_after_the_re_ask_gives_invalid_response_and_is_not_cached
     with FakeChatServer([ok("nope"), ok("still nope")]) as server:
         sim = make_sim(server, cache_path=str(tmp_path / "c.sqlite"))
         obs = sim.simulate(CALL, [WEATHER_TOOL])
-    assert (
-        obs.error.kind == "invalid_response" and json.loads(obs.text)["error"]["type"] == "invalid_response"
-    )
+    assert obs.error.kind == "invalid_response" and json.loads(obs.text)["error"]["type"] == "invalid_response"
     assert len(server.requests) == 2 and len(sim.cache) == 0
     assert sim.stats.backend_errors == 1
 
@@ -153,9 +149,7 @@ def test_server_errors_and_rate_limits_are_retried_with_backoff():
         obs = sim.simulate(CALL, [WEATHER_TOOL])
     assert json.loads(obs.text) == GOOD and len(server.requests) == 4
     assert len(sleeps) == 3
-    assert (
-        0.5 <= sleeps[0] <= 1.0 and 1.0 <= sleeps[1] <= 2.0 and 2.0 <= sleeps[2] <= 4.0
-    )  # exponential, jittered
+    assert 0.5 <= sleeps[0] <= 1.0 and 1.0 <= sleeps[1] <= 2.0 and 2.0 <= sleeps[2] <= 4.0  # exponential, jittered
 
 
 def test_a_timeout_is_retried():
@@ -188,9 +182,7 @@ def test_session_history_and_stored_record_reach_the_prompt():
     booked = {"booking_id": "BK-123456", "hotel": "Harbor Inn", "status": "CONFIRMED"}
     with FakeChatServer([ok(json.dumps(booked)), ok(json.dumps({**booked, "status": "CANCELED"}))]) as server:
         sim = make_sim(server)
-        sim.simulate(
-            ToolCall("book_hotel", {"hotel": "Harbor Inn", "check_in": "2025-10-01"}), BOOKING_TOOLS, "ep"
-        )
+        sim.simulate(ToolCall("book_hotel", {"hotel": "Harbor Inn", "check_in": "2025-10-01"}), BOOKING_TOOLS, "ep")
         obs = sim.simulate(ToolCall("cancel_booking", {"booking_id": "BK-123456"}), BOOKING_TOOLS, "ep")
     system = server.requests[1]["messages"][0]["content"]
     assert "Earlier requests in this session" in system and '"hotel": "Harbor Inn"' in system

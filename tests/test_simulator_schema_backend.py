@@ -51,9 +51,7 @@ def test_answers_follow_the_returns_schema_and_echo_arguments():
 
 def test_pattern_enum_and_format_constraints_hold_and_the_date_argument_is_echoed():
     sim = Simulator(SimulatorConfig(seed=1))
-    data = answer(
-        sim, "book_hotel", {"hotel": "Grand Plaza", "check_in": "2025-09-14", "nights": 3}, BOOKING_TOOLS
-    )
+    data = answer(sim, "book_hotel", {"hotel": "Grand Plaza", "check_in": "2025-09-14", "nights": 3}, BOOKING_TOOLS)
     jsonschema.validate(data, BOOKING_RETURNS)
     assert re.fullmatch(r"BK-[0-9]{6}", data["booking_id"])
     assert data["status"] == "CONFIRMED"  # "confirmed" after a create, spelled as the enum spells it
@@ -89,9 +87,7 @@ def test_field_name_heuristics_give_plausible_values():
 
 def test_currency_conversion_is_internally_consistent():
     sim = Simulator(SimulatorConfig())
-    t = tool(
-        "convert_currency", {"amount": {"type": "number"}, "from_currency": STRING, "to_currency": STRING}
-    )
+    t = tool("convert_currency", {"amount": {"type": "number"}, "from_currency": STRING, "to_currency": STRING})
     data = answer(sim, "convert_currency", {"amount": 200, "from_currency": "USD", "to_currency": "EUR"}, [t])
     assert 0.85 < data["rate"] < 1.0
     assert data["converted_amount"] == round(200 * data["rate"], 2)
@@ -216,9 +212,7 @@ def string_schema(draw):  # type: ignore[no-untyped-def]
         if fmt:
             schema["format"] = fmt
     elif choice == 1:
-        schema["pattern"] = draw(
-            st.sampled_from([r"^[A-Z]{2}\d{3}$", r"^(red|green|blue)$", r"^\d+(\.\d{2})?$"])
-        )
+        schema["pattern"] = draw(st.sampled_from([r"^[A-Z]{2}\d{3}$", r"^(red|green|blue)$", r"^\d+(\.\d{2})?$"]))
     elif choice == 2:
         low = draw(st.integers(0, 8))
         schema.update(minLength=low, maxLength=low + draw(st.integers(0, 20)))
@@ -296,9 +290,7 @@ def test_records_are_internally_consistent():
 
     sim = Simulator(SimulatorConfig(seed=6))
     flights = tool("search_flights", {"origin": STRING, "destination": STRING, "date": STRING})
-    data = answer(
-        sim, "search_flights", {"origin": "Paris", "destination": "Rome", "date": "2025-07-04"}, [flights]
-    )
+    data = answer(sim, "search_flights", {"origin": "Paris", "destination": "Rome", "date": "2025-07-04"}, [flights])
     for flight in data["flights"]:
         departure = datetime.fromisoformat(flight["departure_time"].rstrip("Z"))
         arrival = datetime.fromisoformat(flight["arrival_time"].rstrip("Z"))

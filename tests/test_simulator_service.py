@@ -83,9 +83,7 @@ def test_healthz_is_open(http):
     ],
 )
 def test_malformed_requests_are_400_naming_the_problem(http, content, message):
-    response = http.post(
-        "/v1/simulate", content=content, headers={**AUTH, "Content-Type": "application/json"}
-    )
+    response = http.post("/v1/simulate", content=content, headers={**AUTH, "Content-Type": "application/json"})
     assert response.status_code == 400
     assert message in response.json()["error"]
 
@@ -164,9 +162,7 @@ def test_client_has_the_simulator_interface(service):
         obs = client.simulate(ToolCall("get_weather", {"city": "Lima"}), [WEATHER_TOOL], "c1")
         assert obs.error is None and json.loads(obs.text)["city"] == "Lima"
         created = json.loads(
-            client.simulate(
-                ToolCall("create_order", {"customer_id": "C", "product_id": "P"}), ORDER_TOOLS, "c1"
-            ).text
+            client.simulate(ToolCall("create_order", {"customer_id": "C", "product_id": "P"}), ORDER_TOOLS, "c1").text
         )
         batch = client.simulate_many(
             [

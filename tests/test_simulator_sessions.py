@@ -17,9 +17,7 @@ def call(sim: Simulator, name: str, args: dict, tools: list, session: str | None
 
 def test_an_order_created_is_found_by_get_with_the_same_fields():
     sim = Simulator(SimulatorConfig(seed=4))
-    created = call(
-        sim, "create_order", {"customer_id": "CUS-9", "product_id": "PRD-1", "quantity": 2}, ORDER_TOOLS
-    )
+    created = call(sim, "create_order", {"customer_id": "CUS-9", "product_id": "PRD-1", "quantity": 2}, ORDER_TOOLS)
     order_id = created["order_id"]
     fetched = call(sim, "get_order", {"order_id": order_id}, ORDER_TOOLS)
     assert fetched == created
@@ -28,9 +26,7 @@ def test_an_order_created_is_found_by_get_with_the_same_fields():
 
 def test_a_cancelled_booking_stays_cancelled_with_a_returns_schema():
     sim = Simulator(SimulatorConfig(seed=0))
-    booked = call(
-        sim, "book_hotel", {"hotel": "Harbor Inn", "check_in": "2025-10-01", "nights": 2}, BOOKING_TOOLS
-    )
+    booked = call(sim, "book_hotel", {"hotel": "Harbor Inn", "check_in": "2025-10-01", "nights": 2}, BOOKING_TOOLS)
     booking_id = booked["booking_id"]
     assert booked["status"] == "CONFIRMED"
     cancelled = call(sim, "cancel_booking", {"booking_id": booking_id}, BOOKING_TOOLS)
@@ -76,9 +72,7 @@ def test_records_from_search_results_are_remembered():
 
 def test_sessions_are_independent_and_reset_forgets():
     sim = Simulator(SimulatorConfig(seed=4))
-    order_id = call(sim, "create_order", {"customer_id": "C", "product_id": "P"}, ORDER_TOOLS, "a")[
-        "order_id"
-    ]
+    order_id = call(sim, "create_order", {"customer_id": "C", "product_id": "P"}, ORDER_TOOLS, "a")["order_id"]
     call(sim, "cancel_order", {"order_id": order_id}, ORDER_TOOLS, "a")
     assert call(sim, "get_order", {"order_id": order_id}, ORDER_TOOLS, "b").get("status") != "cancelled"
     assert sim.reset_session("a") is True
@@ -101,9 +95,7 @@ def test_the_same_episode_replays_identically_in_a_new_simulator():
 def test_sessions_expire_after_the_ttl_and_the_count_is_bounded():
     now = [0.0]
     sim = Simulator(SimulatorConfig(session_ttl_s=10, max_sessions=3), clock=lambda: now[0])
-    order_id = call(sim, "create_order", {"customer_id": "C", "product_id": "P"}, ORDER_TOOLS, "old")[
-        "order_id"
-    ]
+    order_id = call(sim, "create_order", {"customer_id": "C", "product_id": "P"}, ORDER_TOOLS, "old")["order_id"]
     call(sim, "cancel_order", {"order_id": order_id}, ORDER_TOOLS, "old")
     now[0] = 5.0
     assert call(sim, "get_order", {"order_id": order_id}, ORDER_TOOLS, "old")["status"] == "cancelled"
@@ -119,9 +111,7 @@ def test_sessions_expire_after_the_ttl_and_the_count_is_bounded():
 
 def test_calls_without_a_session_keep_no_state():
     sim = Simulator(SimulatorConfig(seed=4))
-    order_id = call(sim, "create_order", {"customer_id": "C", "product_id": "P"}, ORDER_TOOLS, None)[
-        "order_id"
-    ]
+    order_id = call(sim, "create_order", {"customer_id": "C", "product_id": "P"}, ORDER_TOOLS, None)["order_id"]
     call(sim, "cancel_order", {"order_id": order_id}, ORDER_TOOLS, None)
     assert call(sim, "get_order", {"order_id": order_id}, ORDER_TOOLS, None).get("status") != "cancelled"
     assert len(sim.sessions) == 0

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from slca_grpo.cli import main
-from slca_grpo.config import ConfigError
 from slca_grpo.cli.study import add_arguments, plan_from_args
+from slca_grpo.config import ConfigError
 from slca_grpo.study.plan import (
     DEFAULT_BUDGET,
     QUICK_BUDGET,
@@ -28,9 +28,14 @@ def test_noise_levels_parse_into_names_labels_and_overrides():
     assert [lv.name for lv in levels] == ["none", "std0.5", "prob1", "std0.25+prob0.5"]
     assert [lv.label for lv in levels] == ["none", "σ=0.5", "p=1", "σ=0.25+p=0.5"]
     assert levels[3].overrides() == ["reward.summary_noise_std=0.25", "reward.summary_noise_prob=0.5"]
-    for spec, message in (("none,sd=1", "cannot read 'sd=1'"), ("std=x", "std='x' is not a number"),
-                          ("prob=2", "summary_noise_prob must be in [0, 1]"), ("std=1+std=2", "std given twice"),
-                          ("none,prob=0.5,prob=.5", "level prob0.5 given twice"), (",", "at least one level")):
+    for spec, message in (
+        ("none,sd=1", "cannot read 'sd=1'"),
+        ("std=x", "std='x' is not a number"),
+        ("prob=2", "summary_noise_prob must be in [0, 1]"),
+        ("std=1+std=2", "std given twice"),
+        ("none,prob=0.5,prob=.5", "level prob0.5 given twice"),
+        (",", "at least one level"),
+    ):
         with pytest.raises(ConfigError, match=re.escape(message)):
             parse_noise_levels(spec)
 
@@ -46,21 +51,44 @@ def test_budgets_and_command_line_options():
     assert plan.budget == DEFAULT_BUDGET and plan.estimators == ("grpo", "slca") and plan.baseline == "grpo"
     assert len(plan.levels) >= 3 and plan.levels[0].name == "none" and plan.seeds == tuple(range(DEFAULT_BUDGET.seeds))
     assert parse("--quick").budget == QUICK_BUDGET
-    plan = parse("--quick", "--seeds", "4", "--steps", "7", "--eval-tasks", "9", "--noise", "none,std=1",
-                 "--estimators", "slca", "toolpo", "--set", "rl.lr=0.01")
+    plan = parse(
+        "--quick",
+        "--seeds",
+        "4",
+        "--steps",
+        "7",
+        "--eval-tasks",
+        "9",
+        "--noise",
+        "none,std=1",
+        "--estimators",
+        "slca",
+        "toolpo",
+        "--set",
+        "rl.lr=0.01",
+    )
     assert (plan.budget.seeds, plan.budget.steps, plan.budget.eval_tasks) == (4, 7, 9)
     assert plan.run_count() == 4 * 2 * 2 and plan.baseline == "slca" and plan.overrides == ("rl.lr=0.01",)
     assert "rl.steps=7" in plan.budget_overrides() and "train.eval_every=4" in plan.budget_overrides()
     assert StudyPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
-    for argv, message in ((("--seeds", "0"), "--seeds must be >= 1"), (("--estimators", "grpo", "grpo"), "given twice")):
+    for argv, message in (
+        (("--seeds", "0"), "--seeds must be >= 1"),
+        (("--estimators", "grpo", "grpo"), "given twice"),
+    ):
         with pytest.raises(ConfigError, match=message):
             parse(*argv)
 
 
 def test_intervals_are_formatted_with_scale_sign_star_and_wins():
     assert format_interval({"mean": 0.1234, "low": 0.1, "high": 0.15, "n": 5}, 100.0) == "12.3 [10.0, 15.0]"
-    assert format_interval({"mean": 0.02, "low": 0.01, "high": 0.04, "n": 5, "wins": 5}, 100.0, signed=True) == "+2.0 [+1.0, +4.0]* 5/5"
-    assert format_interval({"mean": 0.02, "low": -0.01, "high": 0.04, "n": 5}, 1.0, signed=True) == "+0.020 [-0.010, +0.040]"
+    assert (
+        format_interval({"mean": 0.02, "low": 0.01, "high": 0.04, "n": 5, "wins": 5}, 100.0, signed=True)
+        == "+2.0 [+1.0, +4.0]* 5/5"
+    )
+    assert (
+        format_interval({"mean": 0.02, "low": -0.01, "high": 0.04, "n": 5}, 1.0, signed=True)
+        == "+0.020 [-0.010, +0.040]"
+    )
     assert format_interval({"mean": 0.5, "low": None, "high": None, "n": 1}) == "0.500 (n=1)"
     assert format_interval(None) == "–"
 
@@ -68,18 +96,34 @@ def test_intervals_are_formatted_with_scale_sign_star_and_wins():
 def fake_run(path, *, start, final, cosine):
     """A finished RL run: held-out Name-F1 ``start`` → ``final``, a constant gradient cosine."""
     path.mkdir(parents=True)
-    evals = [{"step": -1, "n": 8, "name_f1": start, "r_sum": 0.1}, {"step": 1, "n": 8, "name_f1": (start + final) / 2, "r_sum": 0.2},
-             {"step": 3, "n": 8, "name_f1": final, "r_sum": 0.3}]
-    (path / "summary.json").write_text(json.dumps({"estimator": path.parent.name, "steps": 4, "final_eval": evals[-1], "evals": evals}))
-    rows = [{"step": s, "reward/tool": 0.1 * s, "reward/summary": 0.2, "diag/grad_cosine_tool_summary": cosine} for s in range(4)]
-    rows.append({"step": 3, "reward/tool": 0.3, "reward/summary": 0.2, "diag/grad_cosine_tool_summary": cosine})  # replayed
+    evals = [
+        {"step": -1, "n": 8, "name_f1": start, "r_sum": 0.1},
+        {"step": 1, "n": 8, "name_f1": (start + final) / 2, "r_sum": 0.2},
+        {"step": 3, "n": 8, "name_f1": final, "r_sum": 0.3},
+    ]
+    (path / "summary.json").write_text(
+        json.dumps({"estimator": path.parent.name, "steps": 4, "final_eval": evals[-1], "evals": evals})
+    )
+    rows = [
+        {"step": s, "reward/tool": 0.1 * s, "reward/summary": 0.2, "diag/grad_cosine_tool_summary": cosine}
+        for s in range(4)
+    ]
+    rows.append(
+        {"step": 3, "reward/tool": 0.3, "reward/summary": 0.2, "diag/grad_cosine_tool_summary": cosine}
+    )  # replayed
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (path / "config.yaml").write_text(yaml.safe_dump({"rl": {"steps": 4, "prompts_per_step": 2}, "rollout": {"group_size": 3}}))
+    (path / "config.yaml").write_text(
+        yaml.safe_dump({"rl": {"steps": 4, "prompts_per_step": 2}, "rollout": {"group_size": 3}})
+    )
 
 
 def test_the_report_on_constructed_runs_has_the_known_answers(tmp_path):
     levels = (NoiseLevel(), NoiseLevel(prob=1.0))
-    plan = StudyPlan(StudyBudget("demo-quick", seeds=4, noise="none,prob=1", steps=4, evals=2, eval_tasks=8), ("grpo", "slca"), levels)
+    plan = StudyPlan(
+        StudyBudget("demo-quick", seeds=4, noise="none,prob=1", steps=4, evals=2, eval_tasks=8),
+        ("grpo", "slca"),
+        levels,
+    )
     seed_offset = [0.0, 0.2, -0.1, 0.3]  # shared by both estimators of a seed: pairing removes it
     for seed, offset in enumerate(seed_offset):
         for level, noise_cost in zip(levels, (0.0, 0.1)):
@@ -109,9 +153,19 @@ def test_the_report_on_constructed_runs_has_the_known_answers(tmp_path):
     assert json.loads((tmp_path / "report.json").read_text())["metrics"][2] == "name_f1"
 
 
-TINY = ("data.n_train=40", "data.n_test=4", "sft.steps=4", "sft.batch_size=4", "rollout.group_size=3",
-        "rollout.max_response_tokens=48", "rollout.max_turns=2", "rl.prompts_per_step=2", "rl.mini_batch_prompts=2",
-        "rl.micro_batch_rollouts=6", "rl.diagnostics_every=1")
+TINY = (
+    "data.n_train=40",
+    "data.n_test=4",
+    "sft.steps=4",
+    "sft.batch_size=4",
+    "rollout.group_size=3",
+    "rollout.max_response_tokens=48",
+    "rollout.max_turns=2",
+    "rl.prompts_per_step=2",
+    "rl.mini_batch_prompts=2",
+    "rl.micro_batch_rollouts=6",
+    "rl.diagnostics_every=1",
+)
 
 
 @pytest.mark.slow
@@ -128,11 +182,23 @@ def test_a_tiny_study_end_to_end_with_paired_prompts_and_resume(tmp_path, monkey
 
     monkeypatch.setattr(RLTrainer, "step", recording_step)
     out = tmp_path / "study"
-    argv = ["study", "--out", str(out), "--seeds", "2", "--steps", "2", "--eval-tasks", "2", "--noise", "none,std=0.5+prob=0.5",
-            *[arg for item in TINY for arg in ("--set", item)]]
+    argv = [
+        "study",
+        "--out",
+        str(out),
+        "--seeds",
+        "2",
+        "--steps",
+        "2",
+        "--eval-tasks",
+        "2",
+        "--noise",
+        "none,std=0.5+prob=0.5",
+        *[arg for item in TINY for arg in ("--set", item)],
+    ]
     assert main(argv) == 0
     assert len(seen) == 2 * 2 * 2 * 2  # seeds × levels × estimators × steps
-    for (seed, prob, estimator, step), ids in seen.items():
+    for (seed, _prob, _estimator, step), ids in seen.items():
         # Pairing: both estimators of a seed, at every noise level, saw the same prompts.
         assert ids == seen[(seed, 0.0, "grpo", step)]
     assert seen[(0, 0.0, "grpo", 0)] != seen[(1, 0.0, "grpo", 0)]

@@ -14,15 +14,27 @@ from slca_grpo.rewards.noise import noise_draws, noisy_summary_rewards, summary_
 from slca_grpo.trainer.run import RunConfig
 from slca_grpo.types import Task, ToolCall
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
 RESPONSE = '{"city": "Paris", "temperature": 22, "condition": "sunny"}'
 ANSWER = "It is 22 degrees and sunny in Paris."
 
 
 def weather_task() -> Task:
-    return Task(id="w", messages=[{"role": "user", "content": "What's the weather in Paris?"}], tools=TOOLS,
-                gold_calls=[[ToolCall("get_weather", {"city": "Paris"})]], subset="tool_call")
+    return Task(
+        id="w",
+        messages=[{"role": "user", "content": "What's the weather in Paris?"}],
+        tools=TOOLS,
+        gold_calls=[[ToolCall("get_weather", {"city": "Paris"})]],
+        subset="tool_call",
+    )
 
 
 def rollout(city: str, answer: str = ANSWER) -> str:
@@ -31,13 +43,16 @@ def rollout(city: str, answer: str = ANSWER) -> str:
 
 
 def test_the_config_keys_load_and_bad_values_name_the_key():
-    config = load_yaml_config(RunConfig, resolve_config_path("demo-quick"),
-                              ["reward.summary_noise_std=0.5", "reward.summary_noise_prob=0.25"])
+    config = load_yaml_config(
+        RunConfig, resolve_config_path("demo-quick"), ["reward.summary_noise_std=0.5", "reward.summary_noise_prob=0.25"]
+    )
     assert config.reward.summary_noise_std == 0.5 and config.reward.summary_noise_prob == 0.25
     assert config.reward.has_summary_noise and not RewardConfig().has_summary_noise
-    for override, message in (("reward.summary_noise_std=-0.1", "summary_noise_std must be >= 0"),
-                              ("reward.summary_noise_prob=1.5", "summary_noise_prob must be in [0, 1]"),
-                              ("reward.summary_noise_std=.nan", "summary_noise_std must be a finite number")):
+    for override, message in (
+        ("reward.summary_noise_std=-0.1", "summary_noise_std must be >= 0"),
+        ("reward.summary_noise_prob=1.5", "summary_noise_prob must be in [0, 1]"),
+        ("reward.summary_noise_std=.nan", "summary_noise_std must be a finite number"),
+    ):
         with pytest.raises(ConfigError, match=re.escape(message)):
             load_yaml_config(RunConfig, resolve_config_path("demo-quick"), [override])
 
@@ -66,13 +81,17 @@ def test_draws_have_the_stated_distribution():
     clean = np.full(20_000, 0.5)  # mid-scale, so σ = 0.1 is (almost) never clamped
     noisy, replaced = noisy_summary_rewards(clean, draws, RewardConfig(summary_noise_std=0.1))
     assert not replaced.any()
-    assert (noisy - clean).mean() == pytest.approx(0.0, abs=0.003) and (noisy - clean).std() == pytest.approx(0.1, rel=0.03)
+    assert (noisy - clean).mean() == pytest.approx(0.0, abs=0.003) and (noisy - clean).std() == pytest.approx(
+        0.1, rel=0.03
+    )
     noisy, replaced = noisy_summary_rewards(clean, draws, RewardConfig(summary_noise_prob=0.3))
     assert replaced.mean() == pytest.approx(0.3, abs=0.015)
     assert np.array_equal(noisy[~replaced], clean[~replaced])
     assert set(np.round(noisy[replaced] * 4).astype(int)) == {0, 1, 2, 3, 4}
     # Replacement, then σ, then the judge's scale.
-    noisy, _ = noisy_summary_rewards(np.zeros(20_000), draws, RewardConfig(summary_noise_std=1.0, summary_noise_prob=1.0))
+    noisy, _ = noisy_summary_rewards(
+        np.zeros(20_000), draws, RewardConfig(summary_noise_std=1.0, summary_noise_prob=1.0)
+    )
     assert noisy.min() == 0.0 and noisy.max() == 1.0
 
 
@@ -91,16 +110,31 @@ def test_noise_does_not_depend_on_the_tool_calls():
     gated = compute_rewards(["It is sunny in Paris."] * 6, [task] * 6, RuleJudge(), config)
     broken = compute_rewards(["<tool_call>{broken</tool_call>"] * 6, [task] * 6, RuleJudge(), config)
     assert gated.records[0].hierr.no_call and broken.records[0].hierr.reason == "no_tool_response"
-    assert np.array_equal(summary_noise(gated, config, seed=5, step=2).shift, summary_noise(broken, config, seed=5, step=2).shift)
+    assert np.array_equal(
+        summary_noise(gated, config, seed=5, step=2).shift, summary_noise(broken, config, seed=5, step=2).shift
+    )
 
 
-GROUP = [rollout("Paris"), "It is sunny in Paris.", "<tool_call>{broken</tool_call>", rollout("Paris", "ok"),
-         rollout("London"), rollout("Paris", "It is 30 degrees and raining in Paris.")]
+GROUP = [
+    rollout("Paris"),
+    "It is sunny in Paris.",
+    "<tool_call>{broken</tool_call>",
+    rollout("Paris", "ok"),
+    rollout("London"),
+    rollout("Paris", "It is 30 degrees and raining in Paris."),
+]
 
 
 def test_every_rollout_is_perturbed_and_only_summary_and_score_move():
     rewards = compute_rewards(GROUP, [weather_task()] * 6, RuleJudge(), RewardConfig())
-    assert [r.hierr.reason for r in rewards.records] == ["judged", "omission", "no_tool_response", "short_answer", "judged", "judged"]
+    assert [r.hierr.reason for r in rewards.records] == [
+        "judged",
+        "omission",
+        "no_tool_response",
+        "short_answer",
+        "judged",
+        "judged",
+    ]
     noise = summary_noise(rewards, RewardConfig(summary_noise_std=0.5), seed=0, step=0)
     r_sum = np.array([r.hierr.r_sum for r in rewards.records])
     expected = np.clip(r_sum + 0.5 * noise_draws(0, 0, 6).gaussian, 0, 1) - r_sum  # gated slot 1 included
@@ -109,7 +143,9 @@ def test_every_rollout_is_perturbed_and_only_summary_and_score_move():
     noisy = noise.apply(clean)
     shift = torch.tensor(noise.shift, dtype=torch.float32)
     assert torch.equal(noisy["tool"], clean["tool"]) and torch.equal(noisy["no_call"], clean["no_call"])
-    assert torch.allclose(noisy["summary"] - clean["summary"], shift) and torch.allclose(noisy["score"] - clean["score"], shift)
+    assert torch.allclose(noisy["summary"] - clean["summary"], shift) and torch.allclose(
+        noisy["score"] - clean["score"], shift
+    )
     assert float(noisy["summary"].min()) >= 0.0 and float(noisy["summary"].max()) <= 1.0
     # A rollout that passed the gate keeps a score >= 0, so SLCA's penalty rule sees only the gate.
     assert bool((noisy["score"][~clean["no_call"]] >= 0).all())
@@ -118,8 +154,14 @@ def test_every_rollout_is_perturbed_and_only_summary_and_score_move():
     assert summary_noise(rewards, RewardConfig(), seed=0, step=0).shift.tolist() == [0.0] * 6
 
 
-@pytest.mark.parametrize("config", [RewardConfig(summary_noise_prob=1.0), RewardConfig(summary_noise_std=1.0),
-                                    RewardConfig(summary_noise_std=0.5, summary_noise_prob=0.5)])
+@pytest.mark.parametrize(
+    "config",
+    [
+        RewardConfig(summary_noise_prob=1.0),
+        RewardConfig(summary_noise_std=1.0),
+        RewardConfig(summary_noise_std=0.5, summary_noise_prob=0.5),
+    ],
+)
 def test_the_knob_reaches_grpo_everywhere_but_slca_only_on_summary_tokens(config):
     rewards = compute_rewards(GROUP, [weather_task()] * 6, RuleJudge(), RewardConfig())
     clean = rewards.tensors()

@@ -67,6 +67,7 @@ def _offered(task: Task) -> list[str]:
 
 # --- catalogue ---------------------------------------------------------------------------------
 
+
 def test_catalogue_size_and_shape():
     tools = all_tools()
     names = [t["function"]["name"] for t in tools]
@@ -171,6 +172,7 @@ def test_fill_optional_fragments_and_missing_slot():
 
 # --- generation --------------------------------------------------------------------------------
 
+
 def test_same_seed_gives_identical_jsonl_bytes(tmp_path: Path):
     a = generate_suite(seed=11, n_train=60, n_test=20)
     b = generate_suite(seed=11, n_train=60, n_test=20)
@@ -182,8 +184,10 @@ def test_same_seed_gives_identical_jsonl_bytes(tmp_path: Path):
 
 
 def test_same_seed_is_identical_across_processes_with_different_hash_seeds(tmp_path: Path):
-    code = ("import sys; from slca_grpo.data.synthetic import generate_suite, write_jsonl; "
-            "s = generate_suite(seed=5, n_train=40, n_test=15); write_jsonl(s.train + s.test, sys.argv[1])")
+    code = (
+        "import sys; from slca_grpo.data.synthetic import generate_suite, write_jsonl; "
+        "s = generate_suite(seed=5, n_train=40, n_test=15); write_jsonl(s.train + s.test, sys.argv[1])"
+    )
     outputs = []
     for hash_seed in ("1", "2"):
         target = tmp_path / f"out{hash_seed}.jsonl"
@@ -340,14 +344,21 @@ def test_config_errors_name_the_problem():
 
 
 def test_custom_heldout_and_mix():
-    suite = generate_suite(seed=1, n_train=40, n_test=20, heldout_tools=("get_current_weather",),
-                           kind_weights={"two_step": 1.0}, tools_per_task=(2, 2))
+    suite = generate_suite(
+        seed=1,
+        n_train=40,
+        n_test=20,
+        heldout_tools=("get_current_weather",),
+        kind_weights={"two_step": 1.0},
+        tools_per_task=(2, 2),
+    )
     assert all(t.metadata["kind"] == "two_step" for t in suite.train + suite.test)
     assert all("get_current_weather" not in _offered(t) for t in suite.train)
     assert all(len(t.tools) == 3 for t in suite.train)  # two needed tools + at least one distractor
 
 
 # --- gold trajectories and serialisation ----------------------------------------------------------
+
 
 def _assistant_turns(text: str) -> list[str]:
     turns = text.split("<|im_start|>assistant\n")[1:]
@@ -377,8 +388,7 @@ def test_gold_messages_shape():
     tool_messages = [m for m in messages if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_messages] == [c["id"] for c in calls["tool_calls"]]
     assert messages[-1] == {"role": "assistant", "content": task.reference_answer}
-    broken = Task(id="x", messages=task.messages, tools=task.tools, gold_calls=task.gold_calls,
-                  reference_answer="ok")
+    broken = Task(id="x", messages=task.messages, tools=task.tools, gold_calls=task.gold_calls, reference_answer="ok")
     with pytest.raises(ValueError, match="fixtures"):
         gold_messages(broken)
 
@@ -389,25 +399,50 @@ def test_jsonl_round_trip(tmp_path: Path, suite):
     assert len(lines) == len(suite.test)
     for line, task in zip(lines, suite.test):
         data = json.loads(line)
-        rebuilt = Task(id=data["id"], messages=data["messages"], tools=data["tools"],
-                       gold_calls=[[ToolCall.from_dict(c) for c in step] for step in data["gold_calls"]],
-                       subset=data["subset"], reference_answer=data.get("reference_answer"),
-                       metadata=data.get("metadata", {}))
+        rebuilt = Task(
+            id=data["id"],
+            messages=data["messages"],
+            tools=data["tools"],
+            gold_calls=[[ToolCall.from_dict(c) for c in step] for step in data["gold_calls"]],
+            subset=data["subset"],
+            reference_answer=data.get("reference_answer"),
+            metadata=data.get("metadata", {}),
+        )
         assert rebuilt.to_dict() == task.to_dict()
         assert render_gold(rebuilt) == render_gold(task)
 
 
 def test_module_cli_rejects_unknown_kind(tmp_path: Path):
-    result = subprocess.run([sys.executable, "-m", "slca_grpo.data.synthetic", "--out", str(tmp_path),
-                             "--kinds", "single=1,chitchat=2"], timeout=60, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "slca_grpo.data.synthetic", "--out", str(tmp_path), "--kinds", "single=1,chitchat=2"],
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2 and "unknown kind 'chitchat'" in result.stderr
     assert not (tmp_path / "train.jsonl").exists()
 
 
 def test_module_cli_writes_splits(tmp_path: Path):
     out = tmp_path / "suite"
-    subprocess.run([sys.executable, "-m", "slca_grpo.data.synthetic", "--seed", "4", "--n-train", "12",
-                    "--n-test", "6", "--out", str(out)], check=True, timeout=60, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slca_grpo.data.synthetic",
+            "--seed",
+            "4",
+            "--n-train",
+            "12",
+            "--n-test",
+            "6",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
     assert len((out / "train.jsonl").read_text(encoding="utf-8").splitlines()) == 12
     assert len((out / "test.jsonl").read_text(encoding="utf-8").splitlines()) == 6
     expected = generate_suite(seed=4, n_train=12, n_test=6)

@@ -41,8 +41,8 @@ def test_render_chat_full_conversation():
     assert turns[0].startswith("<|im_start|>system\nYou are a helpful assistant.")
     assert turns[1] == "<|im_start|>user\nWeather in Paris and Rome?"
     assert turns[3] == (
-        "<|im_start|>user\n<tool_response>\n{\"temp\": 20}\n</tool_response>\n"
-        "<tool_response>\n{\"temp\": 25}\n</tool_response>"
+        '<|im_start|>user\n<tool_response>\n{"temp": 20}\n</tool_response>\n'
+        '<tool_response>\n{"temp": 25}\n</tool_response>'
     )
     assert turns[4] == "<|im_start|>assistant\nParis 20, Rome 25."
     assert turns[5] == ""

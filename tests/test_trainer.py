@@ -26,7 +26,7 @@ from slca_grpo.trainer.sft import SFTConfig, build_example, sft_loss, train_sft
 @pytest.fixture(scope="module")
 def tiny():
     torch.manual_seed(0)
-    texts = ["<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call> hello world answer"] * 30
+    texts = ['<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call> hello world answer'] * 30
     return build_tiny("tiny", corpus_texts=texts, vocab_size=400)
 
 
@@ -64,7 +64,14 @@ def test_one_update_lowers_the_surrogate_loss_on_a_fixed_batch(tiny):
     advantages = torch.tensor([1.0, -1.0, 0.5, -0.5, 2.0, -2.0])[:, None] * batch.loss_mask
     formatter = ChatFormatter(tokenizer)
     loop = AgentLoop(model, formatter, ToolEnvironment(simulator=None), RolloutConfig(group_size=2))
-    trainer = RLTrainer(model, None, loop, RuleJudge(), RewardConfig(), RLConfig(estimator="grpo", prompts_per_step=3, mini_batch_prompts=3, lr=1e-2, kl_coef=0.0))
+    trainer = RLTrainer(
+        model,
+        None,
+        loop,
+        RuleJudge(),
+        RewardConfig(),
+        RLConfig(estimator="grpo", prompts_per_step=3, mini_batch_prompts=3, lr=1e-2, kl_coef=0.0),
+    )
     with torch.no_grad():
         before_logp = token_logprobs(model, batch.input_ids, batch.attention_mask)
     before, _ = policy_loss(before_logp, before_logp, None, advantages, batch.loss_mask, kl_coef=0.0)
@@ -120,7 +127,9 @@ def test_segment_gradient_diagnostics_split_the_policy_gradient(tiny):
     model, tokenizer = tiny
     batch = random_batch(tokenizer, seed=2)  # two runs per row: a tool segment, then a summary
     advantages = torch.tensor([1.0, -1.0, 0.5, -0.5, 2.0, -2.0])[:, None] * batch.loss_mask
-    metrics = segment_gradient_cosine(model, lambda: token_logprobs(model, batch.input_ids, batch.attention_mask), advantages, batch)
+    metrics = segment_gradient_cosine(
+        model, lambda: token_logprobs(model, batch.input_ids, batch.attention_mask), advantages, batch
+    )
     assert -1.0 <= metrics["diag/grad_cosine_tool_summary"] <= 1.0
     assert metrics["diag/grad_norm_tool"] > 0 and metrics["diag/grad_norm_summary"] > 0
     # The two segment losses add up to the whole loss, so |g_tool + g_sum| is the full gradient norm.
@@ -129,12 +138,24 @@ def test_segment_gradient_diagnostics_split_the_policy_gradient(tiny):
     loss, _ = policy_loss(logp, logp.detach(), None, advantages, batch.loss_mask, kl_coef=0.0)
     loss.backward()
     full = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]).norm()
-    t, u, c = metrics["diag/grad_norm_tool"], metrics["diag/grad_norm_summary"], metrics["diag/grad_cosine_tool_summary"]
+    t, u, c = (
+        metrics["diag/grad_norm_tool"],
+        metrics["diag/grad_norm_summary"],
+        metrics["diag/grad_cosine_tool_summary"],
+    )
     assert float(full) == pytest.approx((t * t + u * u + 2 * t * u * c) ** 0.5, rel=1e-4)
     model.zero_grad()
     # With only one segment present there is nothing to compare.
     only_summary = pad_sequences([[1, 2, 3, 4]], [[0, 1, 1, 1]], pad_id=0)
-    assert segment_gradient_cosine(model, lambda: token_logprobs(model, only_summary.input_ids, only_summary.attention_mask), torch.ones(1, 4), only_summary) == {}
+    assert (
+        segment_gradient_cosine(
+            model,
+            lambda: token_logprobs(model, only_summary.input_ids, only_summary.attention_mask),
+            torch.ones(1, 4),
+            only_summary,
+        )
+        == {}
+    )
 
 
 def test_schedules():
@@ -148,7 +169,11 @@ def test_schedules():
 
 
 def test_config_loading_checks_keys_and_types(tmp_path):
-    config = load_yaml_config(RunConfig, resolve_config_path("demo-quick"), ["rl.estimator=grpo", "rollout.group_size=4", "reward.weights.fmt=0.2"])
+    config = load_yaml_config(
+        RunConfig,
+        resolve_config_path("demo-quick"),
+        ["rl.estimator=grpo", "rollout.group_size=4", "reward.weights.fmt=0.2"],
+    )
     assert config.rl.estimator == "grpo" and config.rollout.group_size == 4 and config.reward.weights.fmt == 0.2
     with pytest.raises(ConfigError, match="rl.estimatr"):
         apply_overrides(config, ["rl.estimatr=grpo"])
@@ -163,21 +188,36 @@ def test_config_loading_checks_keys_and_types(tmp_path):
     for preset in ("demo", "demo-quick", "demo-smollm2", "smollm2", "qwen2.5-7b"):
         load_yaml_config(RunConfig, resolve_config_path(preset))
     # Values that would only fail deep into a run are refused when the config is loaded.
-    for override, message in (("sft.bucket_batches=0", "sft: bucket_batches must be >= 1"),
-                              ("sft.batch_size=0", "sft: batch_size must be >= 1"),
-                              ("simulator_service.url=ftp://host", "must be an http(s) URL"),
-                              ("simulator_service.timeout_s=0", "timeout_s > 0"),
-                              ("simulator_service.max_retries=-1", "max_retries >= 0")):
+    for override, message in (
+        ("sft.bucket_batches=0", "sft: bucket_batches must be >= 1"),
+        ("sft.batch_size=0", "sft: batch_size must be >= 1"),
+        ("simulator_service.url=ftp://host", "must be an http(s) URL"),
+        ("simulator_service.timeout_s=0", "timeout_s > 0"),
+        ("simulator_service.max_retries=-1", "max_retries >= 0"),
+    ):
         with pytest.raises(ConfigError, match=re.escape(message)):
             load_yaml_config(RunConfig, resolve_config_path("demo-quick"), [override])
 
 
 def smoke_config(out_dir, **extra):
     overrides = [
-        "data.n_train=40", "data.n_test=4", "sft.steps=4", "sft.batch_size=4", "rl.steps=3",
-        "rl.prompts_per_step=2", "rl.mini_batch_prompts=1", "rl.ppo_epochs=2", "rollout.group_size=3",
-        "rollout.max_response_tokens=48", "rollout.max_turns=2", "train.eval_tasks=2", "train.eval_every=2",
-        "train.save_every=1", "train.keep_last=5", "rl.diagnostics_every=1", f"train.out_dir={out_dir}",
+        "data.n_train=40",
+        "data.n_test=4",
+        "sft.steps=4",
+        "sft.batch_size=4",
+        "rl.steps=3",
+        "rl.prompts_per_step=2",
+        "rl.mini_batch_prompts=1",
+        "rl.ppo_epochs=2",
+        "rollout.group_size=3",
+        "rollout.max_response_tokens=48",
+        "rollout.max_turns=2",
+        "train.eval_tasks=2",
+        "train.eval_every=2",
+        "train.save_every=1",
+        "train.keep_last=5",
+        "rl.diagnostics_every=1",
+        f"train.out_dir={out_dir}",
         *[f"{k}={v}" for k, v in extra.items()],
     ]
     return load_yaml_config(RunConfig, resolve_config_path("demo-quick"), overrides)
@@ -192,8 +232,16 @@ def test_end_to_end_run_and_exact_resume(tmp_path):
     metrics = read_metrics(full_dir / "metrics.jsonl")
     steps = [m for m in metrics if "reward/score" in m]
     assert [m["step"] for m in steps] == [0, 1, 2]
-    for key in ("reward/tool", "reward/summary", "adv/tool_present", "train/kl", "train/clip_frac",
-                "train/grad_norm", "rollout/calls", "throughput/rollout_tokens_per_s"):
+    for key in (
+        "reward/tool",
+        "reward/summary",
+        "adv/tool_present",
+        "train/kl",
+        "train/clip_frac",
+        "train/grad_norm",
+        "rollout/calls",
+        "throughput/rollout_tokens_per_s",
+    ):
         assert any(key in m for m in steps), key
     # Simulate a crash after step 1: keep the run up to that checkpoint, then resume.
     shutil.copytree(full_dir, resumed_dir)
@@ -204,7 +252,14 @@ def test_end_to_end_run_and_exact_resume(tmp_path):
     resumed = train(smoke_config(resumed_dir), resume=True, echo=False)
     replayed = [m for m in read_metrics(resumed_dir / "metrics.jsonl") if m.get("step") == 2 and "reward/score" in m]
     original = steps[2]
-    for key in ("reward/score", "reward/tool", "train/pg_loss", "train/kl", "train/grad_norm", "rollout/generated_tokens"):
+    for key in (
+        "reward/score",
+        "reward/tool",
+        "train/pg_loss",
+        "train/kl",
+        "train/grad_norm",
+        "rollout/generated_tokens",
+    ):
         assert replayed[-1][key] == pytest.approx(original[key], rel=1e-5, abs=1e-7), key
     assert resumed["final_eval"]["score"] == pytest.approx(summary["final_eval"]["score"], abs=1e-9)
     assert json.loads((resumed_dir / "summary.json").read_text())["steps"] == 3
@@ -254,7 +309,9 @@ def test_logprobs_at_selected_positions_match_the_full_pass(tiny):
     batch = random_batch(tokenizer)
     full = token_logprobs(model, batch.input_ids, batch.attention_mask)
     positions = batch.loss_mask > 0
-    selected = token_logprobs(model, batch.input_ids, batch.attention_mask, start=batch.first_learnable, positions=positions)
+    selected = token_logprobs(
+        model, batch.input_ids, batch.attention_mask, start=batch.first_learnable, positions=positions
+    )
     assert torch.allclose(selected, full * positions, atol=1e-5)
     assert (selected[~positions] == 0).all()
     # Gradients flow through the selected positions only, and equal those of the full pass.
@@ -327,9 +384,13 @@ def test_rollouts_sharing_a_prompt_run_it_once_with_the_same_logprobs_and_gradie
     batch = pad_sequences(sequences, masks, pad_id=tokenizer.pad_token_id)
     positions = batch.loss_mask > 0
     shapes = []
-    hook = model.model.register_forward_pre_hook(lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
+    hook = model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
     try:
-        shared = token_logprobs(model, batch.input_ids, batch.attention_mask, start=batch.first_learnable, positions=positions)
+        shared = token_logprobs(
+            model, batch.input_ids, batch.attention_mask, start=batch.first_learnable, positions=positions
+        )
     finally:
         hook.remove()
     assert shapes[0] == (3, 22)  # one row per distinct prompt, left-padded to the longest
@@ -349,7 +410,10 @@ def test_demo_presets_by_model_and_size():
     from slca_grpo.demo import demo_config, demo_preset
 
     assert [demo_preset(q, m) for q, m in ((True, "tiny"), (False, "tiny"), (False, "smollm2"))] == [
-        "demo-quick", "demo", "demo-smollm2"]
+        "demo-quick",
+        "demo",
+        "demo-smollm2",
+    ]
     smol = demo_config(False, model="smollm2")
     assert smol.model.name == "smollm2" and smol.sft.bf16 and smol.rl.bf16
     with pytest.raises(ConfigError, match="demo model must be one of"):
@@ -368,9 +432,19 @@ def test_demo_evaluates_the_shared_start_once(tmp_path, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(run_module, "evaluate_loop", counting)
-    overrides = ("data.n_train=40", "data.n_test=4", "sft.steps=3", "sft.batch_size=4", "rl.steps=1",
-                 "rl.prompts_per_step=2", "rl.mini_batch_prompts=2", "rollout.group_size=2",
-                 "rollout.max_response_tokens=24", "train.eval_tasks=4", "train.eval_every=0")
+    overrides = (
+        "data.n_train=40",
+        "data.n_test=4",
+        "sft.steps=3",
+        "sft.batch_size=4",
+        "rl.steps=1",
+        "rl.prompts_per_step=2",
+        "rl.mini_batch_prompts=2",
+        "rollout.group_size=2",
+        "rollout.max_response_tokens=24",
+        "train.eval_tasks=4",
+        "train.eval_every=0",
+    )
     report = run_demo(tmp_path, quick=True, overrides=overrides, echo=False)
     assert len(calls) == 3  # the start once, then each estimator's end
     starts = [json.loads((tmp_path / e / "summary.json").read_text())["evals"][0] for e in ("grpo", "slca")]

@@ -83,7 +83,9 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "") -> T:
     names = {f.name for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(str(k) for k in data if k not in names)
     if unknown:
-        raise ConfigError(f"unknown setting(s): {', '.join(prefix + k for k in unknown)} (known: {', '.join(sorted(names))})")
+        raise ConfigError(
+            f"unknown setting(s): {', '.join(prefix + k for k in unknown)} (known: {', '.join(sorted(names))})"
+        )
     kwargs = {name: _coerce(value, hints[name], prefix + name) for name, value in data.items()}
     try:
         return cls(**kwargs)

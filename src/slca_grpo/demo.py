@@ -71,7 +71,11 @@ def run_demo(
         config.rl.estimator = estimator
         config.train.out_dir = str(out_dir / estimator)
         if echo:
-            print(f"[demo] RL with {estimator}: {config.rl.steps} steps × {config.rl.prompts_per_step} prompts × G={config.rollout.group_size}", flush=True)
+            print(
+                f"[demo] RL with {estimator}: {config.rl.steps} steps × {config.rl.prompts_per_step} prompts"
+                f" × G={config.rollout.group_size}",
+                flush=True,
+            )
         summary = train(config, echo=echo, start_eval=start_eval)
         start_eval = start_eval or next((e for e in summary.get("evals", []) if e.get("step") == -1), None)
         run_dirs.append(out_dir / estimator)

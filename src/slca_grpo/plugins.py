@@ -56,7 +56,9 @@ def load_plugin(spec: str) -> ModuleType:
         raise
     except ModuleNotFoundError as exc:
         if exc.name and (spec == exc.name or spec.startswith(exc.name + ".")):
-            raise PluginError(f"plugin module {spec!r} not found (is it on PYTHONPATH? a file needs its .py path)") from None
+            raise PluginError(
+                f"plugin module {spec!r} not found (is it on PYTHONPATH? a file needs its .py path)"
+            ) from None
         raise PluginError(f"plugin {spec} failed to import: {type(exc).__name__}: {exc}") from exc
     except Exception as exc:  # the plugin's own code failed: say which plugin and why, once
         raise PluginError(f"plugin {spec} failed to import: {type(exc).__name__}: {exc}") from exc

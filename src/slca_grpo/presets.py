@@ -19,4 +19,6 @@ def resolve_config_path(name_or_path: str) -> Path:
     preset = PRESET_DIR / f"{name_or_path.removesuffix('.yaml')}.yaml"
     if preset.exists():
         return preset
-    raise FileNotFoundError(f"no config file {name_or_path!r} and no preset of that name (presets: {', '.join(list_presets())})")
+    raise FileNotFoundError(
+        f"no config file {name_or_path!r} and no preset of that name (presets: {', '.join(list_presets())})"
+    )

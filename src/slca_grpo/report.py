@@ -51,7 +51,13 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     if "final_eval" in summary:
         metrics_path = run_dir / "metrics.jsonl"
         metrics = read_metrics(metrics_path) if metrics_path.exists() else []
-        return {"kind": "train", "name": summary.get("estimator", run_dir.name), "dir": str(run_dir), "summary": summary, "metrics": metrics}
+        return {
+            "kind": "train",
+            "name": summary.get("estimator", run_dir.name),
+            "dir": str(run_dir),
+            "summary": summary,
+            "metrics": metrics,
+        }
     try:
         kind, flat = _flat_eval_metrics(summary)
     except ValueError as exc:
@@ -87,7 +93,10 @@ def agg_pyplot() -> Any:
 def moving_average(values: Sequence[float], window: int | None = None) -> list[float]:
     """Trailing mean over ``window`` points (default: a fifteenth of the series), for noisy curves."""
     window = window or max(1, len(values) // 15)
-    return [sum(values[max(0, i - window + 1):i + 1]) / len(values[max(0, i - window + 1):i + 1]) for i in range(len(values))]
+    return [
+        sum(values[max(0, i - window + 1) : i + 1]) / len(values[max(0, i - window + 1) : i + 1])
+        for i in range(len(values))
+    ]
 
 
 def plot_curves(runs: Sequence[dict[str, Any]], path: str | Path) -> Path:
@@ -135,8 +144,12 @@ def _compare_evaluations(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[
     keys = list(dict.fromkeys(key for run in runs for key in run["flat"]))
     lines = ["# Evaluation comparison", "", "| Run | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
     for run in runs:
-        cells = [f"{100 * run['flat'][k]:.2f}" if k in run["flat"] and k not in COUNT_KEYS else
-                 (f"{run['flat'][k]:.3f}" if k in run["flat"] else "–") for k in keys]
+        cells = [
+            f"{100 * run['flat'][k]:.2f}"
+            if k in run["flat"] and k not in COUNT_KEYS
+            else (f"{run['flat'][k]:.3f}" if k in run["flat"] else "–")
+            for k in keys
+        ]
         lines.append(f"| {run['name']} | " + " | ".join(cells) + " |")
     (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     report = {"runs": [{"name": r["name"], "dir": r["dir"], "kind": r["kind"], "metrics": r["flat"]} for r in runs]}
@@ -150,7 +163,9 @@ def _compare_evaluations(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[
     for index, run in enumerate(runs):
         positions = [i + index * width for i in range(len(rate_keys))]
         axis.bar(positions, [100 * run["flat"].get(k, 0.0) for k in rate_keys], width, label=run["name"])
-    axis.set_xticks([i + width * (len(runs) - 1) / 2 for i in range(len(rate_keys))], rate_keys, rotation=30, ha="right")
+    axis.set_xticks(
+        [i + width * (len(runs) - 1) / 2 for i in range(len(rate_keys))], rate_keys, rotation=30, ha="right"
+    )
     axis.set(ylabel="%", ylim=(0, 100))
     axis.legend()
     figure.tight_layout()
@@ -166,8 +181,13 @@ def slot_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
     kinds = [kind for kind in SLOT_KINDS if any(f"slot/{kind}" in summary for _, summary in rows)]
     if not kinds:
         return []
-    lines = ["", "Argument accuracy (%) by where the value comes from (docs/evaluation.md):", "",
-             "| Method | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
+    lines = [
+        "",
+        "Argument accuracy (%) by where the value comes from (docs/evaluation.md):",
+        "",
+        "| Method | " + " | ".join(kinds) + " |",
+        "|---|" + "---:|" * len(kinds),
+    ]
     for name, summary in rows:
         cells = [f"{100 * summary[f'slot/{k}']:.1f}" if f"slot/{k}" in summary else "–" for k in kinds]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -194,7 +214,9 @@ def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str
     }
     (out_dir / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     extra = ["", "| Method | grad-norm mean | grad-norm std |", "|---|---:|---:|"]
-    extra += [f"| {r['name']} | {r['grad_norm_mean'] or 0:.4f} | {r['grad_norm_std'] or 0:.4f} |" for r in report["runs"]]
+    extra += [
+        f"| {r['name']} | {r['grad_norm_mean'] or 0:.4f} | {r['grad_norm_std'] or 0:.4f} |" for r in report["runs"]
+    ]
     extra += slot_table(rows)
     (out_dir / "report.md").write_text(
         "# Held-out evaluation\n\n" + markdown_table(rows) + "\n".join(extra) + "\n", encoding="utf-8"

@@ -36,8 +36,15 @@ def read_secret_file(path: str | os.PathLike[str], flag: str) -> str:
     return secret
 
 
-def resolve_secret(*, file: str | None, file_flag: str, env: Sequence[str], flag_value: str | None = None,
-                   flag: str | None = None, read_env: bool = True) -> str | None:
+def resolve_secret(
+    *,
+    file: str | None,
+    file_flag: str,
+    env: Sequence[str],
+    flag_value: str | None = None,
+    flag: str | None = None,
+    read_env: bool = True,
+) -> str | None:
     """A secret from ``--x-file``, else from the deprecated plain flag (with a warning on stderr),
     else from the first set variable of ``env`` (unless ``read_env`` is false: the caller reads it
     later itself); ``None`` when none is given."""
@@ -45,8 +52,11 @@ def resolve_secret(*, file: str | None, file_flag: str, env: Sequence[str], flag
         return read_secret_file(file, file_flag)
     if flag_value:
         where = " or ".join(f"${name}" for name in env)
-        print(f"warning: {flag} puts the secret in the process list and shell history; "
-              f"use {where} or {file_flag} FILE instead ({flag} will be removed)", file=sys.stderr)
+        print(
+            f"warning: {flag} puts the secret in the process list and shell history; "
+            f"use {where} or {file_flag} FILE instead ({flag} will be removed)",
+            file=sys.stderr,
+        )
         return flag_value
     for name in env if read_env else ():
         if os.environ.get(name):

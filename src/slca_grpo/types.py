@@ -21,7 +21,7 @@ class ToolCall:
         return {"name": self.name, "arguments": self.arguments}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ToolCall":
+    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
         return cls(name=data["name"], arguments=dict(data.get("arguments") or {}))
 
 

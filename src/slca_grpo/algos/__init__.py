@@ -28,10 +28,10 @@ from slca_grpo.algos.registry import (
 )
 from slca_grpo.algos.segments import (
     NUM_SEGMENT_CODES,
-    SEGMENT_NAMES,
     SEG_NONE,
     SEG_SUMMARY,
     SEG_TOOL,
+    SEGMENT_NAMES,
     segment_presence,
     segment_token_counts,
     segments_from_mask,

@@ -26,9 +26,7 @@ def route_by_segment(segment_ids: Tensor, tool_values: Tensor, summary_values: T
     zeros = torch.zeros_like(tool_values)
     table = torch.stack([zeros, tool_values, summary_values], dim=1).to(torch.float32)
     if not bool(torch.isfinite(table).all()):
-        raise ValueError(
-            "advantages are not finite (rewards too large for float32 after normalising?)"
-        )
+        raise ValueError("advantages are not finite (rewards too large for float32 after normalising?)")
     return table.gather(1, segment_ids.long())
 
 
@@ -41,9 +39,7 @@ def _as_flag(values: Tensor) -> Tensor:
 
 
 @register_estimator("grpo", rewards=("score",))
-def grpo(
-    group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig
-) -> Tensor:
+def grpo(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig) -> Tensor:
     """GRPO: one group z-score of the total score on every learnable token of the rollout."""
     advantage = group_zscore(
         _as_float(rewards["score"]),
@@ -56,9 +52,7 @@ def grpo(
 
 
 @register_estimator("slca", rewards=("score", "tool", "summary", "no_call"))
-def slca(
-    group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig
-) -> Tensor:
+def slca(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig) -> Tensor:
     """SLCA: per-segment presence-filtered z-scores, each routed only to its own segment's tokens."""
     score = _as_float(rewards["score"])
     penalty = _as_flag(rewards["no_call"]) | (score < 0)
@@ -68,10 +62,16 @@ def slca(
     presence = segment_presence(segment_ids)
     options = {"eps": config.eps, "norm_std": config.norm_std, "small_groups": "zero"}
     tool_advantage = group_zscore(
-        tool_reward, group_index, presence[:, SEG_TOOL], **options  # type: ignore[arg-type]
+        tool_reward,
+        group_index,
+        presence[:, SEG_TOOL],
+        **options,  # type: ignore[arg-type]
     )
     summary_advantage = group_zscore(
-        summary_reward, group_index, presence[:, SEG_SUMMARY], **options  # type: ignore[arg-type]
+        summary_reward,
+        group_index,
+        presence[:, SEG_SUMMARY],
+        **options,  # type: ignore[arg-type]
     )
     return route_by_segment(
         segment_ids,
@@ -81,9 +81,7 @@ def slca(
 
 
 @register_estimator("toolpo", rewards=("success", "action"))
-def toolpo(
-    group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig
-) -> Tensor:
+def toolpo(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig) -> Tensor:
     """ToolPO: GRPO z-score of success everywhere, plus the z-scored action reward on tool tokens."""
     global_advantage = group_zscore(
         _as_float(rewards["success"]),
@@ -100,15 +98,11 @@ def toolpo(
         eps=config.eps,
         norm_std=config.norm_std,
     )
-    return route_by_segment(
-        segment_ids, global_advantage + config.toolpo_lambda * action_advantage, global_advantage
-    )
+    return route_by_segment(segment_ids, global_advantage + config.toolpo_lambda * action_advantage, global_advantage)
 
 
 @register_estimator("rltr", rewards=("planner",))
-def rltr(
-    group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig
-) -> Tensor:
+def rltr(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig) -> Tensor:
     """RLTR: z-scored planner reward on tool tokens only (summary tokens get 0)."""
     tool_present = segment_presence(segment_ids)[:, SEG_TOOL]
     planner_advantage = group_zscore(

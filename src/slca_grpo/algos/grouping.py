@@ -53,8 +53,7 @@ def group_index_from_ids(
                 group_ids = list(group_ids)  # numpy arrays, generators
             except TypeError:
                 raise TypeError(
-                    "group_ids must be a 1-D tensor or a sequence of hashable ids, "
-                    f"got {type(group_ids).__name__}"
+                    f"group_ids must be a 1-D tensor or a sequence of hashable ids, got {type(group_ids).__name__}"
                 ) from None
         numbering: dict[Hashable, int] = {}
         try:
@@ -86,9 +85,7 @@ def _present_mask(values: Tensor, present: Tensor | None) -> Tensor:
     return present.to(device=values.device, dtype=torch.bool)
 
 
-def _deviations(
-    values: Tensor, group_index: Tensor, present: Tensor, num_groups: int
-) -> tuple[GroupStats, Tensor]:
+def _deviations(values: Tensor, group_index: Tensor, present: Tensor, num_groups: int) -> tuple[GroupStats, Tensor]:
     """Return the group statistics and each rollout's deviation from its group mean ``[B]``."""
     dtype = stat_dtype(values.device)
     x = values.to(dtype)
@@ -158,8 +155,7 @@ def group_zscore(
     """
     if values.dim() != 1 or group_index.shape != values.shape:
         raise ValueError(
-            f"values and group_index must both be [B]; got {tuple(values.shape)} "
-            f"and {tuple(group_index.shape)}"
+            f"values and group_index must both be [B]; got {tuple(values.shape)} and {tuple(group_index.shape)}"
         )
     if small_groups not in ("zero", "unit"):
         raise ValueError(f"small_groups must be 'zero' or 'unit', got {small_groups!r}")

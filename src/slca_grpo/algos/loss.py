@@ -38,9 +38,7 @@ def _expand_advantages(advantages: Tensor, shape: torch.Size) -> Tensor:
     if advantages.dim() == 1 and len(shape) == 2 and advantages.shape[0] == shape[0]:
         return advantages.unsqueeze(1).expand(shape)  # one advantage per rollout
     if advantages.shape != shape:
-        raise ValueError(
-            f"advantages must be [B, T] {tuple(shape)} or [B], got {tuple(advantages.shape)}"
-        )
+        raise ValueError(f"advantages must be [B, T] {tuple(shape)} or [B], got {tuple(advantages.shape)}")
     return advantages
 
 
@@ -173,10 +171,7 @@ def _metrics(
         values.append(tokens)
         if segment_ids is not None:
             if segment_ids.shape != learnable.shape:
-                raise ValueError(
-                    f"segment_ids has shape {tuple(segment_ids.shape)}, "
-                    f"logp {tuple(learnable.shape)}"
-                )
+                raise ValueError(f"segment_ids has shape {tuple(segment_ids.shape)}, logp {tuple(learnable.shape)}")
             segment_ids = segment_ids.to(learnable.device)
             for code in (SEG_TOOL, SEG_SUMMARY):
                 in_segment = (segment_ids == code) & learnable

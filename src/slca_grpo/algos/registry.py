@@ -67,13 +67,9 @@ class AdvantageConfig:
             known = {f.name for f in dataclasses.fields(cls)}
             unknown = sorted(str(key) for key in config if key not in known)
             if unknown:
-                raise ValueError(
-                    f"unknown AdvantageConfig field(s) {unknown}; known: {sorted(known)}"
-                )
+                raise ValueError(f"unknown AdvantageConfig field(s) {unknown}; known: {sorted(known)}")
             return cls(**config)
-        raise TypeError(
-            f"config must be an AdvantageConfig, a dict or None, got {type(config).__name__}"
-        )
+        raise TypeError(f"config must be an AdvantageConfig, a dict or None, got {type(config).__name__}")
 
 
 class UnknownEstimatorError(KeyError):
@@ -181,9 +177,7 @@ class RewardView(Mapping[str, Tensor]):
         device: torch.device | str | None = None,
     ) -> None:
         if not isinstance(rewards, Mapping):
-            raise TypeError(
-                f"rewards must be a mapping of reward name to [B] values, got {type(rewards).__name__}"
-            )
+            raise TypeError(f"rewards must be a mapping of reward name to [B] values, got {type(rewards).__name__}")
         self._estimator = estimator
         self._raw = rewards
         self._batch_size = batch_size
@@ -212,9 +206,7 @@ class RewardView(Mapping[str, Tensor]):
         except (TypeError, ValueError, RuntimeError) as err:
             raise ValueError(f"{where} is not numeric: {err}") from None
         if tensor.dim() != 1 or tensor.shape[0] != self._batch_size:
-            raise ValueError(
-                f"{where} must have shape [{self._batch_size}], got {tuple(tensor.shape)}"
-            )
+            raise ValueError(f"{where} must have shape [{self._batch_size}], got {tuple(tensor.shape)}")
         if tensor.is_complex():
             raise ValueError(f"{where} must be real, got dtype {tensor.dtype}")
         if tensor.is_floating_point():
@@ -263,16 +255,11 @@ def compute_advantages(
         raise TypeError(f"segment_ids must be a torch.Tensor, got {type(segment_ids).__name__}")
     segment_ids = validate_segment_ids(segment_ids)
     batch_size = segment_ids.shape[0]
-    group_index, _ = group_index_from_ids(
-        group_ids, batch_size=batch_size, device=segment_ids.device
-    )
+    group_index, _ = group_index_from_ids(group_ids, batch_size=batch_size, device=segment_ids.device)
     view = RewardView(name, rewards, batch_size=batch_size, device=segment_ids.device)
     view.require(spec.rewards)
     advantages = spec.fn(group_index, segment_ids, view, cfg)
     if not isinstance(advantages, Tensor) or advantages.shape != segment_ids.shape:
         shape = tuple(advantages.shape) if isinstance(advantages, Tensor) else type(advantages)
-        raise ValueError(
-            f"estimator {name!r} returned {shape}, expected a tensor of shape "
-            f"{tuple(segment_ids.shape)}"
-        )
+        raise ValueError(f"estimator {name!r} returned {shape}, expected a tensor of shape {tuple(segment_ids.shape)}")
     return advantages.to(torch.float32)

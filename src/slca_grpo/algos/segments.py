@@ -74,9 +74,7 @@ def validate_segment_ids(segment_ids: Tensor, *, batch_size: int | None = None) 
     if segment_ids.is_floating_point() or segment_ids.is_complex() or segment_ids.dtype == torch.bool:
         raise ValueError(f"segment_ids must be an integer tensor, got dtype {segment_ids.dtype}")
     if batch_size is not None and segment_ids.shape[0] != batch_size:
-        raise ValueError(
-            f"segment_ids has {segment_ids.shape[0]} rows but there are {batch_size} group ids"
-        )
+        raise ValueError(f"segment_ids has {segment_ids.shape[0]} rows but there are {batch_size} group ids")
     if segment_ids.numel() > 0:
         low, high = torch.aminmax(segment_ids)
         if int(low) < 0 or int(high) >= NUM_SEGMENT_CODES:

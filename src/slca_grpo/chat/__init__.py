@@ -1,5 +1,6 @@
 """Chat format: rendering tools and calls, parsing tool calls out of model text."""
 
+from slca_grpo.chat.jinja import hermes_chat_template
 from slca_grpo.chat.parser import (
     BlockStatus,
     ParsedResponse,
@@ -10,7 +11,6 @@ from slca_grpo.chat.parser import (
     strip_think,
     strip_tool_call_blocks,
 )
-from slca_grpo.chat.jinja import hermes_chat_template
 from slca_grpo.chat.template import (
     render_chat,
     render_tool_calls,

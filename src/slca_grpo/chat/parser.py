@@ -104,7 +104,7 @@ def strip_think(text: str) -> str:
     result = "".join(pieces)
     stray_close = result.rfind(THINK_CLOSE)
     if stray_close >= 0:
-        result = result[stray_close + len(THINK_CLOSE):]
+        result = result[stray_close + len(THINK_CLOSE) :]
     return result
 
 
@@ -174,7 +174,7 @@ def _closed_blocks(text: str, open_tag: str = TOOL_CALL_OPEN, close_tag: str = T
             break
         start = text.rfind(open_tag, position, close)
         if start >= 0:
-            bodies.append(text[start + len(open_tag):close])
+            bodies.append(text[start + len(open_tag) : close])
         position = close + len(close_tag)
     return bodies
 
@@ -235,7 +235,5 @@ def parse_tool_calls(text: Any, allowed_tools: Collection[str] | None = None) ->
         n_open=text.count(TOOL_CALL_OPEN),
         n_close=text.count(TOOL_CALL_CLOSE),
         final_answer=_final_answer(text),
-        tool_responses=tuple(
-            body.strip() for body in _closed_blocks(text, TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE)
-        ),
+        tool_responses=tuple(body.strip() for body in _closed_blocks(text, TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE)),
     )

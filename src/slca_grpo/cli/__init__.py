@@ -27,9 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
     from slca_grpo import __version__
 
     parser.add_argument("--version", action="version", version=f"slca-grpo {__version__}")
-    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
-                        help="import your module (dotted name or .py file) first, e.g. to register estimators; "
-                             "repeatable, allowed anywhere on the line")
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE_OR_FILE",
+        help="import your module (dotted name or .py file) first, e.g. to register estimators; "
+        "repeatable, allowed anywhere on the line",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)

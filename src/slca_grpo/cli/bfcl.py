@@ -63,12 +63,11 @@ def register_bfcl(eval_subparsers: Any) -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         metavar="CATEGORY",
-        help="BFCL categories or aliases (simple, java, javascript, ...), space- or comma-separated; default: the paper's 13",
+        help="BFCL categories or aliases (simple, java, javascript, ...), space- or comma-separated; "
+        "default: the paper's 13",
     )
     parser.add_argument("--limit", type=int, default=None, help="first N entries of each category")
-    parser.add_argument(
-        "--out", type=Path, default=None, help="output folder (default: runs/bfcl/<policy>-<time>)"
-    )
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: runs/bfcl/<policy>-<time>)")
     parser.add_argument("--batch-size", type=int, default=8, help="episodes answered per agent call")
     parser.add_argument(
         "--max-steps-per-turn",
@@ -76,10 +75,17 @@ def register_bfcl(eval_subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="multi-turn step limit per user turn (default: bfcl-eval's 20)",
     )
-    parser.add_argument("--max-new-tokens", type=int, default=512,
-                        help="local models: tokens generated per assistant turn at most (default 512)")
-    parser.add_argument("--bf16", action="store_true",
-                        help="local models: generate under bfloat16 autocast (faster on CPUs with AMX / avx512_bf16)")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=512,
+        help="local models: tokens generated per assistant turn at most (default 512)",
+    )
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="local models: generate under bfloat16 autocast (faster on CPUs with AMX / avx512_bf16)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run_bfcl_command)
     return parser

@@ -15,18 +15,27 @@ def register(subparsers: Any) -> None:
     eval_subparsers = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
 
     indomain = eval_subparsers.add_parser(
-        "indomain", help="the paper's in-domain metrics on a task file over the training stack's agent loop and simulator"
+        "indomain",
+        help="the paper's in-domain metrics on a task file over the training stack's agent loop and simulator",
     )
     indomain.add_argument("--policy", required=True, help="oracle, hf:PATH, smollm2 or openai:BASE_URL#MODEL")
-    indomain.add_argument("--tasks", required=True, help="a JSONL task file, or 'synthetic' for the built-in test split")
+    indomain.add_argument(
+        "--tasks", required=True, help="a JSONL task file, or 'synthetic' for the built-in test split"
+    )
     indomain.add_argument("--limit", type=int, default=None, help="evaluate the first N tasks")
     indomain.add_argument("--max-turns", type=int, default=4)
     indomain.add_argument("--judge", default="rule", help="summary judge: 'rule' or 'openai:BASE_URL#MODEL'")
     indomain.add_argument("--simulator", default="schema", help="'schema' (offline) or a serve-sim URL (http://...)")
-    indomain.add_argument("--simulator-token-file", metavar="FILE",
-                          help="file holding the serve-sim service's bearer token (default: $SLCA_SIM_TOKEN)")
-    indomain.add_argument("--simulator-token", default=None,
-                          help="deprecated: shows the token in ps; use --simulator-token-file or $SLCA_SIM_TOKEN")
+    indomain.add_argument(
+        "--simulator-token-file",
+        metavar="FILE",
+        help="file holding the serve-sim service's bearer token (default: $SLCA_SIM_TOKEN)",
+    )
+    indomain.add_argument(
+        "--simulator-token",
+        default=None,
+        help="deprecated: shows the token in ps; use --simulator-token-file or $SLCA_SIM_TOKEN",
+    )
     indomain.add_argument("--out", default="runs/eval-indomain")
     indomain.set_defaults(func=run_indomain)
 
@@ -35,7 +44,6 @@ def register(subparsers: Any) -> None:
 
     register_bfcl(eval_subparsers)
     register_tau2(eval_subparsers)
-
 
 
 def run_indomain(args: argparse.Namespace) -> int:
@@ -60,8 +68,13 @@ def run_indomain(args: argparse.Namespace) -> int:
         if args.simulator != "schema":
             from slca_grpo.secrets import SIMULATOR_TOKEN_ENV, resolve_secret
 
-            simulator_token = resolve_secret(file=args.simulator_token_file, file_flag="--simulator-token-file",
-                                             env=(SIMULATOR_TOKEN_ENV,), flag_value=args.simulator_token, flag="--simulator-token")
+            simulator_token = resolve_secret(
+                file=args.simulator_token_file,
+                file_flag="--simulator-token-file",
+                env=(SIMULATOR_TOKEN_ENV,),
+                flag_value=args.simulator_token,
+                flag="--simulator-token",
+            )
     except (OSError, TaskFormatError, UnknownPolicySpec, ValueError) as exc:
         return fail(str(exc))
     if args.simulator == "schema":
@@ -77,7 +90,13 @@ def run_indomain(args: argparse.Namespace) -> int:
     for item, trajectory in zip(items, trajectories):
         item["response"] = trajectory.response_text
     out = Path(args.out)
-    write_eval_report(out, items, summary, title=f"In-domain evaluation of {args.policy}", chart_keys=("success@0.9", "name_f1", "arg_match", "process"))
+    write_eval_report(
+        out,
+        items,
+        summary,
+        title=f"In-domain evaluation of {args.policy}",
+        chart_keys=("success@0.9", "name_f1", "arg_match", "process"),
+    )
     print(json.dumps({k: v for k, v in summary.items() if k not in ("by_kind", "slots")}, indent=1))
     print(f"wrote {out}/per_item.jsonl, summary.json, report.md and metrics.png")
     return 0

@@ -31,9 +31,7 @@ def register(subparsers: Any) -> None:
         metavar="JSON",
         help='the call, e.g. \'{"name": "get_weather", "arguments": {"city": "Paris"}}\'; @FILE reads it',
     )
-    simulate.add_argument(
-        "--session-id", default=None, help="session id (state carries over only within one process)"
-    )
+    simulate.add_argument("--session-id", default=None, help="session id (state carries over only within one process)")
     _add_simulator_arguments(simulate)
     simulate.set_defaults(func=run_simulate)
 
@@ -47,16 +45,16 @@ def register(subparsers: Any) -> None:
     serve.add_argument(
         "--token-file", metavar="FILE", help=f"file holding the bearer token clients must send (default: ${TOKEN_ENV})"
     )
-    serve.add_argument("--token", default=None, help="deprecated: shows the token in ps; use --token-file or $" + TOKEN_ENV)
+    serve.add_argument(
+        "--token", default=None, help="deprecated: shows the token in ps; use --token-file or $" + TOKEN_ENV
+    )
     serve.add_argument(
         "--allow-no-token",
         action="store_true",
         help="allow serving on a non-loopback address without a token",
     )
     serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024)
-    serve.add_argument(
-        "--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug")
-    )
+    serve.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
     _add_simulator_arguments(serve)
     serve.set_defaults(func=run_serve)
 
@@ -71,14 +69,15 @@ def _add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-sessions", type=int)
     g.add_argument("--max-observation-tokens", type=int, help="truncate longer observations (0 = never)")
     for name in ("timeout", "server-error", "rate-limit", "empty-result"):
-        g.add_argument(
-            f"--{name}-rate", type=float, metavar="P", help=f"injected {name.replace('-', ' ')} rate"
-        )
+        g.add_argument(f"--{name}-rate", type=float, metavar="P", help=f"injected {name.replace('-', ' ')} rate")
     o = parser.add_argument_group("openai backend")
     o.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     o.add_argument("--model")
-    o.add_argument("--api-key-file", metavar="FILE", help="file holding the endpoint's API key "
-                   "(default: $SLCA_SIM_API_KEY or $OPENAI_API_KEY)")
+    o.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        help="file holding the endpoint's API key (default: $SLCA_SIM_API_KEY or $OPENAI_API_KEY)",
+    )
     o.add_argument("--api-key", help="deprecated: shows the key in ps; use --api-key-file or $SLCA_SIM_API_KEY")
     o.add_argument("--temperature", type=float)
     o.add_argument("--request-timeout", type=float, metavar="SECONDS")
@@ -123,9 +122,14 @@ def build_config(args: argparse.Namespace) -> Any:
     openai = {
         "base_url": args.base_url,
         "model": args.model,
-        "api_key": resolve_secret(file=getattr(args, "api_key_file", None), file_flag="--api-key-file",
-                                  env=("SLCA_SIM_API_KEY", "OPENAI_API_KEY"), flag_value=args.api_key, flag="--api-key",
-                                  read_env=False),  # SimulatorConfig reads the variables when it needs the key
+        "api_key": resolve_secret(
+            file=getattr(args, "api_key_file", None),
+            file_flag="--api-key-file",
+            env=("SLCA_SIM_API_KEY", "OPENAI_API_KEY"),
+            flag_value=args.api_key,
+            flag="--api-key",
+            read_env=False,
+        ),  # SimulatorConfig reads the variables when it needs the key
         "temperature": args.temperature,
         "timeout_s": args.request_timeout,
         "max_retries": args.max_retries,
@@ -170,8 +174,9 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def run_serve(args: argparse.Namespace) -> int:
     try:
-        token = resolve_secret(file=args.token_file, file_flag="--token-file", env=(TOKEN_ENV,),
-                               flag_value=args.token, flag="--token")
+        token = resolve_secret(
+            file=args.token_file, file_flag="--token-file", env=(TOKEN_ENV,), flag_value=args.token, flag="--token"
+        )
     except SecretError as exc:
         return fail(str(exc))
     from slca_grpo.simulator.service import is_loopback
@@ -211,14 +216,11 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def _load_structured(path: Path, flag: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(
-            f"cannot read {flag} {path}: {exc.strerror if isinstance(exc, OSError) else exc}"
-        ) from None
+        raise ValueError(f"cannot read {flag} {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
 

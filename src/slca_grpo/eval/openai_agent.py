@@ -48,10 +48,18 @@ def to_api_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 text = parsed.final_answer if calls else content
             item: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
-                pending_ids = [c.get("id") or f"call_{index}_{j}" for j, c in enumerate(message.get("tool_calls") or calls)]
+                pending_ids = [
+                    c.get("id") or f"call_{index}_{j}" for j, c in enumerate(message.get("tool_calls") or calls)
+                ]
                 item["tool_calls"] = [
-                    {"id": call_id, "type": "function",
-                     "function": {"name": c["name"], "arguments": json.dumps(_arguments_dict(c.get("arguments", {})))}}
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {
+                            "name": c["name"],
+                            "arguments": json.dumps(_arguments_dict(c.get("arguments", {}))),
+                        },
+                    }
                     for call_id, c in zip(pending_ids, calls)
                 ]
             out.append(item)
@@ -104,7 +112,9 @@ class OpenAIChatAgent:
         self.name = f"openai:{model}"
         self.mode = mode
         self.temperature = temperature
-        self.endpoint = ChatEndpoint(base_url, model, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries, max_tokens=max_tokens)
+        self.endpoint = ChatEndpoint(
+            base_url, model, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries, max_tokens=max_tokens
+        )
         self._clients = EndpointClients(self.endpoint, concurrency)
         self.failures = 0
         self.last_errors: list[str] = []
@@ -125,6 +135,7 @@ class OpenAIChatAgent:
         counts = [0] * len(requests)
         self.last_token_counts = counts
         async with self._clients.new_async() as client:
+
             async def one(index: int, request: AgentRequest) -> str:
                 async with semaphore:
                     try:

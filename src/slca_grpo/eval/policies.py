@@ -29,13 +29,22 @@ def resolve_model_agent(spec: str, **options: Any) -> Any:
         if spec.startswith("hf:") and not os.path.isdir(source):
             raise UnknownPolicySpec(f"{source!r} is not a checkpoint folder")
         model, tokenizer = load_model(source)
-        return HFChatAgent(model, tokenizer, name=spec, **{k: v for k, v in options.items() if k in ("max_new_tokens", "batch_size", "temperature", "bf16")})
+        return HFChatAgent(
+            model,
+            tokenizer,
+            name=spec,
+            **{k: v for k, v in options.items() if k in ("max_new_tokens", "batch_size", "temperature", "bf16")},
+        )
     if spec.startswith("openai:"):
         from slca_grpo.eval.openai_agent import OpenAIChatAgent
 
-        url, sep, model = spec[len("openai:"):].rpartition("#")
+        url, sep, model = spec[len("openai:") :].rpartition("#")
         if not sep or not url or not model:
             raise UnknownPolicySpec(f"bad endpoint spec {spec!r}: expected openai:BASE_URL#MODEL")
-        return OpenAIChatAgent(url, model, api_key=os.environ.get("OPENAI_API_KEY"),
-                               **{k: v for k, v in options.items() if k in ("mode", "temperature", "concurrency")})
+        return OpenAIChatAgent(
+            url,
+            model,
+            api_key=os.environ.get("OPENAI_API_KEY"),
+            **{k: v for k, v in options.items() if k in ("mode", "temperature", "concurrency")},
+        )
     raise UnknownPolicySpec(f"unknown policy spec {spec!r}; expected one of: oracle, {', '.join(MODEL_SPECS)}")

@@ -24,11 +24,18 @@ def write_eval_report(
     keys = [k for k in chart_keys if k in summary]
     lines = [f"# {title}", "", "| subset | n | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
     for name, values in rows:
-        lines.append(f"| {name} | {values.get('n', '')} | " + " | ".join(f"{100 * values.get(k, 0.0):.2f}" for k in keys) + " |")
+        lines.append(
+            f"| {name} | {values.get('n', '')} | " + " | ".join(f"{100 * values.get(k, 0.0):.2f}" for k in keys) + " |"
+        )
     slots = summary.get("slots") or {}
     if slots:
-        lines += ["", "Argument accuracy by where the value comes from (see slca_grpo.eval.slots):", "",
-                  "| slot kind | slots | correct | % |", "|---|---:|---:|---:|"]
+        lines += [
+            "",
+            "Argument accuracy by where the value comes from (see slca_grpo.eval.slots):",
+            "",
+            "| slot kind | slots | correct | % |",
+            "|---|---:|---:|---:|",
+        ]
         lines += [f"| {kind} | {c['n']} | {c['correct']} | {100 * c['accuracy']:.1f} |" for kind, c in slots.items()]
     (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 

@@ -26,8 +26,15 @@ from slca_grpo.rewards.matching import loose_equal
 from slca_grpo.types import Task, ToolCall
 
 SLOT_KINDS = (
-    "copied_string", "copied_id", "copied_number", "copied_date", "copied_time",
-    "converted_date", "converted_time", "from_tool", "inferred",
+    "copied_string",
+    "copied_id",
+    "copied_number",
+    "copied_date",
+    "copied_time",
+    "converted_date",
+    "converted_time",
+    "from_tool",
+    "inferred",
 )
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _CLOCK = re.compile(r"\d{2}:\d{2}")
@@ -79,8 +86,11 @@ def _responses_before(task: Task, step_index: int) -> str:
     """The fixture responses of the gold calls of steps before ``step_index`` (what the policy has seen)."""
     earlier = [call for step in task.gold_calls[:step_index] for call in step]
     fixtures = [f for f in task.metadata.get("fixtures") or [] if isinstance(f, dict)]
-    return "\n".join(str(f.get("response", "")) for f in fixtures
-                     if any(f.get("name") == c.name and f.get("arguments") == c.arguments for c in earlier))
+    return "\n".join(
+        str(f.get("response", ""))
+        for f in fixtures
+        if any(f.get("name") == c.name and f.get("arguments") == c.arguments for c in earlier)
+    )
 
 
 def slot_results(task: Task, predicted: Sequence[ToolCall]) -> list[tuple[str, bool]]:
@@ -104,5 +114,8 @@ def slot_accuracy(per_item: Iterable[Sequence[tuple[str, bool]]]) -> dict[str, d
         for kind, correct in results:
             counts[kind][0] += int(correct)
             counts[kind][1] += 1
-    return {kind: {"n": counts[kind][1], "correct": counts[kind][0], "accuracy": counts[kind][0] / counts[kind][1]}
-            for kind in SLOT_KINDS if counts[kind][1]}
+    return {
+        kind: {"n": counts[kind][1], "correct": counts[kind][0], "accuracy": counts[kind][0] / counts[kind][1]}
+        for kind in SLOT_KINDS
+        if counts[kind][1]
+    }

@@ -27,16 +27,24 @@ def run_text_episodes(
 ) -> list[Trajectory]:
     """One episode per task, all tasks advancing together turn by turn."""
     episodes = [
-        {"task": task, "messages": [dict(m) for m in task.messages], "trajectory": Trajectory(task_id=task.id, prompt_ids=[]), "done": False}
+        {
+            "task": task,
+            "messages": [dict(m) for m in task.messages],
+            "trajectory": Trajectory(task_id=task.id, prompt_ids=[]),
+            "done": False,
+        }
         for task in tasks
     ]
     for turn_index in range(max_turns):
         active = [e for e in episodes if not e["done"]]
         if not active:
             break
-        texts = agent.respond([
-            AgentRequest(messages=e["messages"], tools=e["task"].tools, key=e["task"].id, step=turn_index) for e in active
-        ])
+        texts = agent.respond(
+            [
+                AgentRequest(messages=e["messages"], tools=e["task"].tools, key=e["task"].id, step=turn_index)
+                for e in active
+            ]
+        )
         token_counts = getattr(agent, "last_token_counts", None) or []
         requests: list[CallRequest] = []
         for index, (episode, text) in enumerate(zip(active, texts)):
@@ -56,7 +64,11 @@ def run_text_episodes(
             turn = trajectory.turns[-1]
             turn.calls, episode["slots"] = plan_block_calls(parsed.blocks[-1], max_parallel_calls)
             session = f"{session_prefix}-{episode['task'].id}"
-            requests += [CallRequest(turn.calls[i], episode["task"], session) for i, slot in enumerate(episode["slots"]) if slot is None]
+            requests += [
+                CallRequest(turn.calls[i], episode["task"], session)
+                for i, slot in enumerate(episode["slots"])
+                if slot is None
+            ]
         observations = iter(environment.execute(requests))
         for episode in active:
             slots = episode.pop("slots", None)
@@ -139,5 +151,7 @@ class TaskOracleAgent:
             elif task.reference_answer:
                 texts.append(task.reference_answer)
             else:
-                texts.append(grounded_answer([str(m.get("content") or "") for m in request.messages if m.get("role") == "tool"]))
+                texts.append(
+                    grounded_answer([str(m.get("content") or "") for m in request.messages if m.get("role") == "tool"])
+                )
         return texts

@@ -35,10 +35,16 @@ def synthetic_corpus(n_tasks: int = DEFAULT_CORPUS_TASKS, seed: int = 0) -> list
     return [render_gold(task) for task in generate_tasks(seed, n_tasks, "train")]
 
 
-def build_tiny(preset: str = "tiny", *, seed: int = 0, vocab_size: int = DEFAULT_VOCAB_SIZE,
-               corpus_texts: list[str] | None = None, n_corpus_tasks: int = DEFAULT_CORPUS_TASKS,
-               dtype: torch.dtype = torch.float32, **model_overrides: Any
-               ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def build_tiny(
+    preset: str = "tiny",
+    *,
+    seed: int = 0,
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    corpus_texts: list[str] | None = None,
+    n_corpus_tasks: int = DEFAULT_CORPUS_TASKS,
+    dtype: torch.dtype = torch.float32,
+    **model_overrides: Any,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A fresh tiny model and its tokenizer (trained on ``corpus_texts`` or a synthetic sample)."""
     texts = corpus_texts if corpus_texts is not None else synthetic_corpus(n_corpus_tasks, seed)
     tokenizer = train_tokenizer(texts, vocab_size=vocab_size)
@@ -71,8 +77,9 @@ def load_tokenizer(path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
     return AutoTokenizer.from_pretrained(folder, local_files_only=True)
 
 
-def load_model(spec: str | os.PathLike[str], *, dtype: torch.dtype = torch.float32, **kwargs: Any
-               ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_model(
+    spec: str | os.PathLike[str], *, dtype: torch.dtype = torch.float32, **kwargs: Any
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """(model, tokenizer) for ``spec``.
 
     - ``"tiny"`` / ``"small"``: built fresh (keywords of :func:`build_tiny`: ``seed``,
@@ -88,8 +95,10 @@ def load_model(spec: str | os.PathLike[str], *, dtype: torch.dtype = torch.float
         return load_smollm2(dtype=dtype, **kwargs)
     folder = Path(name).expanduser()
     if not folder.is_dir():
-        raise ValueError(f"unknown model {name!r}: expected one of {', '.join([*PRESETS, 'smollm2'])} "
-                         "or a local checkpoint folder (save_pretrained format)")
+        raise ValueError(
+            f"unknown model {name!r}: expected one of {', '.join([*PRESETS, 'smollm2'])} "
+            "or a local checkpoint folder (save_pretrained format)"
+        )
     if not (folder / "config.json").is_file():
         raise ValueError(f"{folder} is not a checkpoint folder: it has no config.json")
     if kwargs:

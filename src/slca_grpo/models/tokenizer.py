@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from slca_grpo.chat.jinja import hermes_chat_template
 from slca_grpo.chat.parser import (
     THINK_CLOSE,
     THINK_OPEN,
@@ -22,17 +23,25 @@ from slca_grpo.chat.parser import (
     TOOL_RESPONSE_OPEN,
 )
 from slca_grpo.chat.template import IM_END, IM_START
-from slca_grpo.chat.jinja import hermes_chat_template
 
 EOS_TOKEN = "<|endoftext|>"
 SPECIAL_TOKENS = (EOS_TOKEN, IM_START, IM_END)
-TAG_TOKENS = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE, TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE, THINK_OPEN, THINK_CLOSE,
-              "<tools>", "</tools>")
+TAG_TOKENS = (
+    TOOL_CALL_OPEN,
+    TOOL_CALL_CLOSE,
+    TOOL_RESPONSE_OPEN,
+    TOOL_RESPONSE_CLOSE,
+    THINK_OPEN,
+    THINK_CLOSE,
+    "<tools>",
+    "</tools>",
+)
 DEFAULT_VOCAB_SIZE = 4096
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, min_frequency: int = 2,
-                    model_max_length: int = 2048) -> PreTrainedTokenizerFast:
+def train_tokenizer(
+    texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, min_frequency: int = 2, model_max_length: int = 2048
+) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on ``texts`` and wrap it for ``transformers``.
 
     Every byte is in the base alphabet, so any text encodes and ``decode(encode(text)) == text``.
@@ -41,7 +50,8 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, 
     reserved = len(SPECIAL_TOKENS) + len(TAG_TOKENS) + len(pre_tokenizers.ByteLevel.alphabet())
     if not isinstance(vocab_size, int) or vocab_size < reserved:
         raise ValueError(
-            f"vocab_size must be an int of at least {reserved} (bytes + special tokens), got {vocab_size!r}")
+            f"vocab_size must be an int of at least {reserved} (bytes + special tokens), got {vocab_size!r}"
+        )
     texts = list(texts)
     if not texts:
         raise ValueError("train_tokenizer needs at least one text")
@@ -49,10 +59,12 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, 
     # Split on whitespace only (then map bytes), so that JSON boilerplate such as '{"type":' or
     # ' "string"},' can become single tokens: rendered tasks are ~2.3x shorter than with the GPT-2
     # split, which matters when every token costs CPU time.
-    model.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(r" ?[^\s]+|\s+"), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    model.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(r" ?[^\s]+|\s+"), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     model.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

@@ -100,7 +100,7 @@ class RewardBatch:
             out[name] = [bool(v) for v in values] if name == "no_call" else [float(v) for v in values]
         return out
 
-    def tensors(self, device: "torch.device | str | None" = None) -> dict[str, "torch.Tensor"]:
+    def tensors(self, device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
         """Name → 1-D tensor (float32; ``no_call`` bool)."""
         import torch
 

@@ -82,8 +82,15 @@ class RewardConfig:
             self.weights = ExecutionWeights(**self.weights)
         if not isinstance(self.weights, ExecutionWeights):
             raise ValueError(f"RewardConfig.weights must be ExecutionWeights or a dict, got {self.weights!r}")
-        for name in ("omission_penalty", "rltr_repeat_penalty", "rltr_error_penalty", "rltr_format_penalty",
-                     "judge_temperature", "checker_temperature", "judge_timeout_s"):
+        for name in (
+            "omission_penalty",
+            "rltr_repeat_penalty",
+            "rltr_error_penalty",
+            "rltr_format_penalty",
+            "judge_temperature",
+            "checker_temperature",
+            "judge_timeout_s",
+        ):
             _check_finite("RewardConfig", name, getattr(self, name))
         if self.min_answer_chars < 0:
             raise ValueError(f"RewardConfig.min_answer_chars must be >= 0, got {self.min_answer_chars}")
@@ -110,7 +117,7 @@ class RewardConfig:
         return self.summary_noise_std > 0 or self.summary_noise_prob > 0
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RewardConfig":
+    def from_dict(cls, data: dict[str, Any]) -> RewardConfig:
         unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
             raise ValueError(f"unknown reward setting(s): {', '.join(sorted(unknown))}")

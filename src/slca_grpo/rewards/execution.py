@@ -69,7 +69,8 @@ def name_f1(predicted: list[str], gold: list[str]) -> float:
 def key_value_scores(predicted: list[ToolCall], gold: list[ToolCall]) -> tuple[float, float]:
     """Greedy argument matching (docs/method.md §4) → (key, value).
 
-    Rule order, as the paper lists it (docs/method.md §4): (1) no gold call has arguments → (1, 1), whatever was predicted;
+    Rule order, as the paper lists it (docs/method.md §4): (1) no gold call has arguments → (1, 1),
+    whatever was predicted;
     (2) nothing predicted → (0, 0). Otherwise each gold call with arguments, in order, takes the
     unused predicted call of the same name with the largest key+value (first on ties); an unmatched
     gold call scores (0, 0); the scores are averaged over the gold calls with arguments.

@@ -18,7 +18,7 @@ def parse_endpoint_spec(spec: str) -> tuple[str, str] | None:
     if text == "rule":
         return None
     if text.startswith("openai:"):
-        url, sep, model = text[len("openai:"):].rpartition("#")
+        url, sep, model = text[len("openai:") :].rpartition("#")
         if sep and url.strip() and model.strip():
             return url.strip(), model.strip()
     raise ValueError(f"bad judge/checker spec {spec!r}: expected {SPEC_HELP}")

@@ -28,7 +28,7 @@ class JudgeRequest:
     answer: str
 
     @classmethod
-    def of(cls, item: "JudgeRequest | Sequence[Any]") -> "JudgeRequest":
+    def of(cls, item: JudgeRequest | Sequence[Any]) -> JudgeRequest:
         """A request from itself or a ``(question, tool_responses, answer)`` triple."""
         if isinstance(item, JudgeRequest):
             return item
@@ -50,11 +50,11 @@ class JudgeVerdict:
     raw: str | None = None
 
     @classmethod
-    def ok(cls, rating: int, raw: str | None = None) -> "JudgeVerdict":
+    def ok(cls, rating: int, raw: str | None = None) -> JudgeVerdict:
         return cls(rating=rating, failed=False, error=None, raw=raw)
 
     @classmethod
-    def failure(cls, error: str, raw: str | None = None) -> "JudgeVerdict":
+    def failure(cls, error: str, raw: str | None = None) -> JudgeVerdict:
         return cls(rating=None, failed=True, error=error, raw=raw)
 
 
@@ -136,7 +136,7 @@ class Judge(ABC):
     def close(self) -> None:
         """Release network resources, if any."""
 
-    def __enter__(self) -> "Judge":
+    def __enter__(self) -> Judge:
         return self
 
     def __exit__(self, *exc: object) -> None:

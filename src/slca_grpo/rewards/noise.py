@@ -70,7 +70,7 @@ class SummaryNoise:
     shift: np.ndarray  # per rollout
     replaced: np.ndarray  # bool: its summary reward was replaced by a random rating's
 
-    def apply(self, tensors: dict[str, "torch.Tensor"]) -> dict[str, "torch.Tensor"]:
+    def apply(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The reward tensors with the noisy R_sum in ``summary`` and ``score`` (others unchanged)."""
         import torch
 
@@ -84,12 +84,16 @@ class SummaryNoise:
         """Share of rollouts replaced, and the realised shift's mean, std and mean absolute value."""
         if not self.shift.size:
             return {}
-        out = {"replaced_rate": float(self.replaced.mean()), "mean": float(self.shift.mean()),
-               "std": float(self.shift.std()), "abs_mean": float(np.abs(self.shift).mean())}
+        out = {
+            "replaced_rate": float(self.replaced.mean()),
+            "mean": float(self.shift.mean()),
+            "std": float(self.shift.std()),
+            "abs_mean": float(np.abs(self.shift).mean()),
+        }
         return {prefix + k: v for k, v in out.items()}
 
 
-def summary_noise(rewards: "RewardBatch", config: RewardConfig, *, seed: int, step: int) -> SummaryNoise:
+def summary_noise(rewards: RewardBatch, config: RewardConfig, *, seed: int, step: int) -> SummaryNoise:
     """The noise of a step's HierR rewards (zero shift when the config asks for none)."""
     count = len(rewards)
     clean = np.array([r.hierr.r_sum if r.hierr is not None else 0.0 for r in rewards.records], dtype=float)

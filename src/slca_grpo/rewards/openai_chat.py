@@ -149,9 +149,7 @@ class ChatEndpoint:
         """The completion text; raises EndpointError when there is none after retries."""
         return completion_text(self.post(client, self.payload(messages, temperature)))
 
-    async def acomplete(
-        self, client: httpx.AsyncClient, messages: list[dict[str, str]], temperature: float
-    ) -> str:
+    async def acomplete(self, client: httpx.AsyncClient, messages: list[dict[str, str]], temperature: float) -> str:
         """Async twin of :meth:`complete`."""
         return completion_text(await self.apost(client, self.payload(messages, temperature)))
 
@@ -214,12 +212,28 @@ class EndpointBacked:
     concurrency: int
 
     def _init_endpoint(
-        self, base_url: str, model: str, api_key: str | None, *, temperature: float, timeout_s: float,
-        max_retries: int, concurrency: int, backoff_s: float, backoff_max_s: float, max_tokens: int | None,
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None,
+        *,
+        temperature: float,
+        timeout_s: float,
+        max_retries: int,
+        concurrency: int,
+        backoff_s: float,
+        backoff_max_s: float,
+        max_tokens: int | None,
     ) -> None:
         self.endpoint = ChatEndpoint(
-            base_url=base_url, model=model, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries,
-            backoff_s=backoff_s, backoff_max_s=backoff_max_s, max_tokens=max_tokens,
+            base_url=base_url,
+            model=model,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            backoff_max_s=backoff_max_s,
+            max_tokens=max_tokens,
         )
         self.temperature = temperature
         self.concurrency = max(1, int(concurrency))

@@ -65,8 +65,16 @@ class OpenAICompletenessChecker(EndpointBacked, CompletenessChecker):
     ) -> None:
         super().__init__()
         self._init_endpoint(
-            base_url, model, api_key, temperature=temperature, timeout_s=timeout_s, max_retries=max_retries,
-            concurrency=concurrency, backoff_s=backoff_s, backoff_max_s=backoff_max_s, max_tokens=max_tokens,
+            base_url,
+            model,
+            api_key,
+            temperature=temperature,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            concurrency=concurrency,
+            backoff_s=backoff_s,
+            backoff_max_s=backoff_max_s,
+            max_tokens=max_tokens,
         )
 
     async def _one(self, client: httpx.AsyncClient, request: CompletenessRequest) -> CompletenessVerdict:
@@ -83,7 +91,7 @@ class OpenAICompletenessChecker(EndpointBacked, CompletenessChecker):
 
     async def _agather(self, requests: Sequence[CompletenessRequest], n: int) -> list[list[CompletenessVerdict]]:
         flat = await self._bounded_gather([r for r in requests for _ in range(n)], self._one)
-        return [flat[i * n:(i + 1) * n] for i in range(len(requests))]
+        return [flat[i * n : (i + 1) * n] for i in range(len(requests))]
 
     def _check_many(self, requests: Sequence[CompletenessRequest], n: int) -> list[list[CompletenessVerdict]]:
         return run_sync(lambda: self._agather(requests, n))

@@ -81,8 +81,16 @@ class OpenAIJudge(EndpointBacked, Judge):
     ) -> None:
         super().__init__()
         self._init_endpoint(
-            base_url, model, api_key, temperature=temperature, timeout_s=timeout_s, max_retries=max_retries,
-            concurrency=concurrency, backoff_s=backoff_s, backoff_max_s=backoff_max_s, max_tokens=max_tokens,
+            base_url,
+            model,
+            api_key,
+            temperature=temperature,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            concurrency=concurrency,
+            backoff_s=backoff_s,
+            backoff_max_s=backoff_max_s,
+            max_tokens=max_tokens,
         )
         self.max_response_chars = max_response_chars
 

@@ -68,9 +68,7 @@ def is_error_observation(text: str) -> bool:
 
 
 def error_count(parsed: ParsedResponse) -> int:
-    invalid_blocks = sum(
-        1 for b in parsed.blocks if not b.is_valid and b.status is not BlockStatus.BAD_JSON
-    )
+    invalid_blocks = sum(1 for b in parsed.blocks if not b.is_valid and b.status is not BlockStatus.BAD_JSON)
     return invalid_blocks + sum(1 for r in parsed.tool_responses if is_error_observation(r))
 
 
@@ -82,7 +80,9 @@ def plan_rltr(text_or_parsed: str | ParsedResponse, task: Task) -> RLTRPlan:
     return RLTRPlan(True, calls, consecutive_repeats(calls), error_count(parsed))
 
 
-def finish_rltr(plan: RLTRPlan, verdicts: Sequence[CompletenessVerdict], config: RewardConfig | None = None) -> RLTRReward:
+def finish_rltr(
+    plan: RLTRPlan, verdicts: Sequence[CompletenessVerdict], config: RewardConfig | None = None
+) -> RLTRReward:
     config = config or RewardConfig()
     if not plan.format_ok:
         return RLTRReward(config.rltr_format_penalty, False, 0.0, 0.0, 0.0)

@@ -21,7 +21,9 @@ from slca_grpo.types import Observation, ObservationError, Task, ToolCall
 class BatchSimulator(Protocol):
     """All the environment needs of a simulator (in process or a client): one batched call."""
 
-    def simulate_many(self, requests: Sequence[tuple[ToolCall, list[dict[str, Any]], str | None]]) -> list[Observation]: ...
+    def simulate_many(
+        self, requests: Sequence[tuple[ToolCall, list[dict[str, Any]], str | None]]
+    ) -> list[Observation]: ...
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,7 @@ class ChatFormatter:
         self.tokenizer = tokenizer
         self.max_tool_response_tokens = max_tool_response_tokens
         self.im_end_id = self._single_token(IM_END)
-        self.stop_token_ids = sorted(
-            {i for i in (self.im_end_id, tokenizer.eos_token_id) if i is not None}
-        )
+        self.stop_token_ids = sorted({i for i in (self.im_end_id, tokenizer.eos_token_id) if i is not None})
         # The token that ends an assistant turn (what a final answer is trained to stop with).
         self.end_of_turn_id = self.im_end_id if self.im_end_id is not None else self.stop_token_ids[0]
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_token_ids[0]
@@ -68,7 +66,7 @@ class ChatFormatter:
             return ids
         keep = max(limit - len(self._marker_ids), 2)
         head = keep // 2
-        return ids[:head] + self._marker_ids + ids[len(ids) - (keep - head):]
+        return ids[:head] + self._marker_ids + ids[len(ids) - (keep - head) :]
 
     def tool_results(self, observations: Sequence[str], *, close_turn: bool) -> tuple[list[int], str]:
         """Ids and text injected after a tool-calling turn: optionally the turn's ``<|im_end|>``,

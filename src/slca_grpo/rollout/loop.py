@@ -47,7 +47,9 @@ class _Rollout:
 
 
 class AgentLoop:
-    def __init__(self, model: torch.nn.Module, formatter: ChatFormatter, environment: ToolEnvironment, config: RolloutConfig):
+    def __init__(
+        self, model: torch.nn.Module, formatter: ChatFormatter, environment: ToolEnvironment, config: RolloutConfig
+    ):
         self.model = model
         self.formatter = formatter
         self.environment = environment
@@ -112,7 +114,9 @@ class AgentLoop:
             text = self.formatter.decode(generation.token_ids)
             trajectory.response_text += text
             trajectory.turns.append(Turn(text=text))
-            trajectory.counters["generated_tokens"] = trajectory.counters.get("generated_tokens", 0) + len(generation.token_ids)
+            trajectory.counters["generated_tokens"] = trajectory.counters.get("generated_tokens", 0) + len(
+                generation.token_ids
+            )
             out_of_budget = len(trajectory.response_ids) >= self.config.max_response_tokens
             if generation.stop_reason != STOP_STRING:
                 rollout.done = True  # end of turn (a final answer) or the token budget
@@ -125,7 +129,9 @@ class AgentLoop:
     def _collect_calls(self, rollout: _Rollout, text: str) -> None:
         parsed = parse_tool_calls(text, rollout.task.tool_names)
         if not parsed.blocks:  # the stop string closed no block (a stray close tag)
-            rollout.pending = [error_observation("invalid_tool_call/no_block", "no <tool_call> block before </tool_call>")]
+            rollout.pending = [
+                error_observation("invalid_tool_call/no_block", "no <tool_call> block before </tool_call>")
+            ]
             return
         calls, rollout.pending = plan_block_calls(parsed.blocks[-1], self.config.max_parallel_calls)
         rollout.trajectory.turns[-1].calls = calls
@@ -134,7 +140,11 @@ class AgentLoop:
         requests: list[CallRequest] = []
         for rollout in rollouts:
             turn = rollout.trajectory.turns[-1]
-            requests += [CallRequest(turn.calls[i], rollout.task, rollout.session_id) for i, slot in enumerate(rollout.pending) if slot is None]
+            requests += [
+                CallRequest(turn.calls[i], rollout.task, rollout.session_id)
+                for i, slot in enumerate(rollout.pending)
+                if slot is None
+            ]
         observations = iter(self.environment.execute(requests))
         for rollout in rollouts:
             turn = rollout.trajectory.turns[-1]
@@ -149,7 +159,9 @@ class AgentLoop:
             counters = trajectory.counters
             counters["tool_tokens"] = counters.get("tool_tokens", 0) + len(ids)
             counters["tool_errors"] = counters.get("tool_errors", 0) + sum(o.is_error for o in turn.observations)
-            counters["sim_latency_ms"] = counters.get("sim_latency_ms", 0.0) + sum(o.latency_ms for o in turn.observations)
+            counters["sim_latency_ms"] = counters.get("sim_latency_ms", 0.0) + sum(
+                o.latency_ms for o in turn.observations
+            )
             if len(trajectory.response_ids) >= self.config.max_response_tokens:
                 rollout.done, trajectory.truncated = True, True
 

@@ -86,8 +86,8 @@ def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Ten
     mask = torch.zeros((len(sequences), width), dtype=torch.long)
     for row, sequence in enumerate(sequences):
         if sequence:
-            ids[row, width - len(sequence):] = torch.tensor(list(sequence), dtype=torch.long)
-            mask[row, width - len(sequence):] = 1
+            ids[row, width - len(sequence) :] = torch.tensor(list(sequence), dtype=torch.long)
+            mask[row, width - len(sequence) :] = 1
     return ids, mask
 
 
@@ -107,14 +107,23 @@ class SharedPrefill:
     index: torch.Tensor  # input row -> distinct-prefix row
 
 
-def prefill_shared(module: torch.nn.Module, distinct: Sequence[Sequence[int]], source: Sequence[int], *,
-                   pad_id: int, device: torch.device, **forward_kwargs: Any) -> SharedPrefill:
+def prefill_shared(
+    module: torch.nn.Module,
+    distinct: Sequence[Sequence[int]],
+    source: Sequence[int],
+    *,
+    pad_id: int,
+    device: torch.device,
+    **forward_kwargs: Any,
+) -> SharedPrefill:
     """Run each distinct prefix once (left-padded, with a KV cache) and copy the cache rows to
     the input rows that share it (``source`` from :func:`distinct_rows`)."""
     input_ids, attention = left_pad(distinct, pad_id)
     input_ids, attention = input_ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    output = module(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **forward_kwargs)
+    output = module(
+        input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **forward_kwargs
+    )
     cache = output_cache(output)
     index = torch.tensor(list(source), dtype=torch.long, device=device)
     if cache is not None and len(distinct) < len(source):
@@ -174,7 +183,7 @@ def sample(
     past, attention, positions = prefill.cache, prefill.attention, prefill.positions
     logits = prefill.output.logits[:, -1, :][prefill.index]
     last_position = positions[:, -1:]
-    for step in range(max(budgets)):
+    for _ in range(max(budgets)):
         logits = logits.float()
         if config.temperature > 0:
             scaled = logits / config.temperature

@@ -73,9 +73,7 @@ class Backend:
 class SimulatorLike(Protocol):
     """What rollout code holds: the in-process ``Simulator`` or a ``SimulatorClient``."""
 
-    def simulate(
-        self, call: ToolCall, tools: list[dict[str, Any]], session_id: str | None = None
-    ) -> Observation: ...
+    def simulate(self, call: ToolCall, tools: list[dict[str, Any]], session_id: str | None = None) -> Observation: ...
 
     async def asimulate(
         self, call: ToolCall, tools: list[dict[str, Any]], session_id: str | None = None

@@ -64,9 +64,7 @@ class ResponseCache:
         conn = getattr(self._local, "conn", None)
         if conn is not None and self._local.generation == self._generation:
             return conn
-        conn = sqlite3.connect(
-            self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
-        )
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False)
         deadline = time.monotonic() + self.busy_timeout_s
         delay = 0.01
         while True:
@@ -113,9 +111,7 @@ class ResponseCache:
                     except OSError:
                         source.unlink(missing_ok=True)
             self.recoveries += 1
-        message = (
-            f"simulator cache {self.path} was unreadable ({exc}); moved it to {moved} and started a new one"
-        )
+        message = f"simulator cache {self.path} was unreadable ({exc}); moved it to {moved} and started a new one"
         logger.warning(message)
         warnings.warn(message, CacheCorruptWarning, stacklevel=3)
         self._connection()

@@ -34,9 +34,7 @@ def _build_format_checker() -> FormatChecker:
 
     @checker.checks("date", raises=ValueError)
     def _is_date(value: object) -> bool:
-        return not isinstance(value, str) or (
-            bool(_DATE.fullmatch(value)) and bool(date.fromisoformat(value))
-        )
+        return not isinstance(value, str) or (bool(_DATE.fullmatch(value)) and bool(date.fromisoformat(value)))
 
     @checker.checks("date-time", raises=ValueError)
     def _is_datetime(value: object) -> bool:
@@ -212,9 +210,7 @@ def validate_value(validator: Any, value: Any) -> str | None:
 
 def _schema_error(name: str, part: str, exc: SchemaError) -> Observation:
     where = "/".join(str(p) for p in exc.path)
-    message = (
-        f"Tool {name!r} has an invalid {part} schema" + (f" at {where}" if where else "") + f": {exc.message}"
-    )
+    message = f"Tool {name!r} has an invalid {part} schema" + (f" at {where}" if where else "") + f": {exc.message}"
     return E.error_observation(E.INVALID_SCHEMA, _short(message), tool=name)
 
 

@@ -59,9 +59,7 @@ class SimulatorClient:
         self.batch_size = max(1, batch_size)
         self.max_observation_tokens = max_observation_tokens
         self.count_tokens = count_tokens or approx_token_count
-        self._sync = httpx.Client(
-            base_url=self.base_url, headers=self._headers, timeout=timeout_s, transport=transport
-        )
+        self._sync = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=timeout_s, transport=transport)
         self._async_transport = async_transport
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
@@ -104,11 +102,7 @@ class SimulatorClient:
         for chunk in _chunks(payloads, self.batch_size):
             sendable = [p for p in chunk if not isinstance(p, Observation)]
             try:
-                body = (
-                    self._post_sync("/v1/simulate_batch", {"requests": sendable})
-                    if sendable
-                    else {"results": []}
-                )
+                body = self._post_sync("/v1/simulate_batch", {"requests": sendable}) if sendable else {"results": []}
             except _Failure as exc:
                 body = exc
             results.extend(self._merge(chunk, body, start))
@@ -190,9 +184,7 @@ class SimulatorClient:
                 time.sleep(self._delay(attempt, retry_after))
             self._count("requests")
             try:
-                response = self._sync.post(
-                    path, content=content, headers={"Content-Type": "application/json"}
-                )
+                response = self._sync.post(path, content=content, headers={"Content-Type": "application/json"})
             except httpx.HTTPError as exc:
                 last, retry_after = f"{type(exc).__name__}: {exc}", None
                 continue
@@ -221,9 +213,7 @@ class SimulatorClient:
                 await asyncio.sleep(self._delay(attempt, retry_after))
             self._count("requests")
             try:
-                response = await client.post(
-                    path, content=content, headers={"Content-Type": "application/json"}
-                )
+                response = await client.post(path, content=content, headers={"Content-Type": "application/json"})
             except httpx.HTTPError as exc:
                 last, retry_after = f"{type(exc).__name__}: {exc}", None
                 continue
@@ -305,9 +295,7 @@ def _request_payload(call: Any, tools: Any, session_id: str | None) -> dict[str,
     elif isinstance(call, dict):
         call_dict = {"name": call.get("name"), "arguments": call.get("arguments", call.get("parameters", {}))}
     else:
-        return E.error_observation(
-            E.UNKNOWN_TOOL, "The call must be a ToolCall or a {name, arguments} object."
-        )
+        return E.error_observation(E.UNKNOWN_TOOL, "The call must be a ToolCall or a {name, arguments} object.")
     payload = {
         "tools": tools,
         "call": call_dict,

@@ -116,9 +116,7 @@ class SimulatorConfig:
                 sub_known = {f.name for f in dataclasses.fields(nested[key])}
                 unknown = set(value) - sub_known
                 if unknown:
-                    raise ValueError(
-                        f"unknown simulator.{key} keys {sorted(unknown)} (known: {sorted(sub_known)})"
-                    )
+                    raise ValueError(f"unknown simulator.{key} keys {sorted(unknown)} (known: {sorted(sub_known)})")
                 kwargs[key] = nested[key](**value)
             else:
                 kwargs[key] = value

@@ -274,9 +274,7 @@ class Simulator:
                     text, data = stored, _parse(stored)
         if pending.state is not None:
             with self.sessions.lock:
-                pending.state.record(
-                    pending.call_dict, pending.request.spec.intent, text, data, pending.request.target
-                )
+                pending.state.record(pending.call_dict, pending.request.spec.intent, text, data, pending.request.target)
         shown = truncate_middle(text, self.config.max_observation_tokens, self.count_tokens)
         if shown is not text:
             with self._lock:

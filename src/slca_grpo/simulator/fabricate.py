@@ -70,9 +70,7 @@ class SchemaFaker:
             if isinstance(options, list) and options:
                 rest = {k: v for k, v in schema.items() if k != key}
                 option = options[0] if depth >= _MAX_DEPTH else self.ctx.rng.choice(options)
-                merged = (
-                    {**rest, **self._resolve(option)} if isinstance(self._resolve(option), Mapping) else rest
-                )
+                merged = {**rest, **self._resolve(option)} if isinstance(self._resolve(option), Mapping) else rest
                 return self.generate(merged, name, depth + 1, in_array)
         kind = self._pick_type(schema, name, in_array)
         if name:
@@ -302,9 +300,7 @@ class SchemaFaker:
                 if kind == "integer"
                 else round(self.ctx.rng.uniform(lo, hi), 2)
             )
-            if kind == "number" and (
-                (low is not None and value < low) or (high is not None and value > high)
-            ):
+            if kind == "number" and ((low is not None and value < low) or (high is not None and value > high)):
                 value = lo
         step = schema.get("multipleOf")
         if isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0:

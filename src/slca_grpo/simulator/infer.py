@@ -230,9 +230,7 @@ def _apply_bounds(record: dict[str, Any], args: dict[str, Any], ctx: ValueContex
                 new = ctx.rng.uniform(limit, ceiling)
             else:
                 continue
-            record[name] = (
-                int(new) if isinstance(value, int) else round(new, 2 if classify(name) != "rating" else 1)
-            )
+            record[name] = int(new) if isinstance(value, int) else round(new, 2 if classify(name) != "rating" else 1)
 
 
 def _result_count(args: dict[str, Any], ctx: ValueContext) -> int:

@@ -27,19 +27,15 @@ VERB_WORDS: dict[str, frozenset[str]] = {
     CANCEL: frozenset("cancel revoke void abort terminate unbook".split()),
     DELETE: frozenset("delete remove erase destroy drop purge unsubscribe deactivate".split()),
     UPDATE: frozenset(
-        "update edit modify change set rename reschedule patch upgrade assign mark adjust replace"
-        " move toggle".split()
+        "update edit modify change set rename reschedule patch upgrade assign mark adjust replace move toggle".split()
     ),
     CREATE: frozenset(
         "create add book make place register schedule reserve submit insert new open start"
         " generate issue enroll subscribe apply upload save purchase buy order rent hire".split()
     ),
-    SEND: frozenset(
-        "send notify email message sms text share publish reply forward invite post tweet".split()
-    ),
+    SEND: frozenset("send notify email message sms text share publish reply forward invite post tweet".split()),
     SEARCH: frozenset(
-        "search list find query browse filter recommend discover explore scan suggest lookup_all"
-        " autocomplete".split()
+        "search list find query browse filter recommend discover explore scan suggest lookup_all autocomplete".split()
     ),
     COMPUTE: frozenset(
         "calculate compute convert estimate translate analyze analyse predict evaluate sum"
@@ -249,8 +245,7 @@ def read_intent(name: str, description: str = "") -> Intent:
 
 # "<entity>_number" keys that name a record (order_number), unlike phone_number or card_number.
 _NUMBER_ID_STEMS = frozenset(
-    "order booking reservation confirmation ticket invoice tracking account case reference"
-    " transaction".split()
+    "order booking reservation confirmation ticket invoice tracking account case reference transaction".split()
 )
 
 

@@ -43,9 +43,7 @@ class ServiceMetrics:
                 "# TYPE slca_sim_requests_total counter",
             ]
             for (endpoint, status), n in sorted(self.requests.items()):
-                lines.append(
-                    f'slca_sim_requests_total{{endpoint="{_escape(endpoint)}",status="{status}"}} {n}'
-                )
+                lines.append(f'slca_sim_requests_total{{endpoint="{_escape(endpoint)}",status="{status}"}} {n}')
             lines += [
                 "# HELP slca_sim_observations_total Observations returned (one per simulated call).",
                 "# TYPE slca_sim_observations_total counter",

@@ -127,8 +127,7 @@ class OpenAIBackend(Backend):
                     answer = answer[:_HISTORY_ANSWER_CHARS] + "…"
                 lines.append(f"{i}. request: {json.dumps(call, ensure_ascii=False)}\n   response: {answer}")
             parts.append(
-                "Earlier requests in this session and the responses given (oldest first):\n"
-                + "\n".join(lines)
+                "Earlier requests in this session and the responses given (oldest first):\n" + "\n".join(lines)
             )
         if request.target is not None and request.target.data:
             parts.append(
@@ -136,15 +135,9 @@ class OpenAIBackend(Backend):
                 f"{request.target.id_value}):\n" + json.dumps(request.target.data, ensure_ascii=False)
             )
         if request.related:
-            parts.append(
-                "Other records this request refers to:\n" + json.dumps(request.related, ensure_ascii=False)
-            )
+            parts.append("Other records this request refers to:\n" + json.dumps(request.related, ensure_ascii=False))
         call = {"name": spec.name, "arguments": request.call.arguments}
-        user = (
-            "Request:\n"
-            + json.dumps(call, ensure_ascii=False)
-            + "\n\nReply with the JSON response body only."
-        )
+        user = "Request:\n" + json.dumps(call, ensure_ascii=False) + "\n\nReply with the JSON response body only."
         return [{"role": "system", "content": "\n\n".join(parts)}, {"role": "user", "content": user}]
 
     # -- answering ---------------------------------------------------------------------------
@@ -179,9 +172,7 @@ class OpenAIBackend(Backend):
                     },
                 ]
         self._count("invalid_answers")
-        return BackendResult(
-            error=ObservationError(E.INVALID_RESPONSE, f"unusable simulator answer: {problem}")
-        )
+        return BackendResult(error=ObservationError(E.INVALID_RESPONSE, f"unusable simulator answer: {problem}"))
 
     async def _complete(
         self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore, messages: list[dict[str, str]]

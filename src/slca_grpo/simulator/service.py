@@ -201,9 +201,7 @@ def _parse_item(obj: Any, where: str) -> tuple[ToolCall, list[Any], str | None]:
 
 
 def _json(payload: Any, status: int = 200) -> Response:
-    return Response(
-        content=json.dumps(payload, ensure_ascii=False), status_code=status, media_type="application/json"
-    )
+    return Response(content=json.dumps(payload, ensure_ascii=False), status_code=status, media_type="application/json")
 
 
 def _error(status: int, message: str) -> Response:

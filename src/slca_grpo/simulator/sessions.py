@@ -21,9 +21,7 @@ from slca_grpo.simulator.infer import META_KEYS
 from slca_grpo.simulator.words import canonical_json, digest, singular, split_words
 
 EntityKey = tuple[str, str]
-_GENERIC_CONTAINERS = frozenset(
-    "results result data records entries matches hits response items_found".split()
-)
+_GENERIC_CONTAINERS = frozenset("results result data records entries matches hits response items_found".split())
 _MAX_DEPTH = 5
 HISTORY_LENGTH = 32
 
@@ -105,9 +103,7 @@ class SessionState:
 
     # -- updates -----------------------------------------------------------------------------
 
-    def record(
-        self, call: dict[str, Any], intent: I.Intent, text: str, data: Any, target: Target | None
-    ) -> None:
+    def record(self, call: dict[str, Any], intent: I.Intent, text: str, data: Any, target: Target | None) -> None:
         """Fold a successful answer into the state (entities, verb effects, history, digest)."""
         if data is not None:
             self._index(data, intent.entity, None, 0)
@@ -162,9 +158,7 @@ class SessionState:
         if intent.verb == I.CANCEL:
             status_key = next((k for k in stored if k == "status" or k.endswith("_status")), "status")
             current = stored.get(status_key)
-            stored[status_key] = (
-                "CANCELLED" if isinstance(current, str) and current.isupper() else "cancelled"
-            )
+            stored[status_key] = "CANCELLED" if isinstance(current, str) and current.isupper() else "cancelled"
         else:
             for name, value in args.items():
                 if I.is_id_key(name):

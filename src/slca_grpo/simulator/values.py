@@ -76,9 +76,7 @@ class ValueContext:
     def base_time(self) -> datetime:
         def make() -> datetime:
             day = self.anchor + timedelta(days=0 if self.anchored else self.rng.randint(1, 30))
-            return datetime(
-                day.year, day.month, day.day, self.rng.randint(6, 20), 5 * self.rng.randint(0, 11)
-            )
+            return datetime(day.year, day.month, day.day, self.rng.randint(6, 20), 5 * self.rng.randint(0, 11))
 
         return self._memo("time", make)
 
@@ -294,9 +292,7 @@ _GENERATORS: dict[str, _Gen] = {
     "uuid": lambda c, n: _uuid(c),
     "email": lambda c, n: _email(c),
     "phone": lambda c, n: f"+1-555-{c.rng.randint(100, 999)}-{c.rng.randint(1000, 9999)}",
-    "image_url": lambda c, n: (
-        f"https://images.example.com/{c.intent.entity}/{c.rng.randint(10000, 99999)}.jpg"
-    ),
+    "image_url": lambda c, n: f"https://images.example.com/{c.intent.entity}/{c.rng.randint(10000, 99999)}.jpg",
     "url": lambda c, n: f"https://www.example.com/{c.intent.entity}/{c.rng.randint(1000, 99999)}",
     "ip": lambda c, n: f"203.0.113.{c.rng.randint(1, 254)}",
     "id": lambda c, n: make_id(_id_stem(n, c.intent.entity), c.rng),
@@ -360,9 +356,7 @@ _GENERATORS: dict[str, _Gen] = {
     "travel_mode": lambda c, n: c.rng.choice(V.TRAVEL_MODES),
     "payment_method": lambda c, n: c.rng.choice(V.PAYMENT_METHODS),
     "color": lambda c, n: c.rng.choice(V.COLORS),
-    "unit": lambda c, n: (
-        "fahrenheit" if c.fahrenheit else ("celsius" if c.intent.template == "weather" else "metric")
-    ),
+    "unit": lambda c, n: "fahrenheit" if c.fahrenheit else ("celsius" if c.intent.template == "weather" else "metric"),
     "cuisine": lambda c, n: c.rng.choice(V.CUISINES),
     "genre": lambda c, n: c.rng.choice(V.MUSIC_GENRES if c.intent.template == "track" else V.GENRES),
     "category": lambda c, n: _category(c),
@@ -384,9 +378,7 @@ _GENERATORS: dict[str, _Gen] = {
     "person": lambda c, n: " ".join(c.person()),
     "name": _name,
     "title": lambda c, n: _title(c),
-    "venue": lambda c, n: (
-        f"{c.place()[0]} {c.rng.choice(('Arena', 'Convention Center', 'Concert Hall', 'Stadium'))}"
-    ),
+    "venue": lambda c, n: f"{c.place()[0]} {c.rng.choice(('Arena', 'Convention Center', 'Concert Hall', 'Stadium'))}",
     "car_make": lambda c, n: c._memo("car", lambda: c.rng.choice(V.CAR_MAKES))[0],
     "car_model": lambda c, n: c._memo("car", lambda: c.rng.choice(V.CAR_MAKES))[1],
     "news_source": lambda c, n: c.rng.choice(V.NEWS_SOURCES),
@@ -397,12 +389,10 @@ _GENERATORS: dict[str, _Gen] = {
     "seat_class": lambda c, n: c.rng.choice(V.SEAT_CLASSES),
     "mime": lambda c, n: c.rng.choice(V.MIME_TYPES)[1],
     "file_name": lambda c, n: (
-        f"{c.rng.choice(('report', 'notes', 'summary'))}_{c.anchor.isoformat()}"
-        f".{c.rng.choice(V.MIME_TYPES)[0]}"
+        f"{c.rng.choice(('report', 'notes', 'summary'))}_{c.anchor.isoformat()}.{c.rng.choice(V.MIME_TYPES)[0]}"
     ),
     "isbn": lambda c, n: (
-        f"978-{c.rng.randint(0, 9)}-{c.rng.randint(1000, 9999)}"
-        f"-{c.rng.randint(1000, 9999)}-{c.rng.randint(0, 9)}"
+        f"978-{c.rng.randint(0, 9)}-{c.rng.randint(1000, 9999)}-{c.rng.randint(1000, 9999)}-{c.rng.randint(0, 9)}"
     ),
     "sku": lambda c, n: f"SKU-{c.rng.randint(10000, 99999)}",
     "version": lambda c, n: f"{c.rng.randint(1, 5)}.{c.rng.randint(0, 20)}.{c.rng.randint(0, 9)}",

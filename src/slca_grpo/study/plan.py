@@ -97,7 +97,9 @@ class StudyBudget:
 # Sized from measured costs (docs/study.md, "Cost"): with demo-quick on 2 idle cores SFT ≈ 110 s,
 # an RL step ≈ 1.8 s and a 32-task evaluation ≈ 2 s, so quick ≈ 13 min and default ≈ 70 min.
 QUICK_BUDGET = StudyBudget(preset="demo-quick", seeds=5, noise="none,prob=1", steps=16, evals=2, eval_tasks=32)
-DEFAULT_BUDGET = StudyBudget(preset="demo-quick", seeds=5, noise="none,prob=0.5,prob=1", steps=60, evals=5, eval_tasks=64)
+DEFAULT_BUDGET = StudyBudget(
+    preset="demo-quick", seeds=5, noise="none,prob=0.5,prob=1", steps=60, evals=5, eval_tasks=64
+)
 
 
 @dataclass
@@ -123,17 +125,30 @@ class StudyPlan:
 
     def budget_overrides(self) -> list[str]:
         budget = self.budget
-        return [f"rl.steps={budget.steps}", f"train.eval_every={budget.eval_every}",
-                f"train.eval_tasks={budget.eval_tasks}", "train.keep_last=1", "train.progress=false"]
+        return [
+            f"rl.steps={budget.steps}",
+            f"train.eval_every={budget.eval_every}",
+            f"train.eval_tasks={budget.eval_tasks}",
+            "train.keep_last=1",
+            "train.progress=false",
+        ]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"budget": asdict(self.budget), "estimators": list(self.estimators),
-                "levels": [asdict(level) for level in self.levels], "overrides": list(self.overrides)}
+        return {
+            "budget": asdict(self.budget),
+            "estimators": list(self.estimators),
+            "levels": [asdict(level) for level in self.levels],
+            "overrides": list(self.overrides),
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "StudyPlan":
-        return cls(StudyBudget(**data["budget"]), tuple(data["estimators"]),
-                   tuple(NoiseLevel(**level) for level in data["levels"]), tuple(data.get("overrides", ())))
+    def from_dict(cls, data: dict[str, Any]) -> StudyPlan:
+        return cls(
+            StudyBudget(**data["budget"]),
+            tuple(data["estimators"]),
+            tuple(NoiseLevel(**level) for level in data["levels"]),
+            tuple(data.get("overrides", ())),
+        )
 
 
 def run_dir(out_dir: Path, level: NoiseLevel, estimator: str, seed: int) -> Path:

@@ -10,9 +10,11 @@ from slca_grpo.report import agg_pyplot
 from slca_grpo.study.plan import StudyPlan
 from slca_grpo.study.report import GRAD_COSINE, LABELS, SCALES, STUDY_METRICS
 
-
-TRAINING_TITLES = {"reward/tool": "training R_tool (smoothed)", "reward/summary": "training R_sum, clean (smoothed)",
-                   GRAD_COSINE: "grad cosine tool·summary"}
+TRAINING_TITLES = {
+    "reward/tool": "training R_tool (smoothed)",
+    "reward/summary": "training R_sum, clean (smoothed)",
+    GRAD_COSINE: "grad cosine tool·summary",
+}
 
 
 def _title(metric: str) -> str:
@@ -24,9 +26,18 @@ def _band(axis: Any, curve: Mapping[str, Any] | None, scale: float, label: str, 
     if not curve:
         return
     steps = curve["steps"]
-    axis.plot(steps, [m * scale for m in curve["mean"]], marker="o" if len(steps) < 12 else None, ms=3, label=label, color=color)
+    axis.plot(
+        steps,
+        [m * scale for m in curve["mean"]],
+        marker="o" if len(steps) < 12 else None,
+        ms=3,
+        label=label,
+        color=color,
+    )
     if all(value is not None for value in curve["low"]):
-        axis.fill_between(steps, [v * scale for v in curve["low"]], [v * scale for v in curve["high"]], alpha=0.2, color=color)
+        axis.fill_between(
+            steps, [v * scale for v in curve["low"]], [v * scale for v in curve["high"]], alpha=0.2, color=color
+        )
 
 
 def _legend(axes: Any, **style: Any) -> None:
@@ -37,13 +48,17 @@ def _legend(axes: Any, **style: Any) -> None:
             return
 
 
-def _grid(report: Mapping[str, Any], plan: StudyPlan, rows: Sequence[tuple[str, str, float, str]], path: Path, xlabel: str) -> None:
+def _grid(
+    report: Mapping[str, Any], plan: StudyPlan, rows: Sequence[tuple[str, str, float, str]], path: Path, xlabel: str
+) -> None:
     """One panel per (row, noise level); a line and band per estimator. ``rows``: (section, key,
     scale, title) with section ``curves`` or ``training``."""
     plt = agg_pyplot()
     colors = {e: f"C{i}" for i, e in enumerate(plan.estimators)}
     levels = plan.levels
-    figure, axes = plt.subplots(len(rows), len(levels), figsize=(4.2 * len(levels), 2.8 * len(rows)), squeeze=False, sharex=True)
+    figure, axes = plt.subplots(
+        len(rows), len(levels), figsize=(4.2 * len(levels), 2.8 * len(rows)), squeeze=False, sharex=True
+    )
     for r, (section, key, scale, title) in enumerate(rows):
         for c, level in enumerate(levels):
             axis = axes[r][c]
@@ -59,14 +74,18 @@ def _grid(report: Mapping[str, Any], plan: StudyPlan, rows: Sequence[tuple[str, 
     plt.close(figure)
 
 
-def _errorbars(axis: Any, positions: Sequence[float], intervals: Sequence[Mapping[str, Any] | None], scale: float, **style: Any) -> None:
+def _errorbars(
+    axis: Any, positions: Sequence[float], intervals: Sequence[Mapping[str, Any] | None], scale: float, **style: Any
+) -> None:
     points = [(x, i) for x, i in zip(positions, intervals) if i]
     if not points:
         return
     xs = [x for x, _ in points]
     means = [i["mean"] * scale for _, i in points]
-    errors = [[(i["mean"] - i["low"]) * scale if i["low"] is not None else 0 for _, i in points],
-              [(i["high"] - i["mean"]) * scale if i["high"] is not None else 0 for _, i in points]]
+    errors = [
+        [(i["mean"] - i["low"]) * scale if i["low"] is not None else 0 for _, i in points],
+        [(i["high"] - i["mean"]) * scale if i["high"] is not None else 0 for _, i in points],
+    ]
     axis.errorbar(xs, means, yerr=errors, marker="o", capsize=3, **style)
 
 
@@ -77,7 +96,9 @@ def plot_noise_levels(report: Mapping[str, Any], plan: StudyPlan, path: Path) ->
     levels = [level.name for level in plan.levels]
     paired = report["comparisons"]["paired"]
     pairs = list(next(iter(paired.values()), {}))
-    figure, axes = plt.subplots(2 if pairs else 1, len(STUDY_METRICS), figsize=(3.3 * len(STUDY_METRICS), 6 if pairs else 3.2), squeeze=False)
+    figure, axes = plt.subplots(
+        2 if pairs else 1, len(STUDY_METRICS), figsize=(3.3 * len(STUDY_METRICS), 6 if pairs else 3.2), squeeze=False
+    )
     offset = 0.08
     for c, metric in enumerate(STUDY_METRICS):
         scale = SCALES[metric]
@@ -92,8 +113,14 @@ def plot_noise_levels(report: Mapping[str, Any], plan: StudyPlan, path: Path) ->
             for p, pair in enumerate(pairs):
                 shift = (p - (len(pairs) - 1) / 2) * offset
                 intervals = [paired[level][pair].get(metric) for level in levels]
-                _errorbars(bottom, [i + shift for i in range(len(levels))], intervals, scale, label=pair,
-                           color=f"C{plan.estimators.index(pair.split(' - ')[0])}")
+                _errorbars(
+                    bottom,
+                    [i + shift for i in range(len(levels))],
+                    intervals,
+                    scale,
+                    label=pair,
+                    color=f"C{plan.estimators.index(pair.split(' - ')[0])}",
+                )
             bottom.axhline(0, color="black", lw=0.8)
             bottom.set_title(f"paired difference, {_title(metric)}", fontsize=9)
         for row in axes:

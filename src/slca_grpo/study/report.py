@@ -104,7 +104,9 @@ def _delta(metric: str) -> Callable[[dict[str, Any]], float | None]:
     return pick
 
 
-def _curve(runs: Mapping[int, dict[str, Any]], series: Callable[[dict[str, Any]], Mapping[int, float]], smooth: bool = False) -> dict[str, Any] | None:
+def _curve(
+    runs: Mapping[int, dict[str, Any]], series: Callable[[dict[str, Any]], Mapping[int, float]], smooth: bool = False
+) -> dict[str, Any] | None:
     """Mean and CI per step over the seeds, on the steps every seed has."""
     per_seed = [series(run) for run in runs.values()]
     steps = sorted(set.intersection(*(set(s) for s in per_seed))) if per_seed else []
@@ -125,9 +127,16 @@ def summarise_cell(runs: Mapping[int, dict[str, Any]]) -> dict[str, Any]:
         "final": {m: _interval(_values(runs, _final(m))) for m in STUDY_METRICS},
         "delta": {m: _interval(_values(runs, _delta(m))) for m in STUDY_METRICS},
         "grad_cosine": _interval(_values(runs, lambda run: run["grad_cosine"])),
-        "noise": {key.split("/")[1]: _mean(_values(runs, lambda run, k=key: run["noise"][k]).values()) for key in NOISE_KEYS},
-        "curves": {m: _curve(runs, lambda run, m=m: {step: e[m] for step, e in run["evals"].items() if m in e}) for m in STUDY_METRICS},
-        "training": {key: _curve(runs, lambda run, k=key: run["training"][k], smooth=key != GRAD_COSINE) for key in TRAINING_KEYS},
+        "noise": {
+            key.split("/")[1]: _mean(_values(runs, lambda run, k=key: run["noise"][k]).values()) for key in NOISE_KEYS
+        },
+        "curves": {
+            m: _curve(runs, lambda run, m=m: {step: e[m] for step, e in run["evals"].items() if m in e})
+            for m in STUDY_METRICS
+        },
+        "training": {
+            key: _curve(runs, lambda run, k=key: run["training"][k], smooth=key != GRAD_COSINE) for key in TRAINING_KEYS
+        },
     }
 
 
@@ -150,16 +159,30 @@ def comparisons(cells: Mapping[str, Mapping[str, Mapping[int, dict[str, Any]]]],
         treated, base = final(level, estimator, metric), final(level, baseline, metric)
         return {s: treated[s] - base[s] for s in set(treated) & set(base)}
 
-    out: dict[str, Any] = {"baseline": baseline, "reference_level": reference, "paired": {}, "noise_effect": {}, "interaction": {}}
+    out: dict[str, Any] = {
+        "baseline": baseline,
+        "reference_level": reference,
+        "paired": {},
+        "noise_effect": {},
+        "interaction": {},
+    }
     for level in cells:
-        out["paired"][level] = {f"{e} - {baseline}": {m: _paired(final(level, e, m), final(level, baseline, m)) for m in STUDY_METRICS}
-                                for e in others}
+        out["paired"][level] = {
+            f"{e} - {baseline}": {m: _paired(final(level, e, m), final(level, baseline, m)) for m in STUDY_METRICS}
+            for e in others
+        }
     for estimator in plan.estimators:
-        out["noise_effect"][estimator] = {f"{level} - {reference}": {m: _paired(final(level, estimator, m), final(reference, estimator, m))
-                                                                     for m in STUDY_METRICS} for level in noisy}
+        out["noise_effect"][estimator] = {
+            f"{level} - {reference}": {
+                m: _paired(final(level, estimator, m), final(reference, estimator, m)) for m in STUDY_METRICS
+            }
+            for level in noisy
+        }
     for estimator in others:
         out["interaction"][f"{estimator} - {baseline}"] = {
-            f"{level} - {reference}": {m: _paired(gap(level, estimator, m), gap(reference, estimator, m)) for m in STUDY_METRICS}
+            f"{level} - {reference}": {
+                m: _paired(gap(level, estimator, m), gap(reference, estimator, m)) for m in STUDY_METRICS
+            }
             for level in noisy
         }
     return out
@@ -191,7 +214,11 @@ def _table(title: str, rows: Sequence[tuple[str, Mapping[str, Any]]], *, signed:
     header = "| | " + " | ".join(LABELS[m] for m in STUDY_METRICS) + " |"
     lines = [f"### {title}", "", *([note, ""] if note else []), header, "|---|" + "---:|" * len(STUDY_METRICS)]
     for name, by_metric in rows:
-        lines.append(f"| {name} | " + " | ".join(format_interval(by_metric.get(m), SCALES[m], signed=signed) for m in STUDY_METRICS) + " |")
+        lines.append(
+            f"| {name} | "
+            + " | ".join(format_interval(by_metric.get(m), SCALES[m], signed=signed) for m in STUDY_METRICS)
+            + " |"
+        )
     return lines + [""]
 
 
@@ -200,49 +227,98 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
     cells, compared, settings = report["cells"], report["comparisons"], report["settings"]
     baseline = compared["baseline"]
     lines = [
-        "# Credit-assignment study", "",
+        "# Credit-assignment study",
+        "",
         f"Preset `{settings['preset']}` · {settings['seeds']} seeds · {settings['steps']} RL steps × "
-        f"{settings['prompts_per_step']} prompts × G = {settings['group_size']} · held-out: {settings['eval_tasks']} tasks, greedy · "
-        f"noise levels: {', '.join(labels.values())} · estimators: {', '.join(plan.estimators)}.", "",
-        "Mean [95% CI] over seeds (expanded percentile bootstrap of the mean, docs/study.md). Rates in %, R_sum on its 0–1 scale. "
-        "Differences are paired by seed; `*` marks a CI that excludes 0; `k/n`: seeds where the difference is positive.", "",
+        f"{settings['prompts_per_step']} prompts × G = {settings['group_size']} · "
+        f"held-out: {settings['eval_tasks']} tasks, greedy · "
+        f"noise levels: {', '.join(labels.values())} · estimators: {', '.join(plan.estimators)}.",
+        "",
+        "Mean [95% CI] over seeds (expanded percentile bootstrap of the mean, docs/study.md). "
+        "Rates in %, R_sum on its 0–1 scale. Differences are paired by seed; `*` marks a CI that excludes 0; "
+        "`k/n`: seeds where the difference is positive.",
+        "",
     ]
     start = report.get("start_eval") or {}
     if start:
-        lines += ["Start (the SFT checkpoint, before RL): " + ", ".join(f"{LABELS[m]} {_number(start.get(m), SCALES[m])}" for m in STUDY_METRICS), ""]
-    rows = [(f"{labels[level]} · {estimator}", cell["final"]) for level, by_est in cells.items() for estimator, cell in by_est.items()]
+        lines += [
+            "Start (the SFT checkpoint, before RL): "
+            + ", ".join(f"{LABELS[m]} {_number(start.get(m), SCALES[m])}" for m in STUDY_METRICS),
+            "",
+        ]
+    rows = [
+        (f"{labels[level]} · {estimator}", cell["final"])
+        for level, by_est in cells.items()
+        for estimator, cell in by_est.items()
+    ]
     lines += _table("Final held-out metrics", rows, signed=False)
-    rows = [(f"{labels[level]} · {estimator}", cell["delta"]) for level, by_est in cells.items() for estimator, cell in by_est.items()]
+    rows = [
+        (f"{labels[level]} · {estimator}", cell["delta"])
+        for level, by_est in cells.items()
+        for estimator, cell in by_est.items()
+    ]
     lines += _table("Change from the start (final − SFT checkpoint)", rows, signed=True)
-    rows = [(f"{labels[level]} · {pair}", by_metric) for level, pairs in compared["paired"].items() for pair, by_metric in pairs.items()]
+    rows = [
+        (f"{labels[level]} · {pair}", by_metric)
+        for level, pairs in compared["paired"].items()
+        for pair, by_metric in pairs.items()
+    ]
     if rows:
         lines += _table(f"Paired difference against {baseline}", rows, signed=True)
     reference = labels[compared["reference_level"]]
-    rows = [(f"{estimator} · {labels[pair.split(' - ')[0]]} − {reference}", by_metric)
-            for estimator, pairs in compared["noise_effect"].items() for pair, by_metric in pairs.items()]
+    rows = [
+        (f"{estimator} · {labels[pair.split(' - ')[0]]} − {reference}", by_metric)
+        for estimator, pairs in compared["noise_effect"].items()
+        for pair, by_metric in pairs.items()
+    ]
     if rows:
-        lines += _table("Effect of the noise (level − reference, same estimator)", rows, signed=True,
-                        note="Negative: the estimator ends worse with noisy summary rewards than without.")
-    rows = [(f"({gap}) · {labels[pair.split(' - ')[0]]} − {reference}", by_metric)
-            for gap, pairs in compared["interaction"].items() for pair, by_metric in pairs.items()]
+        lines += _table(
+            "Effect of the noise (level − reference, same estimator)",
+            rows,
+            signed=True,
+            note="Negative: the estimator ends worse with noisy summary rewards than without.",
+        )
+    rows = [
+        (f"({gap}) · {labels[pair.split(' - ')[0]]} − {reference}", by_metric)
+        for gap, pairs in compared["interaction"].items()
+        for pair, by_metric in pairs.items()
+    ]
     if rows:
-        lines += _table("Interaction: how much the gap changes with noise", rows, signed=True,
-                        note=f"(treatment − {baseline}) at a level minus the same at {reference}. Positive: noise widens the "
-                             "treatment's lead — what the paper's claim predicts for SLCA against GRPO.")
-    lines += ["### Training diagnostics", "",
-              "| | grad cosine tool·summary | noise: mean shift of R_sum | std of the shift | % replaced |",
-              "|---|---:|---:|---:|---:|"]
+        lines += _table(
+            "Interaction: how much the gap changes with noise",
+            rows,
+            signed=True,
+            note=f"(treatment − {baseline}) at a level minus the same at {reference}. Positive: noise widens the "
+            "treatment's lead — what the paper's claim predicts for SLCA against GRPO.",
+        )
+    lines += [
+        "### Training diagnostics",
+        "",
+        "| | grad cosine tool·summary | noise: mean shift of R_sum | std of the shift | % replaced |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for level, by_est in cells.items():
         for estimator, cell in by_est.items():
             noise = cell["noise"]
-            lines.append(f"| {labels[level]} · {estimator} | {format_interval(cell['grad_cosine'], signed=True)} | "
-                         f"{_number(noise.get('mean'), 1.0, signed=True)} | {_number(noise.get('std'), 1.0)} | {_number(noise.get('replaced_rate'), 100.0)} |")
-    lines += ["", "Charts: `curves.png` (held-out metrics per step, band = 95% CI over seeds), `training.png` (training "
-              "R_tool and R_sum — the clean ones — and the gradient cosine per step), `noise_levels.png` (final metrics and "
-              "paired differences against the noise level).", ""]
+            lines.append(
+                f"| {labels[level]} · {estimator} | {format_interval(cell['grad_cosine'], signed=True)} | "
+                f"{_number(noise.get('mean'), 1.0, signed=True)} | {_number(noise.get('std'), 1.0)} | "
+                f"{_number(noise.get('replaced_rate'), 100.0)} |"
+            )
+    lines += [
+        "",
+        "Charts: `curves.png` (held-out metrics per step, band = 95% CI over seeds), `training.png` (training "
+        "R_tool and R_sum — the clean ones — and the gradient cosine per step), `noise_levels.png` (final metrics and "
+        "paired differences against the noise level).",
+        "",
+    ]
     seconds = report.get("seconds") or {}
     if seconds.get("runs"):
-        lines += [f"Cost: SFT {seconds.get('sft') or 0:.0f} s; {seconds['runs']} RL runs timed, {seconds['run_mean']:.0f} s each on average.", ""]
+        lines += [
+            f"Cost: SFT {seconds.get('sft') or 0:.0f} s; {seconds['runs']} RL runs timed, "
+            f"{seconds['run_mean']:.0f} s each on average.",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -261,17 +337,30 @@ def write_study_report(out_dir: str | Path, plan: StudyPlan) -> dict[str, Any]:
     timings = read_json(out_dir / TIMINGS_FILE, {})
     sft_summary = read_json(out_dir / "sft_summary.json", {})
     report = {
-        "settings": {**plan.to_dict(), "preset": plan.budget.preset, "seeds": len(plan.seeds),
-                     "steps": rl.get("steps"), "prompts_per_step": rl.get("prompts_per_step"),
-                     "group_size": config.get("rollout", {}).get("group_size"), "eval_every": config.get("train", {}).get("eval_every"),
-                     "eval_tasks": starts[0].get("n") if starts else None,
-                     "level_labels": {level.name: level.label for level in plan.levels}},
+        "settings": {
+            **plan.to_dict(),
+            "preset": plan.budget.preset,
+            "seeds": len(plan.seeds),
+            "steps": rl.get("steps"),
+            "prompts_per_step": rl.get("prompts_per_step"),
+            "group_size": config.get("rollout", {}).get("group_size"),
+            "eval_every": config.get("train", {}).get("eval_every"),
+            "eval_tasks": starts[0].get("n") if starts else None,
+            "level_labels": {level.name: level.label for level in plan.levels},
+        },
         "metrics": list(STUDY_METRICS),
         "start_eval": starts[0] if starts else None,
-        "cells": {level: {estimator: summarise_cell(cell) for estimator, cell in by_est.items()} for level, by_est in runs.items()},
+        "cells": {
+            level: {estimator: summarise_cell(cell) for estimator, cell in by_est.items()}
+            for level, by_est in runs.items()
+        },
         "comparisons": comparisons(runs, plan),
-        "seconds": {"sft": sft_summary.get("seconds"), "runs": len(timings),
-                    "run_mean": sum(timings.values()) / len(timings) if timings else None, "by_run": timings},
+        "seconds": {
+            "sft": sft_summary.get("seconds"),
+            "runs": len(timings),
+            "run_mean": sum(timings.values()) / len(timings) if timings else None,
+            "by_run": timings,
+        },
     }
     (out_dir / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     (out_dir / "report.md").write_text(markdown_report(report, plan), encoding="utf-8")

@@ -37,10 +37,17 @@ def base_config(plan: StudyPlan) -> RunConfig:
 
 def run_config(base: RunConfig, sft_dir: Path, target: Path, level: NoiseLevel, estimator: str, seed: int) -> RunConfig:
     """One RL run: from the shared SFT checkpoint, with this seed, estimator and noise level."""
-    return apply_overrides(copy.deepcopy(base), [
-        f"model.name={sft_dir}", "sft.steps=0", f"train.seed={seed}", f"rl.estimator={estimator}",
-        f"train.out_dir={target}", *level.overrides(),
-    ])
+    return apply_overrides(
+        copy.deepcopy(base),
+        [
+            f"model.name={sft_dir}",
+            "sft.steps=0",
+            f"train.seed={seed}",
+            f"rl.estimator={estimator}",
+            f"train.out_dir={target}",
+            *level.overrides(),
+        ],
+    )
 
 
 def iter_runs(plan: StudyPlan) -> Iterator[tuple[int, NoiseLevel, str]]:
@@ -98,18 +105,25 @@ def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbos
             started_runs.append(target)
             difference = settings_difference(target / "config.yaml", config)
             if difference:
-                raise ConfigError(f"{target} was run with other settings ({difference}); use another --out or remove it")
+                raise ConfigError(
+                    f"{target} was run with other settings ({difference}); use another --out or remove it"
+                )
     if started_runs and not sft_is_current(base, out_dir):
-        raise ConfigError(f"{out_dir} holds runs from an SFT checkpoint made with other settings (model, data or SFT "
-                          "changed); use another --out")
+        raise ConfigError(
+            f"{out_dir} holds runs from an SFT checkpoint made with other settings (model, data or SFT "
+            "changed); use another --out"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / PLAN_FILE).write_text(json.dumps(plan.to_dict(), indent=1), encoding="utf-8")
     ensure_sft(base, out_dir, announce="[study]" if echo else None)
 
     timings = read_json(out_dir / TIMINGS_FILE, {})
     if echo:
-        print(f"[study] {len(runs)} RL runs: {len(plan.seeds)} seeds × {len(plan.levels)} noise levels × "
-              f"{len(plan.estimators)} estimators, {base.rl.steps} steps each", flush=True)
+        print(
+            f"[study] {len(runs)} RL runs: {len(plan.seeds)} seeds × {len(plan.levels)} noise levels × "
+            f"{len(plan.estimators)} estimators, {base.rl.steps} steps each",
+            flush=True,
+        )
     spent: list[float] = []
     for index, (seed, level, estimator) in enumerate(runs, 1):
         target = run_dir(out_dir, level, estimator, seed)
@@ -122,12 +136,20 @@ def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbos
         timings[name] = spent[-1]
         (out_dir / TIMINGS_FILE).write_text(json.dumps(timings, indent=1), encoding="utf-8")
         if echo:
-            remaining = sum(1 for s, lv, e in runs[index:] if not (run_dir(out_dir, lv, e, s) / "summary.json").exists())
+            remaining = sum(
+                1 for s, lv, e in runs[index:] if not (run_dir(out_dir, lv, e, s) / "summary.json").exists()
+            )
             final, start = summary.get("final_eval", {}), (summary.get("evals") or [{}])[0]
-            print(f"[study] {index}/{len(runs)} {name}: {spent[-1]:.0f} s, held-out Name-F1 "
-                  f"{100 * final.get('name_f1', 0):.1f} (start {100 * start.get('name_f1', 0):.1f}); elapsed "
-                  f"{_clock(time.perf_counter() - started)}, ETA {_clock(remaining * sum(spent) / len(spent))}", flush=True)
+            print(
+                f"[study] {index}/{len(runs)} {name}: {spent[-1]:.0f} s, held-out Name-F1 "
+                f"{100 * final.get('name_f1', 0):.1f} (start {100 * start.get('name_f1', 0):.1f}); elapsed "
+                f"{_clock(time.perf_counter() - started)}, ETA {_clock(remaining * sum(spent) / len(spent))}",
+                flush=True,
+            )
     report = write_study_report(out_dir, plan)
     if echo:
-        print(f"[study] done in {_clock(time.perf_counter() - started)}; wrote {out_dir / 'report.md'}, report.json and charts")
+        print(
+            f"[study] done in {_clock(time.perf_counter() - started)}; "
+            f"wrote {out_dir / 'report.md'}, report.json and charts"
+        )
     return report

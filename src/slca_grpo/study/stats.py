@@ -108,7 +108,12 @@ class PairedDifference:
         return sum(d > 0 for d in self.differences)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.interval.to_dict(), "seeds": list(self.seeds), "differences": list(self.differences), "wins": self.wins}
+        return {
+            **self.interval.to_dict(),
+            "seeds": list(self.seeds),
+            "differences": list(self.differences),
+            "wins": self.wins,
+        }
 
 
 def paired_difference_ci(

@@ -32,9 +32,11 @@ class TokenBatch:
         columns = self.loss_mask.any(dim=0).nonzero()
         return int(columns[0]) if len(columns) else 0
 
-    def select(self, rows: torch.Tensor | Sequence[int]) -> "TokenBatch":
+    def select(self, rows: torch.Tensor | Sequence[int]) -> TokenBatch:
         index = torch.as_tensor(rows, dtype=torch.long)
-        return TokenBatch(*(t.index_select(0, index) for t in (self.input_ids, self.attention_mask, self.loss_mask, self.segment_ids)))
+        return TokenBatch(
+            *(t.index_select(0, index) for t in (self.input_ids, self.attention_mask, self.loss_mask, self.segment_ids))
+        )
 
 
 def pad_sequences(sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], pad_id: int) -> TokenBatch:
@@ -114,7 +116,7 @@ def _shared_prefix_logprobs(
         return None
     lengths = attention_mask.sum(dim=1).tolist()
     cuts = positions.int().argmax(dim=1).tolist()  # each row's first selected position
-    distinct, source = distinct_rows(input_ids[r, :cuts[r]].tolist() for r in range(rows))
+    distinct, source = distinct_rows(input_ids[r, : cuts[r]].tolist() for r in range(rows))
     if len(distinct) * 2 > rows:
         return None
     device = input_ids.device
@@ -127,19 +129,24 @@ def _shared_prefix_logprobs(
     rest_mask = torch.zeros((rows, width), dtype=attention_mask.dtype, device=device)
     for r in range(rows):
         count = lengths[r] - cuts[r]
-        rest_ids[r, :count] = input_ids[r, cuts[r]:lengths[r]]
+        rest_ids[r, :count] = input_ids[r, cuts[r] : lengths[r]]
         rest_mask[r, :count] = 1
     cut_tensor = torch.tensor(cuts, dtype=torch.long, device=device)
     rest_positions = cut_tensor[:, None] + torch.arange(width, device=device)
     rest = decoder(
-        input_ids=rest_ids, attention_mask=torch.cat([prefill.attention, rest_mask], dim=1),
-        position_ids=rest_positions, use_cache=True, **{cache_keyword(decoder): prefill.cache},
+        input_ids=rest_ids,
+        attention_mask=torch.cat([prefill.attention, rest_mask], dim=1),
+        position_ids=rest_positions,
+        use_cache=True,
+        **{cache_keyword(decoder): prefill.cache},
     ).last_hidden_state
     # The token at a row's cut is predicted by the prefix's last hidden state; later ones by the rest.
     predictors = torch.cat([prefill.output.last_hidden_state[prefill.index, -1:], rest[:, :-1]], dim=1)
     selected_rows, columns = positions.nonzero(as_tuple=True)
     offsets = columns - cut_tensor[selected_rows]
-    selected = _selected_logprobs(head(predictors[selected_rows, offsets]), input_ids[selected_rows, columns], temperature)
+    selected = _selected_logprobs(
+        head(predictors[selected_rows, offsets]), input_ids[selected_rows, columns], temperature
+    )
     out = torch.zeros(input_ids.shape, dtype=selected.dtype, device=device)
     return out.index_put((selected_rows, columns), selected)
 

@@ -28,7 +28,10 @@ def segment_gradient_cosine(
     Both losses are normalised by all learnable tokens, so they add up to the step's loss (KL
     excluded). Returns nothing when either segment is absent from the batch.
     """
-    masks = {name: batch.loss_mask * (batch.segment_ids == code) for name, code in (("tool", SEG_TOOL), ("summary", SEG_SUMMARY))}
+    masks = {
+        name: batch.loss_mask * (batch.segment_ids == code)
+        for name, code in (("tool", SEG_TOOL), ("summary", SEG_SUMMARY))
+    }
     if any(float(m.sum()) == 0 for m in masks.values()):
         return {}
     parameters = [p for p in model.parameters() if p.requires_grad]
@@ -36,13 +39,21 @@ def segment_gradient_cosine(
     total = float(batch.loss_mask.sum())
     flat = {}
     for index, (name, mask) in enumerate(masks.items()):
-        loss, _ = policy_loss(logp, logp.detach(), None, advantages, mask, clip=clip, dual_clip=dual_clip, kl_coef=0.0, token_count=total)
+        loss, _ = policy_loss(
+            logp, logp.detach(), None, advantages, mask, clip=clip, dual_clip=dual_clip, kl_coef=0.0, token_count=total
+        )
         grads = torch.autograd.grad(loss, parameters, retain_graph=index == 0, allow_unused=True)
-        flat[name] = torch.cat([(g if g is not None else torch.zeros_like(p)).flatten() for g, p in zip(grads, parameters)])
+        flat[name] = torch.cat(
+            [(g if g is not None else torch.zeros_like(p)).flatten() for g, p in zip(grads, parameters)]
+        )
     tool, summary = flat["tool"], flat["summary"]
     norms = float(tool.norm()), float(summary.norm())
     cosine = float(torch.dot(tool, summary) / (norms[0] * norms[1])) if min(norms) > 0 else 0.0
-    return {"diag/grad_cosine_tool_summary": cosine, "diag/grad_norm_tool": norms[0], "diag/grad_norm_summary": norms[1]}
+    return {
+        "diag/grad_cosine_tool_summary": cosine,
+        "diag/grad_norm_tool": norms[0],
+        "diag/grad_norm_summary": norms[1],
+    }
 
 
 def std(values: Sequence[float]) -> float:

@@ -37,7 +37,9 @@ class MetricsLogger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError as exc:
-                raise RuntimeError("TensorBoard logging needs the 'tensorboard' package: pip install tensorboard") from exc
+                raise RuntimeError(
+                    "TensorBoard logging needs the 'tensorboard' package: pip install tensorboard"
+                ) from exc
             self._tensorboard = SummaryWriter(log_dir=str(self.out_dir / "tensorboard"))
         if wandb:
             try:
@@ -48,11 +50,14 @@ class MetricsLogger:
             id_file = self.out_dir / f"{name}.wandb_id"
             run_id = id_file.read_text().strip() if resume and id_file.exists() else secrets.token_hex(6)
             id_file.write_text(run_id)
-            self._wandb = wandb_module.init(project=wandb_project, name=run_name, config=config, dir=str(self.out_dir),
-                                            id=run_id, resume="allow")
+            self._wandb = wandb_module.init(
+                project=wandb_project, name=run_name, config=config, dir=str(self.out_dir), id=run_id, resume="allow"
+            )
 
     def log(self, step: int, metrics: dict[str, Any], *, echo: bool = True) -> None:
-        clean = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in metrics.items()}
+        clean = {
+            k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in metrics.items()
+        }
         self._file.write(json.dumps({"step": step, **clean}, default=str) + "\n")
         self._file.flush()
         numeric = {k: v for k, v in clean.items() if isinstance(v, float) and math.isfinite(v)}

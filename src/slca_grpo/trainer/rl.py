@@ -105,7 +105,10 @@ class RLTrainer:
         self.optimizer = build_optimizer(model, lr=config.lr, weight_decay=config.weight_decay)
         updates_per_step = config.ppo_epochs * -(-config.prompts_per_step // config.mini_batch_prompts)
         self.scheduler = build_scheduler(
-            self.optimizer, config.schedule, total_steps=config.steps * updates_per_step, warmup_ratio=config.warmup_ratio
+            self.optimizer,
+            config.schedule,
+            total_steps=config.steps * updates_per_step,
+            warmup_ratio=config.warmup_ratio,
         )
 
     # -- state for checkpoints -------------------------------------------------------------
@@ -130,8 +133,12 @@ class RLTrainer:
         rollout_tasks = [task for task in tasks for _ in range(group_size)]
         needs = tuple(dict.fromkeys(HIERR_NAMES + estimator_spec(config.estimator).rewards))
         rewards = compute_rewards(
-            [t.response_text for t in trajectories], rollout_tasks, self.judge, self.reward_config,
-            estimator_needs=needs, checker=self.checker,
+            [t.response_text for t in trajectories],
+            rollout_tasks,
+            self.judge,
+            self.reward_config,
+            estimator_needs=needs,
+            checker=self.checker,
         )
         reward_tensors = rewards.tensors()
         noise_metrics: dict[str, float] = {}
@@ -140,13 +147,19 @@ class RLTrainer:
             # logged reward/* metrics stay the clean ones.
             noise = summary_noise(rewards, self.reward_config, seed=self.seed, step=step_index)
             reward_tensors = noise.apply(reward_tensors)
-            noise_metrics = {**noise.metrics(), "noise/train_summary": float(reward_tensors["summary"].mean()),
-                             "noise/train_score": float(reward_tensors["score"].mean())}
+            noise_metrics = {
+                **noise.metrics(),
+                "noise/train_summary": float(reward_tensors["summary"].mean()),
+                "noise/train_score": float(reward_tensors["score"].mean()),
+            }
         batch = trajectory_batch(trajectories, self.loop.formatter.pad_id)
         group_ids = torch.arange(len(tasks)).repeat_interleave(group_size)
         advantages = compute_advantages(
-            config.estimator, group_ids=group_ids, segment_ids=batch.segment_ids,
-            rewards=reward_tensors, config=config.advantage,
+            config.estimator,
+            group_ids=group_ids,
+            segment_ids=batch.segment_ids,
+            rewards=reward_tensors,
+            config=config.advantage,
         )
 
         started = time.perf_counter()
@@ -164,7 +177,8 @@ class RLTrainer:
             **train_metrics,
             "time/rollout_s": rollout_seconds,
             "time/train_s": train_seconds,
-            "throughput/rollout_tokens_per_s": sum(t.counters.get("generated_tokens", 0) for t in trajectories) / max(rollout_seconds, 1e-9),
+            "throughput/rollout_tokens_per_s": sum(t.counters.get("generated_tokens", 0) for t in trajectories)
+            / max(rollout_seconds, 1e-9),
             "throughput/train_tokens_per_s": tokens * config.ppo_epochs / max(train_seconds, 1e-9),
             "lr": self.scheduler.get_last_lr()[0],
         }
@@ -173,8 +187,14 @@ class RLTrainer:
     def _logprobs(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         temperature = self.loop.config.temperature
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.config.bf16):
-            return token_logprobs(model, batch.input_ids, batch.attention_mask, temperature=temperature,
-                                  start=batch.first_learnable, positions=batch.loss_mask > 0)
+            return token_logprobs(
+                model,
+                batch.input_ids,
+                batch.attention_mask,
+                temperature=temperature,
+                start=batch.first_learnable,
+                positions=batch.loss_mask > 0,
+            )
 
     @torch.no_grad()
     def _frozen_logprobs(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
@@ -185,7 +205,9 @@ class RLTrainer:
         width = batch.input_ids.shape[1]
         return torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1])) for c in chunks])
 
-    def _update(self, batch: TokenBatch, advantages: torch.Tensor, prompts: int, group_size: int, generator) -> dict[str, float]:
+    def _update(
+        self, batch: TokenBatch, advantages: torch.Tensor, prompts: int, group_size: int, generator
+    ) -> dict[str, float]:
         config = self.config
         minibatches = -(-prompts // config.mini_batch_prompts)
         # With one pass over one mini-batch the policy is still the sampling policy, so the old
@@ -203,19 +225,26 @@ class RLTrainer:
         for _ in range(config.ppo_epochs):
             prompt_order = torch.randperm(prompts, generator=generator)
             for m in range(minibatches):
-                chosen = prompt_order[m * config.mini_batch_prompts:(m + 1) * config.mini_batch_prompts]
+                chosen = prompt_order[m * config.mini_batch_prompts : (m + 1) * config.mini_batch_prompts]
                 rows = (chosen[:, None] * group_size + torch.arange(group_size)).flatten()
                 token_count = float(batch.loss_mask[rows].sum())
                 self.optimizer.zero_grad(set_to_none=True)
                 for start in range(0, len(rows), config.micro_batch_rollouts):
-                    micro = rows[start:start + config.micro_batch_rollouts]
+                    micro = rows[start : start + config.micro_batch_rollouts]
                     sub = batch.select(micro)
                     logp = self._logprobs(self.model, sub)
                     old = logp.detach() if old_logp is None else old_logp[micro]
                     loss, metrics = policy_loss(
-                        logp, old, None if ref_logp is None else ref_logp[micro], advantages[micro], sub.loss_mask,
-                        clip=config.clip, dual_clip=config.dual_clip, kl_coef=config.kl_coef,
-                        segment_ids=sub.segment_ids, token_count=max(token_count, 1.0),
+                        logp,
+                        old,
+                        None if ref_logp is None else ref_logp[micro],
+                        advantages[micro],
+                        sub.loss_mask,
+                        clip=config.clip,
+                        dual_clip=config.dual_clip,
+                        kl_coef=config.kl_coef,
+                        segment_ids=sub.segment_ids,
+                        token_count=max(token_count, 1.0),
                     )
                     loss.backward()
                     weight = float(sub.loss_mask.sum())
@@ -243,6 +272,10 @@ class RLTrainer:
         rows = list(range(min(len(batch), self.config.micro_batch_rollouts)))
         sub = batch.select(rows)
         return segment_gradient_cosine(
-            self.model, lambda: self._logprobs(self.model, sub), advantages[rows], sub,
-            clip=self.config.clip, dual_clip=self.config.dual_clip,
+            self.model,
+            lambda: self._logprobs(self.model, sub),
+            advantages[rows],
+            sub,
+            clip=self.config.clip,
+            dual_clip=self.config.dual_clip,
         )

@@ -27,7 +27,13 @@ from slca_grpo.rollout.environment import ToolEnvironment
 from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.simulator import SimulatorConfig, build_simulator
-from slca_grpo.trainer.checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint, save_pretrained_atomic, set_rng_state
+from slca_grpo.trainer.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint_state,
+    save_checkpoint,
+    save_pretrained_atomic,
+    set_rng_state,
+)
 from slca_grpo.trainer.diagnostics import std
 from slca_grpo.trainer.logger import MetricsLogger
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
@@ -91,8 +97,10 @@ class SimulatorServiceConfig:
         if self.url and not self.url.startswith(("http://", "https://")):
             raise ConfigError(f"simulator_service.url must be an http(s) URL, got {self.url!r}")
         if self.timeout_s <= 0 or self.max_retries < 0 or self.batch_size < 1:
-            raise ConfigError("simulator_service needs timeout_s > 0, max_retries >= 0 and batch_size >= 1, got "
-                              f"{self.timeout_s}, {self.max_retries} and {self.batch_size}")
+            raise ConfigError(
+                "simulator_service needs timeout_s > 0, max_retries >= 0 and batch_size >= 1, got "
+                f"{self.timeout_s}, {self.max_retries} and {self.batch_size}"
+            )
 
 
 @dataclass
@@ -117,7 +125,10 @@ def make_simulator(config: RunConfig):
 
     service.validate()  # also when the fields were changed after loading
     return SimulatorClient(
-        service.url, timeout_s=service.timeout_s, max_retries=service.max_retries, batch_size=service.batch_size,
+        service.url,
+        timeout_s=service.timeout_s,
+        max_retries=service.max_retries,
+        batch_size=service.batch_size,
         max_observation_tokens=config.simulator.max_observation_tokens,
     )
 
@@ -142,8 +153,16 @@ def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
         suite = generate_suite(
             seed=config.seed, n_train=config.n_train, n_test=config.n_test, tools_per_task=tuple(config.tools_per_task)
         )
-    train = suite.train if config.train == "synthetic" else load_tasks(config.train, on_error=on_error, limit=config.n_train).tasks
-    test = suite.test if config.test == "synthetic" else load_tasks(config.test, on_error=on_error, limit=config.n_test).tasks
+    train = (
+        suite.train
+        if config.train == "synthetic"
+        else load_tasks(config.train, on_error=on_error, limit=config.n_train).tasks
+    )
+    test = (
+        suite.test
+        if config.test == "synthetic"
+        else load_tasks(config.test, on_error=on_error, limit=config.n_test).tasks
+    )
     return list(train), list(test)
 
 
@@ -189,8 +208,11 @@ def sft_fingerprint(config: RunConfig) -> str:
     import hashlib
 
     relevant = {
-        "model": to_dict(config.model), "data": to_dict(config.data), "sft": to_dict(config.sft),
-        "simulator": to_dict(config.simulator), "seed": config.train.seed,
+        "model": to_dict(config.model),
+        "data": to_dict(config.data),
+        "sft": to_dict(config.sft),
+        "simulator": to_dict(config.simulator),
+        "seed": config.train.seed,
         "max_tool_response_tokens": config.rollout.max_tool_response_tokens,
     }
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -225,10 +247,19 @@ def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_di
 
     losses = train_sft(model, examples, config.sft, pad_id=formatter.pad_id, seed=config.train.seed, on_step=on_step)
     target = save_pretrained_atomic(model, tokenizer, out_dir / "sft")
-    (out_dir / "sft_summary.json").write_text(json.dumps({
-        "fingerprint": sft_fingerprint(config), "examples": len(examples), "steps": len(losses), "first_loss": losses[0], "final_loss": losses[-1],
-        "seconds": time.perf_counter() - started,
-    }, indent=1))
+    (out_dir / "sft_summary.json").write_text(
+        json.dumps(
+            {
+                "fingerprint": sft_fingerprint(config),
+                "examples": len(examples),
+                "steps": len(losses),
+                "first_loss": losses[0],
+                "final_loss": losses[-1],
+                "seconds": time.perf_counter() - started,
+            },
+            indent=1,
+        )
+    )
     return target
 
 
@@ -238,7 +269,10 @@ def ensure_sft(config: RunConfig, out_dir: Path, *, announce: str | None = None)
     ``[demo]`` to print a line before SFT runs."""
     if not sft_is_current(config, out_dir):
         if announce:
-            print(f"{announce} building the {config.model.name} model and running SFT ({config.sft.steps} steps)", flush=True)
+            print(
+                f"{announce} building the {config.model.name} model and running SFT ({config.sft.steps} steps)",
+                flush=True,
+            )
         train_tasks, _ = load_data(config.data)
         model, tokenizer = load_policy(config.model, train_tasks)
         logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
@@ -249,8 +283,9 @@ def ensure_sft(config: RunConfig, out_dir: Path, *, announce: str | None = None)
     return out_dir / "sft"
 
 
-def train(config: RunConfig, *, resume: bool = False, echo: bool = True,
-          start_eval: dict[str, Any] | None = None) -> dict[str, Any]:
+def train(
+    config: RunConfig, *, resume: bool = False, echo: bool = True, start_eval: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Run SFT (when ``sft.steps > 0``) then RL; returns the final summary (also in ``summary.json``).
 
     ``start_eval``: the held-out evaluation of this very starting model on the same tasks (the
@@ -273,9 +308,14 @@ def train(config: RunConfig, *, resume: bool = False, echo: bool = True,
     checkpoints = out_dir / "checkpoints"
     resume_from = latest_checkpoint(checkpoints) if resume else None
     logger = MetricsLogger(
-        out_dir, stdout=None if not echo else __import__("sys").stdout, tensorboard=config.train.tensorboard,
-        wandb=config.train.wandb, wandb_project=config.train.wandb_project, run_name=out_dir.name,
-        config=to_dict(config), resume=resume_from is not None,
+        out_dir,
+        stdout=None if not echo else __import__("sys").stdout,
+        tensorboard=config.train.tensorboard,
+        wandb=config.train.wandb,
+        wandb_project=config.train.wandb_project,
+        run_name=out_dir.name,
+        config=to_dict(config),
+        resume=resume_from is not None,
     )
     sft_logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
 
@@ -283,7 +323,11 @@ def train(config: RunConfig, *, resume: bool = False, echo: bool = True,
     sft_dir = out_dir / "sft"
     # A checkpoint from SFT with another configuration is redone, never silently reused; a
     # resumed run keeps the SFT model its checkpoints started from.
-    if config.sft.steps > 0 and not sft_is_current(config, out_dir) and not (resume_from and (sft_dir / "config.json").exists()):
+    if (
+        config.sft.steps > 0
+        and not sft_is_current(config, out_dir)
+        and not (resume_from and (sft_dir / "config.json").exists())
+    ):
         model, tokenizer = load_policy(config.model, train_tasks)
         run_sft(config, model, tokenizer, train_tasks, out_dir, sft_logger)
     reference_spec = str(sft_dir) if config.sft.steps > 0 else config.model.name
@@ -291,7 +335,11 @@ def train(config: RunConfig, *, resume: bool = False, echo: bool = True,
     model, tokenizer = load_policy(ModelConfig(start_spec, config.model.dtype), train_tasks)
     ref_model = None
     if config.rl.kl_coef > 0 and config.rl.steps > 0:
-        ref_model = copy.deepcopy(model) if resume_from is None else load_policy(ModelConfig(reference_spec, config.model.dtype), train_tasks)[0]
+        ref_model = (
+            copy.deepcopy(model)
+            if resume_from is None
+            else load_policy(ModelConfig(reference_spec, config.model.dtype), train_tasks)[0]
+        )
         ref_model.eval().requires_grad_(False)
 
     formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.rollout.max_tool_response_tokens)
@@ -299,7 +347,13 @@ def train(config: RunConfig, *, resume: bool = False, echo: bool = True,
     loop = AgentLoop(model, formatter, environment, config.rollout)
     judge = make_judge(config=config.reward)
     trainer = RLTrainer(
-        model, ref_model, loop, judge, config.reward, config.rl, seed=config.train.seed,
+        model,
+        ref_model,
+        loop,
+        judge,
+        config.reward,
+        config.rl,
+        seed=config.train.seed,
         checker=make_checker(config=config.reward) if config.rl.estimator == "rltr" else None,
     )
     history: dict[str, list] = {"grad_norms": [], "evals": []}
@@ -330,7 +384,13 @@ def train(config: RunConfig, *, resume: bool = False, echo: bool = True,
     from tqdm.auto import tqdm
 
     steps = range(start_step, config.rl.steps)
-    for step in tqdm(steps, desc=f"RL {config.rl.estimator}", disable=not config.train.progress, initial=start_step, total=config.rl.steps):
+    for step in tqdm(
+        steps,
+        desc=f"RL {config.rl.estimator}",
+        disable=not config.train.progress,
+        initial=start_step,
+        total=config.rl.steps,
+    ):
         metrics, _ = trainer.step(tasks_for_step(step), step)
         history["grad_norms"].append(metrics["train/grad_norm"])
         metrics["train/grad_norm_std"] = std(history["grad_norms"])
@@ -340,8 +400,13 @@ def train(config: RunConfig, *, resume: bool = False, echo: bool = True,
             evaluate(step)
         if last or (config.train.save_every and (step + 1) % config.train.save_every == 0):
             save_checkpoint(
-                checkpoints, step, model=model, tokenizer=tokenizer,
-                state={"trainer": trainer.state_dict()}, info={"history": history}, keep_last=config.train.keep_last,
+                checkpoints,
+                step,
+                model=model,
+                tokenizer=tokenizer,
+                state={"trainer": trainer.state_dict()},
+                info={"history": history},
+                keep_last=config.train.keep_last,
             )
     final = history["evals"][-1] if history["evals"] else {}
     summary = {

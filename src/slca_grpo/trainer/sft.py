@@ -90,13 +90,15 @@ def build_example(
 def sft_loss(model: torch.nn.Module, examples: Sequence[SFTExample], pad_id: int) -> torch.Tensor:
     """Token-mean negative log-likelihood over the examples' assistant tokens."""
     batch = pad_sequences([e.input_ids for e in examples], [e.loss_mask for e in examples], pad_id)
-    logprobs = token_logprobs(model, batch.input_ids, batch.attention_mask, start=batch.first_learnable,
-                              positions=batch.loss_mask > 0)
+    logprobs = token_logprobs(
+        model, batch.input_ids, batch.attention_mask, start=batch.first_learnable, positions=batch.loss_mask > 0
+    )
     return -(logprobs * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1.0)
 
 
-def length_bucketed_batches(lengths: Sequence[int], batch_size: int, bucket_batches: int,
-                            rng: random.Random) -> list[list[int]]:
+def length_bucketed_batches(
+    lengths: Sequence[int], batch_size: int, bucket_batches: int, rng: random.Random
+) -> list[list[int]]:
     """One epoch of index batches: shuffle, sort windows of ``batch_size * bucket_batches`` by
     length, cut them into batches, shuffle the batches. Every index appears exactly once."""
     if batch_size < 1 or bucket_batches < 1:
@@ -106,8 +108,8 @@ def length_bucketed_batches(lengths: Sequence[int], batch_size: int, bucket_batc
     window = batch_size * bucket_batches
     batches = []
     for first in range(0, len(order), window):
-        chunk = sorted(order[first:first + window], key=lengths.__getitem__)
-        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+        chunk = sorted(order[first : first + window], key=lengths.__getitem__)
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
     rng.shuffle(batches)
     return batches
 

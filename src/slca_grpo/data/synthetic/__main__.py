@@ -32,11 +32,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-train", type=int, default=1000)
     parser.add_argument("--n-test", type=int, default=200)
     parser.add_argument("--out", type=Path, required=True, help="folder for train.jsonl and test.jsonl")
-    parser.add_argument("--kinds", type=_kind_weights, default=None,
-                        help="mix, e.g. 'single=1,parallel=1' (default: "
-                        + ",".join(f"{k}={v}" for k, v in DEFAULT_KIND_WEIGHTS.items()) + ")")
-    parser.add_argument("--heldout-share", type=float, default=None,
-                        help="probability that a test task builds on a held-out tool")
+    parser.add_argument(
+        "--kinds",
+        type=_kind_weights,
+        default=None,
+        help="mix, e.g. 'single=1,parallel=1' (default: "
+        + ",".join(f"{k}={v}" for k, v in DEFAULT_KIND_WEIGHTS.items())
+        + ")",
+    )
+    parser.add_argument(
+        "--heldout-share", type=float, default=None, help="probability that a test task builds on a held-out tool"
+    )
     args = parser.parse_args(argv)
     options: dict[str, object] = {}
     if args.kinds is not None:

@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 from slca_grpo.data.synthetic.domains import DOMAIN_MODULES
-from slca_grpo.data.synthetic.spec import Args, ChainSpec, Response, CatalogueTool
+from slca_grpo.data.synthetic.spec import Args, CatalogueTool, ChainSpec, Response
 
 TOOL_SPECS: tuple[CatalogueTool, ...] = tuple(spec for module in DOMAIN_MODULES for spec in module.TOOLS)
 CHAIN_SPECS: tuple[ChainSpec, ...] = tuple(chain for module in DOMAIN_MODULES for chain in module.CHAINS)
@@ -37,7 +37,12 @@ SIBLING_GROUPS: tuple[tuple[str, ...], ...] = (
 # Tools kept out of the training split entirely (one in each of six domains), so the test split asks for
 # schemas the model has never seen next to familiar ones. ``send_sms`` also holds one chain out.
 DEFAULT_HELDOUT_TOOLS: tuple[str, ...] = (
-    "get_sunrise_sunset", "track_package", "set_reminder", "get_exchange_rate", "send_sms", "lock_door",
+    "get_sunrise_sunset",
+    "track_package",
+    "set_reminder",
+    "get_exchange_rate",
+    "send_sms",
+    "lock_door",
 )
 
 

@@ -14,14 +14,18 @@ from typing import Any, TypeVar
 
 from slca_grpo.data.synthetic import phrasings
 from slca_grpo.data.synthetic.catalogue import CHAIN_SPECS, DEFAULT_HELDOUT_TOOLS, SIBLINGS, SPEC_BY_NAME, TOOL_SPECS
-from slca_grpo.data.synthetic.spec import Args, ChainSpec, Response, CatalogueTool, fill
+from slca_grpo.data.synthetic.spec import Args, CatalogueTool, ChainSpec, Response, fill
 from slca_grpo.data.synthetic.values import pick, spoken_list
 from slca_grpo.types import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task, ToolCall
 
 KINDS = ("single", "distractor", "parallel", "two_step", "irrelevant")
 SPLITS = ("train", "test")
 DEFAULT_KIND_WEIGHTS: dict[str, float] = {
-    "single": 0.25, "distractor": 0.2, "parallel": 0.2, "two_step": 0.2, "irrelevant": 0.15,
+    "single": 0.25,
+    "distractor": 0.2,
+    "parallel": 0.2,
+    "two_step": 0.2,
+    "irrelevant": 0.15,
 }
 GENERATOR_VERSION = "synthetic-v1"
 T = TypeVar("T")
@@ -49,8 +53,9 @@ class SuiteConfig:
             raise ValueError(f"unknown task kind(s) {unknown}; kinds are {list(KINDS)}")
         weights = list(self.kind_weights.values())
         if any(not isinstance(w, (int, float)) or w < 0 for w in weights) or sum(weights) <= 0:
-            raise ValueError("kind_weights must be non-negative numbers with a positive sum, "
-                             f"got {dict(self.kind_weights)}")
+            raise ValueError(
+                f"kind_weights must be non-negative numbers with a positive sum, got {dict(self.kind_weights)}"
+            )
         low, high = self.tools_per_task
         if not (1 <= low <= high):
             raise ValueError(f"tools_per_task must satisfy 1 <= low <= high, got {self.tools_per_task}")
@@ -115,8 +120,9 @@ def _fixture(name: str, arguments: Args, response: Response) -> dict[str, Any]:
     return {"name": name, "arguments": arguments, "response": json.dumps(response, ensure_ascii=False)}
 
 
-def _offer(rng: random.Random, ctx: _Context, needed: Sequence[str], extra: Sequence[str],
-           avoid: set[str]) -> list[dict[str, Any]]:
+def _offer(
+    rng: random.Random, ctx: _Context, needed: Sequence[str], extra: Sequence[str], avoid: set[str]
+) -> list[dict[str, Any]]:
     """Tool schemas to offer: the needed ones, ``extra`` (e.g. siblings), then random others, shuffled."""
     low, high = ctx.config.tools_per_task
     count = max(rng.randint(low, high), len(needed) + len(extra) + 1)
@@ -148,8 +154,14 @@ def _single(rng: random.Random, ctx: _Context) -> _Built:
     text, template_id = _request(rng, spec, args, ctx.split)
     response = spec.respond(args, rng)
     tools = _offer(rng, ctx, [spec.name], [], avoid=_not_near([spec.name]))
-    return (text, [[ToolCall(spec.name, args)]], [_fixture(spec.name, args, response)], tools,
-            spec.summarize(args, response), {"phrasings": [template_id]})
+    return (
+        text,
+        [[ToolCall(spec.name, args)]],
+        [_fixture(spec.name, args, response)],
+        tools,
+        spec.summarize(args, response),
+        {"phrasings": [template_id]},
+    )
 
 
 def _distractor(rng: random.Random, ctx: _Context) -> _Built:
@@ -161,8 +173,14 @@ def _distractor(rng: random.Random, ctx: _Context) -> _Built:
     text, template_id = _request(rng, spec, args, ctx.split)
     response = spec.respond(args, rng)
     tools = _offer(rng, ctx, [spec.name], siblings, avoid=set())
-    return (text, [[ToolCall(spec.name, args)]], [_fixture(spec.name, args, response)], tools,
-            spec.summarize(args, response), {"phrasings": [template_id], "distractors": sorted(siblings)})
+    return (
+        text,
+        [[ToolCall(spec.name, args)]],
+        [_fixture(spec.name, args, response)],
+        tools,
+        spec.summarize(args, response),
+        {"phrasings": [template_id], "distractors": sorted(siblings)},
+    )
 
 
 def _parallel_same(rng: random.Random, ctx: _Context, spec: CatalogueTool) -> _Built:
@@ -179,9 +197,14 @@ def _parallel_same(rng: random.Random, ctx: _Context, spec: CatalogueTool) -> _B
     responses = [spec.respond(a, rng) for a in calls_args]
     tools = _offer(rng, ctx, [spec.name], [], avoid=set())
     answer = " ".join(spec.summarize(a, r) for a, r in zip(calls_args, responses))
-    return (text, [[ToolCall(spec.name, a) for a in calls_args]],
-            [_fixture(spec.name, a, r) for a, r in zip(calls_args, responses)], tools, answer,
-            {"phrasings": [template_id], "variant": "same_tool"})
+    return (
+        text,
+        [[ToolCall(spec.name, a) for a in calls_args]],
+        [_fixture(spec.name, a, r) for a, r in zip(calls_args, responses)],
+        tools,
+        answer,
+        {"phrasings": [template_id], "variant": "same_tool"},
+    )
 
 
 def _parallel_mixed(rng: random.Random, ctx: _Context, first: CatalogueTool) -> _Built:
@@ -199,11 +222,18 @@ def _parallel_mixed(rng: random.Random, ctx: _Context, first: CatalogueTool) -> 
     responses = [s.respond(a, rng) for s, a in zip(specs, args)]
     tools = _offer(rng, ctx, names, [], avoid=set())
     answer = " ".join(s.summarize(a, r) for s, a, r in zip(specs, args, responses))
-    ids = [r[1] for r in requests] + [f"parallel-opening:{ctx.split}:{opening_index}",
-                                      f"parallel-joiner:{ctx.split}:{joiner_index}"]
-    return (text, [[ToolCall(s.name, a) for s, a in zip(specs, args)]],
-            [_fixture(s.name, a, r) for s, a, r in zip(specs, args, responses)], tools, answer,
-            {"phrasings": ids, "variant": "mixed_tools"})
+    ids = [r[1] for r in requests] + [
+        f"parallel-opening:{ctx.split}:{opening_index}",
+        f"parallel-joiner:{ctx.split}:{joiner_index}",
+    ]
+    return (
+        text,
+        [[ToolCall(s.name, a) for s, a in zip(specs, args)]],
+        [_fixture(s.name, a, r) for s, a, r in zip(specs, args, responses)],
+        tools,
+        answer,
+        {"phrasings": ids, "variant": "mixed_tools"},
+    )
 
 
 def _parallel(rng: random.Random, ctx: _Context) -> _Built:
@@ -232,10 +262,14 @@ def _two_step(rng: random.Random, ctx: _Context) -> _Built:
     tools = _offer(rng, ctx, [first.name, second.name], [], avoid=set())
     answer = f"{first.summarize(first_args, first_response)} {second.summarize(second_args, second_response)}"
     links = [{"from_step": 0, "to_step": 1, "argument": key, "value": second_args[key]} for key in linked]
-    return (fill(template, slots),
-            [[ToolCall(first.name, first_args)], [ToolCall(second.name, second_args)]],
-            [_fixture(first.name, first_args, first_response), _fixture(second.name, second_args, second_response)],
-            tools, answer, {"phrasings": [template_id], "chain": chain.name, "links": links})
+    return (
+        fill(template, slots),
+        [[ToolCall(first.name, first_args)], [ToolCall(second.name, second_args)]],
+        [_fixture(first.name, first_args, first_response), _fixture(second.name, second_args, second_response)],
+        tools,
+        answer,
+        {"phrasings": [template_id], "chain": chain.name, "links": links},
+    )
 
 
 def _irrelevant(rng: random.Random, ctx: _Context) -> _Built:
@@ -260,8 +294,13 @@ def _irrelevant(rng: random.Random, ctx: _Context) -> _Built:
     return text, [], [], tools, answer, extra
 
 
-_BUILDERS = {"single": _single, "distractor": _distractor, "parallel": _parallel, "two_step": _two_step,
-             "irrelevant": _irrelevant}
+_BUILDERS = {
+    "single": _single,
+    "distractor": _distractor,
+    "parallel": _parallel,
+    "two_step": _two_step,
+    "irrelevant": _irrelevant,
+}
 
 
 def _kind_schedule(n: int, config: SuiteConfig, rng: random.Random) -> list[str]:
@@ -305,23 +344,30 @@ def generate_tasks(seed: int, n: int, split: str = "train", config: SuiteConfig 
             "heldout_tools": sorted({n for n in gold_names if n in ctx.heldout}),
             "fixtures": fixtures,
         }
-        tasks.append(Task(
-            id=f"synth-s{seed}-{split}-{index:05d}",
-            messages=messages,
-            tools=tools,
-            gold_calls=steps,
-            subset=SUBSET_IRRELEVANT if kind == "irrelevant" else SUBSET_TOOL_CALL,
-            reference_answer=answer,
-            metadata=metadata,
-        ))
+        tasks.append(
+            Task(
+                id=f"synth-s{seed}-{split}-{index:05d}",
+                messages=messages,
+                tools=tools,
+                gold_calls=steps,
+                subset=SUBSET_IRRELEVANT if kind == "irrelevant" else SUBSET_TOOL_CALL,
+                reference_answer=answer,
+                metadata=metadata,
+            )
+        )
     return tasks
 
 
-def generate_suite(seed: int = 0, n_train: int = 1000, n_test: int = 200, *,
-                   config: SuiteConfig | None = None, **options: Any) -> SyntheticSuite:
+def generate_suite(
+    seed: int = 0, n_train: int = 1000, n_test: int = 200, *, config: SuiteConfig | None = None, **options: Any
+) -> SyntheticSuite:
     """Train and test tasks. ``options`` are :class:`SuiteConfig` fields (e.g. ``kind_weights``)."""
     if config is not None and options:
         raise ValueError("pass either config or individual options, not both")
     config = config or SuiteConfig(**options)
-    return SyntheticSuite(train=generate_tasks(seed, n_train, "train", config),
-                          test=generate_tasks(seed, n_test, "test", config), seed=seed, config=config)
+    return SyntheticSuite(
+        train=generate_tasks(seed, n_train, "train", config),
+        test=generate_tasks(seed, n_test, "test", config),
+        seed=seed,
+        config=config,
+    )

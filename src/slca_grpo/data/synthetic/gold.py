@@ -18,11 +18,13 @@ def _fixtures(task: Task) -> list[dict[str, Any]]:
     if not isinstance(fixtures, list) or len(fixtures) != expected:
         raise ValueError(
             f"task {task.id!r} has no usable metadata['fixtures'] (need one per gold call, {expected}); "
-            "gold trajectories need tasks from slca_grpo.data.synthetic")
+            "gold trajectories need tasks from slca_grpo.data.synthetic"
+        )
     for fixture, call in zip(fixtures, task.flat_gold_calls):
         if fixture.get("name") != call.name or fixture.get("arguments") != call.arguments:
             raise ValueError(
-                f"task {task.id!r}: fixture {fixture.get('name')!r} does not match gold call {call.name!r}")
+                f"task {task.id!r}: fixture {fixture.get('name')!r} does not match gold call {call.name!r}"
+            )
     return fixtures
 
 
@@ -39,16 +41,24 @@ def gold_messages(task: Task) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [dict(m) for m in task.messages]
     for step_index, step in enumerate(task.gold_calls):
         call_ids = [f"call_{step_index}_{i}" for i in range(len(step))]
-        messages.append({
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"id": call_id, "type": "function",
-                            "function": {"name": call.name, "arguments": dict(call.arguments)}}
-                           for call_id, call in zip(call_ids, step)],
-        })
+        messages.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": dict(call.arguments)},
+                    }
+                    for call_id, call in zip(call_ids, step)
+                ],
+            }
+        )
         for call_id, call in zip(call_ids, step):
-            messages.append({"role": "tool", "tool_call_id": call_id, "name": call.name,
-                             "content": next(fixtures)["response"]})
+            messages.append(
+                {"role": "tool", "tool_call_id": call_id, "name": call.name, "content": next(fixtures)["response"]}
+            )
     messages.append({"role": "assistant", "content": task.reference_answer})
     return messages
 

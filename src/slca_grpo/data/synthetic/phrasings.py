@@ -59,7 +59,8 @@ OUT_OF_SCOPE = {
 }
 
 REFUSALS = (
-    "I'm sorry, but I can't {capability}: none of the tools available to me can do that. I can {offered} if that helps.",
+    "I'm sorry, but I can't {capability}: none of the tools available to me can do that. "
+    "I can {offered} if that helps.",
     "Unfortunately I'm not able to {capability} with the tools I have here. What I can do is {offered}.",
     "Sorry, there's no tool here that lets me {capability}. I can only {offered}.",
 )

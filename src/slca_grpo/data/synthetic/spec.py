@@ -32,6 +32,7 @@ Summarizer = Callable[[Args, Response], str]
 
 # --- JSON-Schema helpers -------------------------------------------------------------------------
 
+
 def string(description: str, *, enum: tuple[str, ...] | None = None, pattern: str | None = None) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "string", "description": description}
     if enum is not None:
@@ -79,8 +80,12 @@ def obj(properties: Mapping[str, dict[str, Any]], required: tuple[str, ...] | li
 
 def closed(properties: Mapping[str, dict[str, Any]], optional: tuple[str, ...] = ()) -> dict[str, Any]:
     """A response object: every property but ``optional`` required, nothing else allowed."""
-    return {"type": "object", "properties": dict(properties),
-            "required": [key for key in properties if key not in optional], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": dict(properties),
+        "required": [key for key in properties if key not in optional],
+        "additionalProperties": False,
+    }
 
 
 def array(items: dict[str, Any]) -> dict[str, Any]:
@@ -137,6 +142,7 @@ def fill(template: str, slots: Mapping[str, str]) -> str:
 
 
 # --- specs --------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class CatalogueTool:

@@ -73,37 +73,109 @@ CITY_BY_NAME = {city.name: city for city in CITIES}
 CITY_NAMES = tuple(city.name for city in CITIES)
 
 FIRST_NAMES = (
-    "Alice", "Bruno", "Chen", "Daria", "Emeka", "Fatima", "Gabriel", "Hana", "Ivan", "Julia",
-    "Kofi", "Leila", "Mateo", "Nina", "Omar", "Priya", "Quentin", "Rosa", "Sven", "Tomoko",
-    "Umar", "Valentina", "Wei", "Ximena", "Yusuf", "Zoe", "Lars", "Amara", "Diego", "Ingrid",
+    "Alice",
+    "Bruno",
+    "Chen",
+    "Daria",
+    "Emeka",
+    "Fatima",
+    "Gabriel",
+    "Hana",
+    "Ivan",
+    "Julia",
+    "Kofi",
+    "Leila",
+    "Mateo",
+    "Nina",
+    "Omar",
+    "Priya",
+    "Quentin",
+    "Rosa",
+    "Sven",
+    "Tomoko",
+    "Umar",
+    "Valentina",
+    "Wei",
+    "Ximena",
+    "Yusuf",
+    "Zoe",
+    "Lars",
+    "Amara",
+    "Diego",
+    "Ingrid",
 )
 LAST_NAMES = (
-    "Smith", "Garcia", "Nakamura", "Okafor", "Müller", "Rossi", "Kowalski", "Haddad", "Johansson",
-    "Silva", "Patel", "Dubois", "Kim", "Novak", "Andersen", "Moreau", "Schmidt", "Costa", "Ivanova",
-    "Mensah", "Tanaka", "Lopez", "Fischer", "Ahmed", "Larsen", "Romano", "Walsh", "Sato",
+    "Smith",
+    "Garcia",
+    "Nakamura",
+    "Okafor",
+    "Müller",
+    "Rossi",
+    "Kowalski",
+    "Haddad",
+    "Johansson",
+    "Silva",
+    "Patel",
+    "Dubois",
+    "Kim",
+    "Novak",
+    "Andersen",
+    "Moreau",
+    "Schmidt",
+    "Costa",
+    "Ivanova",
+    "Mensah",
+    "Tanaka",
+    "Lopez",
+    "Fischer",
+    "Ahmed",
+    "Larsen",
+    "Romano",
+    "Walsh",
+    "Sato",
 )
 EMAIL_DOMAINS = ("example.com", "mail.example.org", "corp.example.net", "inbox.example.com")
 
 CURRENCIES = ("USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD", "SEK", "INR", "BRL")
 # Units of each currency per US dollar: fixed so conversions are consistent across tasks.
 USD_RATES = {
-    "USD": 1.0, "EUR": 0.92, "GBP": 0.79, "JPY": 151.2, "CHF": 0.88,
-    "CAD": 1.36, "AUD": 1.52, "SEK": 10.6, "INR": 83.4, "BRL": 5.05,
+    "USD": 1.0,
+    "EUR": 0.92,
+    "GBP": 0.79,
+    "JPY": 151.2,
+    "CHF": 0.88,
+    "CAD": 1.36,
+    "AUD": 1.52,
+    "SEK": 10.6,
+    "INR": 83.4,
+    "BRL": 5.05,
 }
 
 AIRLINES = ("SkyWays", "AeroNova", "BlueJet", "Polar Air", "Meridian", "Coastline Airlines")
 CABINS = ("economy", "premium_economy", "business", "first")
 SEATS = ("window", "aisle", "any")
-HOTEL_WORDS = (("Grand", "Harbor", "Old Town", "Riverside", "Garden", "Central", "Skyline"),
-               ("Hotel", "Suites", "Inn", "Residence", "Lodge"))
+HOTEL_WORDS = (
+    ("Grand", "Harbor", "Old Town", "Riverside", "Garden", "Central", "Skyline"),
+    ("Hotel", "Suites", "Inn", "Residence", "Lodge"),
+)
 
 # Fictional listed companies, so that a ticker can only be known by looking it up.
 COMPANIES = (
-    ("Northwind Traders", "NWTR"), ("Bluefin Robotics", "BFRB"), ("Helios Solar", "HLSO"),
-    ("Quartz Analytics", "QRTZ"), ("Maple Grove Foods", "MPGF"), ("Orbital Freight", "ORBF"),
-    ("Cedar Health", "CDRH"), ("Lumen Textiles", "LUMT"), ("Tidewater Energy", "TDWE"),
-    ("Granite Bank", "GRNB"), ("Vireo Games", "VIRG"), ("Atlas Mining", "ATLM"),
-    ("Nimbus Cloud", "NMBC"), ("Copperleaf Pharma", "CPLF"), ("Saffron Motors", "SFMT"),
+    ("Northwind Traders", "NWTR"),
+    ("Bluefin Robotics", "BFRB"),
+    ("Helios Solar", "HLSO"),
+    ("Quartz Analytics", "QRTZ"),
+    ("Maple Grove Foods", "MPGF"),
+    ("Orbital Freight", "ORBF"),
+    ("Cedar Health", "CDRH"),
+    ("Lumen Textiles", "LUMT"),
+    ("Tidewater Energy", "TDWE"),
+    ("Granite Bank", "GRNB"),
+    ("Vireo Games", "VIRG"),
+    ("Atlas Mining", "ATLM"),
+    ("Nimbus Cloud", "NMBC"),
+    ("Copperleaf Pharma", "CPLF"),
+    ("Saffron Motors", "SFMT"),
 )
 EXCHANGES = ("NYSE", "NASDAQ", "LSE", "XETRA")
 ACCOUNT_TYPES = ("checking", "savings", "credit")
@@ -111,48 +183,94 @@ ACCOUNT_TYPES = ("checking", "savings", "credit")
 PRODUCT_CATEGORIES = ("electronics", "home", "sports", "books", "clothing", "toys")
 # (search query, category, typical price)
 PRODUCTS = (
-    ("wireless headphones", "electronics", 89.0), ("mechanical keyboard", "electronics", 75.0),
-    ("phone charger", "electronics", 19.0), ("smart watch", "electronics", 199.0),
-    ("coffee grinder", "home", 45.0), ("desk lamp", "home", 32.0), ("air purifier", "home", 129.0),
-    ("cast iron pan", "home", 39.0), ("yoga mat", "sports", 25.0), ("running shoes", "sports", 110.0),
-    ("tennis racket", "sports", 95.0), ("camping tent", "sports", 160.0),
-    ("science fiction novel", "books", 14.0), ("cookbook", "books", 28.0),
-    ("rain jacket", "clothing", 85.0), ("wool scarf", "clothing", 30.0),
-    ("board game", "toys", 35.0), ("building blocks set", "toys", 49.0),
+    ("wireless headphones", "electronics", 89.0),
+    ("mechanical keyboard", "electronics", 75.0),
+    ("phone charger", "electronics", 19.0),
+    ("smart watch", "electronics", 199.0),
+    ("coffee grinder", "home", 45.0),
+    ("desk lamp", "home", 32.0),
+    ("air purifier", "home", 129.0),
+    ("cast iron pan", "home", 39.0),
+    ("yoga mat", "sports", 25.0),
+    ("running shoes", "sports", 110.0),
+    ("tennis racket", "sports", 95.0),
+    ("camping tent", "sports", 160.0),
+    ("science fiction novel", "books", 14.0),
+    ("cookbook", "books", 28.0),
+    ("rain jacket", "clothing", 85.0),
+    ("wool scarf", "clothing", 30.0),
+    ("board game", "toys", 35.0),
+    ("building blocks set", "toys", 49.0),
 )
 BRANDS = ("Acme", "Nordic", "Vertex", "Pinecrest", "Zenith", "Kestrel")
 CARRIERS = ("UPS", "FedEx", "DHL", "USPS")
 ORDER_STATUSES = ("processing", "shipped", "out_for_delivery", "delivered")
 
 EVENT_TITLES = (
-    "Team standup", "Project review", "Dentist appointment", "Lunch with Sam", "Budget meeting",
-    "Yoga class", "Quarterly planning", "Call with the landlord", "Design workshop", "Parent-teacher meeting",
-    "Book club", "One-on-one with my manager", "Car service", "Interview debrief",
+    "Team standup",
+    "Project review",
+    "Dentist appointment",
+    "Lunch with Sam",
+    "Budget meeting",
+    "Yoga class",
+    "Quarterly planning",
+    "Call with the landlord",
+    "Design workshop",
+    "Parent-teacher meeting",
+    "Book club",
+    "One-on-one with my manager",
+    "Car service",
+    "Interview debrief",
 )
 CALENDARS = ("work", "personal", "all")
 REMINDER_TEXTS = (
-    "call mom", "pay the electricity bill", "water the plants", "pick up the dry cleaning",
-    "renew my passport", "book a haircut", "send the report to Priya", "take out the recycling",
+    "call mom",
+    "pay the electricity bill",
+    "water the plants",
+    "pick up the dry cleaning",
+    "renew my passport",
+    "book a haircut",
+    "send the report to Priya",
+    "take out the recycling",
 )
 
 EMAIL_SUBJECTS = ("Meeting notes", "Quick question", "Weekend plans", "Invoice", "Project update", "Thank you")
 EMAIL_BODIES = (
-    "Thanks for today, the notes are attached.", "Can we move our call to Friday?",
-    "Are you free for dinner on Saturday?", "Please find the invoice for March attached.",
-    "The prototype is ready for testing.", "Thank you for your help last week!",
+    "Thanks for today, the notes are attached.",
+    "Can we move our call to Friday?",
+    "Are you free for dinner on Saturday?",
+    "Please find the invoice for March attached.",
+    "The prototype is ready for testing.",
+    "Thank you for your help last week!",
 )
 SMS_TEXTS = (
-    "Running 10 minutes late.", "I'm outside.", "Happy birthday!", "Can you call me back?",
-    "Dinner is at 8.", "Don't forget the keys.",
+    "Running 10 minutes late.",
+    "I'm outside.",
+    "Happy birthday!",
+    "Can you call me back?",
+    "Dinner is at 8.",
+    "Don't forget the keys.",
 )
 INBOX_FOLDERS = ("inbox", "work", "promotions", "archive")
 
 CUISINES = ("italian", "japanese", "mexican", "indian", "thai", "french", "vegetarian")
 PRICE_LEVELS = ("budget", "moderate", "expensive")
-RESTAURANT_WORDS = (("The Golden", "Little", "Blue", "Casa", "Green", "Old"),
-                    ("Spoon", "Lantern", "Table", "Fig", "Olive", "Harbor", "Kitchen"))
-DISHES = ("lasagna", "pad thai", "chicken curry", "mushroom risotto", "banana bread", "falafel", "ramen",
-          "shakshuka", "ratatouille", "tacos al pastor")
+RESTAURANT_WORDS = (
+    ("The Golden", "Little", "Blue", "Casa", "Green", "Old"),
+    ("Spoon", "Lantern", "Table", "Fig", "Olive", "Harbor", "Kitchen"),
+)
+DISHES = (
+    "lasagna",
+    "pad thai",
+    "chicken curry",
+    "mushroom risotto",
+    "banana bread",
+    "falafel",
+    "ramen",
+    "shakshuka",
+    "ratatouille",
+    "tacos al pastor",
+)
 
 ROOMS = ("living room", "bedroom", "kitchen", "office", "bathroom", "hallway")
 DOORS = ("front", "back", "garage")
@@ -160,12 +278,28 @@ THERMOSTAT_MODES = ("heat", "cool", "auto")
 
 LANGUAGES = ("French", "Spanish", "German", "Italian", "Japanese", "Portuguese", "Swahili", "Korean")
 PHRASES_TO_TRANSLATE = (
-    "Where is the train station?", "Thank you very much", "I would like a coffee, please",
-    "How much does this cost?", "Good morning", "The meeting starts at noon",
+    "Where is the train station?",
+    "Thank you very much",
+    "I would like a coffee, please",
+    "How much does this cost?",
+    "Good morning",
+    "The meeting starts at noon",
 )
 
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December")
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 _FIRST_DATE = dt.date(2025, 1, 6)
 _DATE_SPAN_DAYS = 700

@@ -151,17 +151,12 @@ def _category_files(category: str) -> tuple[list[dict[str, Any]], list[dict[str,
     the runner and the oracle both need them. Callers must treat the result as read-only.
     """
     bfcl = load_bfcl()
-    raw_entries = bfcl.load_dataset_entry(
-        category, include_prereq=False, include_language_specific_hint=False
-    )
-    prompt_entries = bfcl.load_dataset_entry(
-        category, include_prereq=False, include_language_specific_hint=True
-    )
+    raw_entries = bfcl.load_dataset_entry(category, include_prereq=False, include_language_specific_hint=False)
+    prompt_entries = bfcl.load_dataset_entry(category, include_prereq=False, include_language_specific_hint=True)
     answers = bfcl.load_ground_truth_entry(category)
     if not (len(raw_entries) == len(prompt_entries) == len(answers)):
         raise RuntimeError(
-            f"bfcl-eval data for {category} is inconsistent: {len(raw_entries)} entries, "
-            f"{len(answers)} answers"
+            f"bfcl-eval data for {category} is inconsistent: {len(raw_entries)} entries, {len(answers)} answers"
         )
     return raw_entries, prompt_entries, answers
 

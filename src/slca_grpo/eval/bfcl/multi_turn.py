@@ -56,9 +56,7 @@ def backend_methods(bfcl: BFCL, class_names: list[str]) -> set[str]:
     methods: set[str] = set()
     for class_name in class_names:
         cls = bfcl.backend_class(class_name)
-        methods.update(
-            name for name, _ in inspect.getmembers(cls, inspect.isfunction) if not name.startswith("_")
-        )
+        methods.update(name for name, _ in inspect.getmembers(cls, inspect.isfunction) if not name.startswith("_"))
     return methods
 
 

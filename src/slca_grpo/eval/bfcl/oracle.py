@@ -129,16 +129,12 @@ def to_source_text(value: Any, schema: dict[str, Any], language: str) -> Any:
             return f"new ArrayList<>(Arrays.asList({body}))"
         return f"new {_JAVA_ARRAY_ELEMENT.get(items_type, 'Object')}[]{{{body}}}"
     if language == "java" and isinstance(value, dict):
-        puts = " ".join(
-            f"put({json.dumps(k)}, {_element_text(v, '', language, 'HashMap')});" for k, v in value.items()
-        )
+        puts = " ".join(f"put({json.dumps(k)}, {_element_text(v, '', language, 'HashMap')});" for k, v in value.items())
         return f"new HashMap<String, Object>() {{{{ {puts} }}}}"
     if isinstance(value, list):
         return "[" + ", ".join(_element_text(v, items_type, language, "array") for v in value) + "]"
     if isinstance(value, dict):
-        return (
-            "{" + ", ".join(f"{k}: {_element_text(v, '', language, 'dict')}" for k, v in value.items()) + "}"
-        )
+        return "{" + ", ".join(f"{k}: {_element_text(v, '', language, 'dict')}" for k, v in value.items()) + "}"
     return json.dumps(value)
 
 

@@ -62,9 +62,7 @@ def score_single_turn(entry: BFCLEntry, text: str, names: dict[str, str] | None 
     parsed = parse_tool_calls(text, allowed_tools=set(original))
     calls = parsed.calls
     recorded = [{"name": original.get(c.name, c.name), "arguments": c.arguments} for c in calls]
-    result = EntryResult(
-        id=entry.id, category=entry.category, valid=False, responses=[text], calls=[recorded]
-    )
+    result = EntryResult(id=entry.id, category=entry.category, valid=False, responses=[text], calls=[recorded])
     bad_blocks = [block for block in parsed.blocks if not block.is_valid]
     if bad_blocks:
         result.error_type = f"ast_decoder:{bad_blocks[0].status.value}"

@@ -78,4 +78,3 @@ def mean_reward(scores: Iterable[TaskScore]) -> float:
     total = sum(s.mean_reward * s.num_trials for s in scores)
     count = sum(s.num_trials for s in scores)
     return total / count if count else 0.0
-

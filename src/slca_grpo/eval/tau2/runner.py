@@ -38,7 +38,6 @@ from slca_grpo.eval.tau2.tasks import DEFAULT_SPLIT, check_domain, select_tasks
 from slca_grpo.eval.tau2.users import SCRIPTED, make_user
 
 
-
 class UserLLMRequired(ValueError):
     """τ²'s user simulator is an LLM and none was given."""
 
@@ -74,10 +73,11 @@ def run_simulation(
     seed: int | None,
     responder: Callable[[AgentRequest], Any],
     user: str | UserLLMSpec,
-    settings: RunSettings = RunSettings(),
+    settings: RunSettings | None = None,
 ) -> tuple[SimulationRecord, Any | None]:
     """One τ² simulation, evaluated. Returns the record and τ²'s ``SimulationRun`` (``None`` when the
     simulation raised: the record then has reward 0 and the error)."""
+    settings = settings or RunSettings()
     registry = import_tau2("tau2.registry").registry
     orchestrator_module = import_tau2("tau2.orchestrator.orchestrator")
     evaluator = import_tau2("tau2.evaluator.evaluator")

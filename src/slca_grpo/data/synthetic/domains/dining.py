@@ -11,9 +11,9 @@ from slca_grpo.data.synthetic.spec import (
     STR,
     TIME,
     Args,
+    CatalogueTool,
     ChainSpec,
     Response,
-    CatalogueTool,
     array,
     closed,
     date_param,
@@ -37,8 +37,28 @@ from slca_grpo.data.synthetic.values import (
     pick_distinct,
 )
 
-_PANTRY = ("olive oil", "garlic", "onion", "tomatoes", "rice", "flour", "eggs", "butter", "chickpeas", "coconut milk",
-           "ginger", "lime", "parmesan", "mushrooms", "chicken", "noodles", "bell pepper", "cumin", "basil", "bananas")
+_PANTRY = (
+    "olive oil",
+    "garlic",
+    "onion",
+    "tomatoes",
+    "rice",
+    "flour",
+    "eggs",
+    "butter",
+    "chickpeas",
+    "coconut milk",
+    "ginger",
+    "lime",
+    "parmesan",
+    "mushrooms",
+    "chicken",
+    "noodles",
+    "bell pepper",
+    "cumin",
+    "basil",
+    "bananas",
+)
 
 
 def _party_surface(value: object) -> str:
@@ -46,6 +66,7 @@ def _party_surface(value: object) -> str:
 
 
 # --- search_restaurants ---
+
 
 def _search_args(rng: random.Random, with_options: bool = True) -> Args:
     args: Args = {"city": pick(rng, CITY_NAMES)}
@@ -57,39 +78,63 @@ def _search_args(rng: random.Random, with_options: bool = True) -> Args:
 
 
 def _search_respond(args: Args, rng: random.Random) -> Response:
-    names = pick_distinct(rng, [f"{a} {b}" for a in RESTAURANT_WORDS[0] for b in RESTAURANT_WORDS[1]], rng.randint(2, 3))
-    restaurants = [{"restaurant_id": make_id("RT-", rng), "name": name,
-                    "cuisine": args.get("cuisine", pick(rng, CUISINES)),
-                    "rating": round(rng.uniform(3.2, 4.9), 1),
-                    "price_level": args.get("price_level", pick(rng, PRICE_LEVELS))} for name in names]
+    names = pick_distinct(
+        rng, [f"{a} {b}" for a in RESTAURANT_WORDS[0] for b in RESTAURANT_WORDS[1]], rng.randint(2, 3)
+    )
+    restaurants = [
+        {
+            "restaurant_id": make_id("RT-", rng),
+            "name": name,
+            "cuisine": args.get("cuisine", pick(rng, CUISINES)),
+            "rating": round(rng.uniform(3.2, 4.9), 1),
+            "price_level": args.get("price_level", pick(rng, PRICE_LEVELS)),
+        }
+        for name in names
+    ]
     restaurants.sort(key=lambda r: -r["rating"])  # best-rated first
     return {"city": args["city"], "restaurants": restaurants}
 
 
 def _search_summary(args: Args, r: Response) -> str:
-    listing = "; ".join(f"{x['name']} ({x['restaurant_id']}), {x['cuisine']}, rated {x['rating']}, {x['price_level']}"
-                        for x in r["restaurants"])
+    listing = "; ".join(
+        f"{x['name']} ({x['restaurant_id']}), {x['cuisine']}, rated {x['rating']}, {x['price_level']}"
+        for x in r["restaurants"]
+    )
     return f"Restaurants in {r['city']}: {listing}."
 
 
 # --- make_reservation ---
 
+
 def _reservation_args(rng: random.Random) -> Args:
-    return {"restaurant_id": make_id("RT-", rng), "date": iso_date(rng), "time": clock_time(rng, 12, 21, 30),
-            "party_size": rng.randint(2, 8)}
+    return {
+        "restaurant_id": make_id("RT-", rng),
+        "date": iso_date(rng),
+        "time": clock_time(rng, 12, 21, 30),
+        "party_size": rng.randint(2, 8),
+    }
 
 
 def _reservation_respond(args: Args, rng: random.Random) -> Response:
-    return {"reservation_id": make_id("TB-", rng), "restaurant_id": args["restaurant_id"], "date": args["date"],
-            "time": args["time"], "party_size": args["party_size"], "status": "confirmed"}
+    return {
+        "reservation_id": make_id("TB-", rng),
+        "restaurant_id": args["restaurant_id"],
+        "date": args["date"],
+        "time": args["time"],
+        "party_size": args["party_size"],
+        "status": "confirmed",
+    }
 
 
 def _reservation_summary(args: Args, r: Response) -> str:
-    return (f"Your table for {r['party_size']} at {r['restaurant_id']} on {r['date']} at {r['time']} is "
-            f"{r['status']} (reservation {r['reservation_id']}).")
+    return (
+        f"Your table for {r['party_size']} at {r['restaurant_id']} on {r['date']} at {r['time']} is "
+        f"{r['status']} (reservation {r['reservation_id']})."
+    )
 
 
 # --- get_recipe ---
+
 
 def _recipe_args(rng: random.Random) -> Args:
     args: Args = {"dish": pick(rng, DISHES)}
@@ -99,13 +144,19 @@ def _recipe_args(rng: random.Random) -> Args:
 
 
 def _recipe_respond(args: Args, rng: random.Random) -> Response:
-    return {"dish": args["dish"], "servings": int(args.get("servings", 4)), "prep_minutes": rng.randrange(15, 95, 5),
-            "ingredients": pick_distinct(rng, _PANTRY, rng.randint(4, 6))}
+    return {
+        "dish": args["dish"],
+        "servings": int(args.get("servings", 4)),
+        "prep_minutes": rng.randrange(15, 95, 5),
+        "ingredients": pick_distinct(rng, _PANTRY, rng.randint(4, 6)),
+    }
 
 
 def _recipe_summary(args: Args, r: Response) -> str:
-    return (f"{r['dish'].capitalize()} for {r['servings']} takes about {r['prep_minutes']} minutes; you need "
-            f"{', '.join(r['ingredients'])}.")
+    return (
+        f"{r['dish'].capitalize()} for {r['servings']} takes about {r['prep_minutes']} minutes; you need "
+        f"{', '.join(r['ingredients'])}."
+    )
 
 
 TOOLS = (
@@ -113,14 +164,30 @@ TOOLS = (
         name="search_restaurants",
         domain="dining",
         description="Search restaurants in a city, best-rated first.",
-        parameters=obj({
-            "city": string("City to search in"),
-            "cuisine": string("Type of food", enum=CUISINES),
-            "price_level": string("Price range", enum=PRICE_LEVELS),
-        }, required=("city",)),
-        returns=closed({"city": STR, "restaurants": array(closed({
-            "restaurant_id": STR, "name": STR, "cuisine": enum_of(CUISINES), "rating": NUM,
-            "price_level": enum_of(PRICE_LEVELS)}))}),
+        parameters=obj(
+            {
+                "city": string("City to search in"),
+                "cuisine": string("Type of food", enum=CUISINES),
+                "price_level": string("Price range", enum=PRICE_LEVELS),
+            },
+            required=("city",),
+        ),
+        returns=closed(
+            {
+                "city": STR,
+                "restaurants": array(
+                    closed(
+                        {
+                            "restaurant_id": STR,
+                            "name": STR,
+                            "cuisine": enum_of(CUISINES),
+                            "rating": NUM,
+                            "price_level": enum_of(PRICE_LEVELS),
+                        }
+                    )
+                ),
+            }
+        ),
         capability="find restaurants",
         sample_args=_search_args,
         respond=_search_respond,
@@ -142,14 +209,18 @@ TOOLS = (
         name="make_reservation",
         domain="dining",
         description="Reserve a table at a restaurant by its restaurant_id.",
-        parameters=obj({
-            "restaurant_id": string("Restaurant identifier from search_restaurants"),
-            "date": date_param(),
-            "time": time_param(),
-            "party_size": integer("Number of people", minimum=1, maximum=20),
-        }, required=("restaurant_id", "date", "time", "party_size")),
-        returns=closed({"reservation_id": STR, "restaurant_id": STR, "date": DATE, "time": TIME, "party_size": INT,
-                        "status": STR}),
+        parameters=obj(
+            {
+                "restaurant_id": string("Restaurant identifier from search_restaurants"),
+                "date": date_param(),
+                "time": time_param(),
+                "party_size": integer("Number of people", minimum=1, maximum=20),
+            },
+            required=("restaurant_id", "date", "time", "party_size"),
+        ),
+        returns=closed(
+            {"reservation_id": STR, "restaurant_id": STR, "date": DATE, "time": TIME, "party_size": INT, "status": STR}
+        ),
         capability="reserve restaurant tables",
         sample_args=_reservation_args,
         respond=_reservation_respond,
@@ -169,9 +240,13 @@ TOOLS = (
         name="get_recipe",
         domain="dining",
         description="Get a recipe for a dish: ingredients and preparation time.",
-        parameters=obj({"dish": string("Name of the dish"),
-                        "servings": integer("Number of servings (default 4)", minimum=1, maximum=20)},
-                       required=("dish",)),
+        parameters=obj(
+            {
+                "dish": string("Name of the dish"),
+                "servings": integer("Number of servings (default 4)", minimum=1, maximum=20),
+            },
+            required=("dish",),
+        ),
         returns=closed({"dish": STR, "servings": INT, "prep_minutes": INT, "ingredients": array(STR)}),
         capability="look up recipes",
         sample_args=_recipe_args,
@@ -193,8 +268,12 @@ TOOLS = (
 
 
 def _reserve_best_rated(first: Args, response: Response, rng: random.Random) -> tuple[Args, list[str]]:
-    args: Args = {"restaurant_id": response["restaurants"][0]["restaurant_id"], "date": iso_date(rng),
-                  "time": clock_time(rng, 12, 21, 30), "party_size": rng.randint(2, 8)}
+    args: Args = {
+        "restaurant_id": response["restaurants"][0]["restaurant_id"],
+        "date": iso_date(rng),
+        "time": clock_time(rng, 12, 21, 30),
+        "party_size": rng.randint(2, 8),
+    }
     return args, ["restaurant_id"]
 
 

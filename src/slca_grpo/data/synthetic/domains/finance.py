@@ -9,9 +9,9 @@ from slca_grpo.data.synthetic.spec import (
     NUM,
     STR,
     Args,
+    CatalogueTool,
     ChainSpec,
     Response,
-    CatalogueTool,
     closed,
     enum_of,
     maybe,
@@ -47,21 +47,26 @@ def _amount(rng: random.Random) -> float:
 
 # --- get_stock_price ---
 
+
 def _price_args(rng: random.Random) -> Args:
     return {"symbol": pick(rng, SYMBOLS)}
 
 
 def _price_respond(args: Args, rng: random.Random) -> Response:
-    return {"symbol": args["symbol"], "price": money(rng.uniform(4, 480)), "currency": "USD",
-            "change_percent": round(rng.uniform(-6, 6), 2)}
+    return {
+        "symbol": args["symbol"],
+        "price": money(rng.uniform(4, 480)),
+        "currency": "USD",
+        "change_percent": round(rng.uniform(-6, 6), 2),
+    }
 
 
 def _price_summary(args: Args, r: Response) -> str:
-    return (f"{r['symbol']} is trading at {price_str(r['price'], r['currency'])}, "
-            f"{r['change_percent']:+.2f}% today.")
+    return f"{r['symbol']} is trading at {price_str(r['price'], r['currency'])}, {r['change_percent']:+.2f}% today."
 
 
 # --- lookup_stock_symbol ---
+
 
 def _lookup_args(rng: random.Random) -> Args:
     return {"company_name": pick(rng, COMPANIES)[0]}
@@ -81,6 +86,7 @@ def _lookup_summary(args: Args, r: Response) -> str:
 
 # --- convert_currency ---
 
+
 def _convert_args(rng: random.Random) -> Args:
     source, target = pick_distinct(rng, CURRENCIES, 2)
     return {"amount": _amount(rng), "from_currency": source, "to_currency": target}
@@ -88,16 +94,24 @@ def _convert_args(rng: random.Random) -> Args:
 
 def _convert_respond(args: Args, rng: random.Random) -> Response:
     rate = _rate(args["from_currency"], args["to_currency"])
-    return {"amount": args["amount"], "from_currency": args["from_currency"], "to_currency": args["to_currency"],
-            "rate": rate, "converted_amount": money(float(args["amount"]) * rate)}
+    return {
+        "amount": args["amount"],
+        "from_currency": args["from_currency"],
+        "to_currency": args["to_currency"],
+        "rate": rate,
+        "converted_amount": money(float(args["amount"]) * rate),
+    }
 
 
 def _convert_summary(args: Args, r: Response) -> str:
-    return (f"{r['amount']:.2f} {r['from_currency']} is {price_str(r['converted_amount'], r['to_currency'])} "
-            f"at a rate of {r['rate']}.")
+    return (
+        f"{r['amount']:.2f} {r['from_currency']} is {price_str(r['converted_amount'], r['to_currency'])} "
+        f"at a rate of {r['rate']}."
+    )
 
 
 # --- get_exchange_rate ---
+
 
 def _rate_args(rng: random.Random) -> Args:
     base, quote = pick_distinct(rng, CURRENCIES, 2)
@@ -105,8 +119,12 @@ def _rate_args(rng: random.Random) -> Args:
 
 
 def _rate_respond(args: Args, rng: random.Random) -> Response:
-    return {"base_currency": args["base_currency"], "quote_currency": args["quote_currency"],
-            "rate": _rate(args["base_currency"], args["quote_currency"]), "date": iso_date(rng)}
+    return {
+        "base_currency": args["base_currency"],
+        "quote_currency": args["quote_currency"],
+        "rate": _rate(args["base_currency"], args["quote_currency"]),
+        "date": iso_date(rng),
+    }
 
 
 def _rate_summary(args: Args, r: Response) -> str:
@@ -115,22 +133,27 @@ def _rate_summary(args: Args, r: Response) -> str:
 
 # --- get_account_balance ---
 
+
 def _balance_args(rng: random.Random) -> Args:
     return {"account_type": pick(rng, ACCOUNT_TYPES)}
 
 
 def _balance_respond(args: Args, rng: random.Random) -> Response:
     sign = -1 if args["account_type"] == "credit" else 1
-    return {"account_type": args["account_type"], "balance": money(sign * rng.uniform(10, 9000)), "currency": "USD",
-            "as_of": iso_date(rng)}
+    return {
+        "account_type": args["account_type"],
+        "balance": money(sign * rng.uniform(10, 9000)),
+        "currency": "USD",
+        "as_of": iso_date(rng),
+    }
 
 
 def _balance_summary(args: Args, r: Response) -> str:
-    return (f"Your {r['account_type']} account balance is {price_str(r['balance'], r['currency'])} "
-            f"as of {r['as_of']}.")
+    return f"Your {r['account_type']} account balance is {price_str(r['balance'], r['currency'])} as of {r['as_of']}."
 
 
 # --- transfer_money ---
+
 
 def _transfer_args(rng: random.Random) -> Args:
     source, target = pick_distinct(rng, ACCOUNT_TYPES[:2], 2)
@@ -141,13 +164,21 @@ def _transfer_args(rng: random.Random) -> Args:
 
 
 def _transfer_respond(args: Args, rng: random.Random) -> Response:
-    return {"transfer_id": make_id("TR-", rng), "from_account": args["from_account"], "to_account": args["to_account"],
-            "amount": args["amount"], "currency": "USD", "status": "completed"}
+    return {
+        "transfer_id": make_id("TR-", rng),
+        "from_account": args["from_account"],
+        "to_account": args["to_account"],
+        "amount": args["amount"],
+        "currency": "USD",
+        "status": "completed",
+    }
 
 
 def _transfer_summary(args: Args, r: Response) -> str:
-    return (f"Transferred {price_str(r['amount'], r['currency'])} from {r['from_account']} to {r['to_account']} "
-            f"(transfer {r['transfer_id']}, {r['status']}).")
+    return (
+        f"Transferred {price_str(r['amount'], r['currency'])} from {r['from_account']} to {r['to_account']} "
+        f"(transfer {r['transfer_id']}, {r['status']})."
+    )
 
 
 _CURRENCY = {"type": "string", "enum": list(CURRENCIES)}
@@ -202,11 +233,14 @@ TOOLS = (
         name="convert_currency",
         domain="finance",
         description="Convert an amount of money from one currency to another.",
-        parameters=obj({
-            "amount": number("Amount to convert", minimum=0),
-            "from_currency": dict(_CURRENCY, description="Currency code to convert from"),
-            "to_currency": dict(_CURRENCY, description="Currency code to convert to"),
-        }, required=("amount", "from_currency", "to_currency")),
+        parameters=obj(
+            {
+                "amount": number("Amount to convert", minimum=0),
+                "from_currency": dict(_CURRENCY, description="Currency code to convert from"),
+                "to_currency": dict(_CURRENCY, description="Currency code to convert to"),
+            },
+            required=("amount", "from_currency", "to_currency"),
+        ),
         returns=closed({"amount": NUM, "from_currency": STR, "to_currency": STR, "rate": NUM, "converted_amount": NUM}),
         capability="convert currencies",
         sample_args=_convert_args,
@@ -224,16 +258,20 @@ TOOLS = (
         ),
         parallel_slot="to_currency",
         parallel_values=lambda rng, n, base: pick_distinct(
-            rng, [c for c in CURRENCIES if c != base["from_currency"]], n),
+            rng, [c for c in CURRENCIES if c != base["from_currency"]], n
+        ),
     ),
     CatalogueTool(
         name="get_exchange_rate",
         domain="finance",
         description="Get today's exchange rate between two currencies.",
-        parameters=obj({
-            "base_currency": dict(_CURRENCY, description="Currency to price"),
-            "quote_currency": dict(_CURRENCY, description="Currency to price it in"),
-        }, required=("base_currency", "quote_currency")),
+        parameters=obj(
+            {
+                "base_currency": dict(_CURRENCY, description="Currency to price"),
+                "quote_currency": dict(_CURRENCY, description="Currency to price it in"),
+            },
+            required=("base_currency", "quote_currency"),
+        ),
         returns=closed({"base_currency": STR, "quote_currency": STR, "rate": NUM, "date": DATE}),
         capability="look up exchange rates",
         sample_args=_rate_args,
@@ -275,14 +313,18 @@ TOOLS = (
         name="transfer_money",
         domain="finance",
         description="Transfer money between your own bank accounts.",
-        parameters=obj({
-            "from_account": string("Account to take the money from", enum=ACCOUNT_TYPES[:2]),
-            "to_account": string("Account to put the money in", enum=ACCOUNT_TYPES[:2]),
-            "amount": number("Amount in USD", minimum=0),
-            "note": string("Optional note on the transfer"),
-        }, required=("from_account", "to_account", "amount")),
-        returns=closed({"transfer_id": STR, "from_account": STR, "to_account": STR, "amount": NUM, "currency": STR,
-                        "status": STR}),
+        parameters=obj(
+            {
+                "from_account": string("Account to take the money from", enum=ACCOUNT_TYPES[:2]),
+                "to_account": string("Account to put the money in", enum=ACCOUNT_TYPES[:2]),
+                "amount": number("Amount in USD", minimum=0),
+                "note": string("Optional note on the transfer"),
+            },
+            required=("from_account", "to_account", "amount"),
+        ),
+        returns=closed(
+            {"transfer_id": STR, "from_account": STR, "to_account": STR, "amount": NUM, "currency": STR, "status": STR}
+        ),
         capability="move money between your accounts",
         sample_args=_transfer_args,
         respond=_transfer_respond,

@@ -10,9 +10,9 @@ from slca_grpo.data.synthetic.spec import (
     NUM,
     STR,
     Args,
+    CatalogueTool,
     ChainSpec,
     Response,
-    CatalogueTool,
     closed,
     enum_of,
     integer,
@@ -28,6 +28,7 @@ LIGHT_STATES = ("on", "off")
 
 # --- set_thermostat ---
 
+
 def _thermostat_args(rng: random.Random) -> Args:
     args: Args = {"temperature": float(rng.randint(16, 26))}
     if maybe(rng, 0.4):
@@ -38,16 +39,23 @@ def _thermostat_args(rng: random.Random) -> Args:
 
 
 def _thermostat_respond(args: Args, rng: random.Random) -> Response:
-    return {"room": args.get("room", "whole house"), "target_temperature": args["temperature"],
-            "mode": args.get("mode", "auto"), "current_temperature": round(rng.uniform(14, 28), 1)}
+    return {
+        "room": args.get("room", "whole house"),
+        "target_temperature": args["temperature"],
+        "mode": args.get("mode", "auto"),
+        "current_temperature": round(rng.uniform(14, 28), 1),
+    }
 
 
 def _thermostat_summary(args: Args, r: Response) -> str:
-    return (f"The thermostat for the {r['room']} is set to {r['target_temperature']}°C in {r['mode']} mode; "
-            f"it is {r['current_temperature']}°C there now.")
+    return (
+        f"The thermostat for the {r['room']} is set to {r['target_temperature']}°C in {r['mode']} mode; "
+        f"it is {r['current_temperature']}°C there now."
+    )
 
 
 # --- control_lights ---
+
 
 def _lights_args(rng: random.Random) -> Args:
     args: Args = {"room": pick(rng, ROOMS), "state": pick(rng, LIGHT_STATES)}
@@ -68,6 +76,7 @@ def _lights_summary(args: Args, r: Response) -> str:
 
 
 # --- lock_door ---
+
 
 def _lock_args(rng: random.Random) -> Args:
     return {"door": pick(rng, DOORS)}
@@ -90,13 +99,17 @@ TOOLS = (
         name="set_thermostat",
         domain="home",
         description="Set the target temperature of the smart thermostat in degrees Celsius.",
-        parameters=obj({
-            "temperature": number("Target temperature in °C", minimum=5),
-            "room": string("Room (default whole house)", enum=ROOMS),
-            "mode": string("Heating mode", enum=THERMOSTAT_MODES),
-        }, required=("temperature",)),
-        returns=closed({"room": STR, "target_temperature": NUM, "mode": enum_of(THERMOSTAT_MODES),
-                        "current_temperature": NUM}),
+        parameters=obj(
+            {
+                "temperature": number("Target temperature in °C", minimum=5),
+                "room": string("Room (default whole house)", enum=ROOMS),
+                "mode": string("Heating mode", enum=THERMOSTAT_MODES),
+            },
+            required=("temperature",),
+        ),
+        returns=closed(
+            {"room": STR, "target_temperature": NUM, "mode": enum_of(THERMOSTAT_MODES), "current_temperature": NUM}
+        ),
         capability="control the thermostat",
         sample_args=_thermostat_args,
         respond=_thermostat_respond,
@@ -115,11 +128,14 @@ TOOLS = (
         name="control_lights",
         domain="home",
         description="Turn the lights in a room on or off, optionally setting brightness.",
-        parameters=obj({
-            "room": string("Room", enum=ROOMS),
-            "state": string("Turn on or off", enum=LIGHT_STATES),
-            "brightness": integer("Brightness percentage when on", minimum=1, maximum=100),
-        }, required=("room", "state")),
+        parameters=obj(
+            {
+                "room": string("Room", enum=ROOMS),
+                "state": string("Turn on or off", enum=LIGHT_STATES),
+                "brightness": integer("Brightness percentage when on", minimum=1, maximum=100),
+            },
+            required=("room", "state"),
+        ),
         returns=closed({"room": STR, "state": enum_of(LIGHT_STATES), "brightness": INT}),
         capability="switch lights on and off",
         sample_args=_lights_args,

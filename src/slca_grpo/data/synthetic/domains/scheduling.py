@@ -11,9 +11,9 @@ from slca_grpo.data.synthetic.spec import (
     STR,
     TIME,
     Args,
+    CatalogueTool,
     ChainSpec,
     Response,
-    CatalogueTool,
     array,
     closed,
     date_param,
@@ -46,6 +46,7 @@ def _minutes_surface(value: object) -> str:
 
 # --- create_event ---
 
+
 def _create_args(rng: random.Random) -> Args:
     args: Args = {"title": pick(rng, EVENT_TITLES), "date": iso_date(rng), "start_time": clock_time(rng, 8, 18)}
     if maybe(rng, 0.5):
@@ -57,8 +58,13 @@ def _create_args(rng: random.Random) -> Args:
 
 def _create_respond(args: Args, rng: random.Random) -> Response:
     duration = int(args.get("duration_minutes", 60))
-    response: Response = {"event_id": make_id("EV-", rng), "title": args["title"], "date": args["date"],
-                          "start_time": args["start_time"], "end_time": add_minutes(args["start_time"], duration)}
+    response: Response = {
+        "event_id": make_id("EV-", rng),
+        "title": args["title"],
+        "date": args["date"],
+        "start_time": args["start_time"],
+        "end_time": add_minutes(args["start_time"], duration),
+    }
     if "location" in args:
         response["location"] = args["location"]
     return response
@@ -66,11 +72,14 @@ def _create_respond(args: Args, rng: random.Random) -> Response:
 
 def _create_summary(args: Args, r: Response) -> str:
     where = f" at {r['location']}" if "location" in r else ""
-    return (f"\"{r['title']}\" is on your calendar for {r['date']} from {r['start_time']} to {r['end_time']}{where} "
-            f"(event {r['event_id']}).")
+    return (
+        f'"{r["title"]}" is on your calendar for {r["date"]} from {r["start_time"]} to {r["end_time"]}{where} '
+        f"(event {r['event_id']})."
+    )
 
 
 # --- list_events ---
+
 
 def _list_args(rng: random.Random, with_options: bool = True) -> Args:
     args: Args = {"date": iso_date(rng)}
@@ -81,9 +90,15 @@ def _list_args(rng: random.Random, with_options: bool = True) -> Args:
 
 def _list_respond(args: Args, rng: random.Random) -> Response:
     starts = sorted(clock_time(rng, 8, 18, 30) for _ in range(rng.randint(1, 3)))
-    events = [{"event_id": make_id("EV-", rng), "title": title, "start_time": start,
-               "end_time": add_minutes(start, pick(rng, DURATIONS))}
-              for title, start in zip(pick_distinct(rng, EVENT_TITLES, len(starts)), starts)]
+    events = [
+        {
+            "event_id": make_id("EV-", rng),
+            "title": title,
+            "start_time": start,
+            "end_time": add_minutes(start, pick(rng, DURATIONS)),
+        }
+        for title, start in zip(pick_distinct(rng, EVENT_TITLES, len(starts)), starts)
+    ]
     return {"date": args["date"], "calendar": args.get("calendar", "all"), "events": events}
 
 
@@ -93,6 +108,7 @@ def _list_summary(args: Args, r: Response) -> str:
 
 
 # --- delete_event ---
+
 
 def _delete_args(rng: random.Random) -> Args:
     return {"event_id": make_id("EV-", rng)}
@@ -108,6 +124,7 @@ def _delete_summary(args: Args, r: Response) -> str:
 
 # --- find_free_slot ---
 
+
 def _free_args(rng: random.Random) -> Args:
     return {"date": iso_date(rng), "duration_minutes": pick(rng, DURATIONS)}
 
@@ -115,8 +132,11 @@ def _free_args(rng: random.Random) -> Args:
 def _free_respond(args: Args, rng: random.Random) -> Response:
     duration = int(args["duration_minutes"])
     starts = sorted({clock_time(rng, 8, 17, 30) for _ in range(3)})
-    return {"date": args["date"], "duration_minutes": duration,
-            "slots": [{"start_time": s, "end_time": add_minutes(s, duration)} for s in starts]}
+    return {
+        "date": args["date"],
+        "duration_minutes": duration,
+        "slots": [{"start_time": s, "end_time": add_minutes(s, duration)} for s in starts],
+    }
 
 
 def _free_summary(args: Args, r: Response) -> str:
@@ -125,6 +145,7 @@ def _free_summary(args: Args, r: Response) -> str:
 
 
 # --- set_reminder ---
+
 
 def _reminder_args(rng: random.Random) -> Args:
     return {"text": pick(rng, REMINDER_TEXTS), "date": iso_date(rng), "time": clock_time(rng, 7, 21)}
@@ -145,28 +166,33 @@ TOOLS = (
         name="create_event",
         domain="calendar",
         description="Create a calendar event.",
-        parameters=obj({
-            "title": string("Event title"),
-            "date": date_param(),
-            "start_time": time_param("Start time as HH:MM (24-hour)"),
-            "duration_minutes": integer("Length in minutes (default 60)", minimum=5, maximum=480),
-            "location": string("Where the event takes place"),
-        }, required=("title", "date", "start_time")),
-        returns=closed({"event_id": STR, "title": STR, "date": DATE, "start_time": TIME, "end_time": TIME,
-                        "location": STR}, optional=("location",)),
+        parameters=obj(
+            {
+                "title": string("Event title"),
+                "date": date_param(),
+                "start_time": time_param("Start time as HH:MM (24-hour)"),
+                "duration_minutes": integer("Length in minutes (default 60)", minimum=5, maximum=480),
+                "location": string("Where the event takes place"),
+            },
+            required=("title", "date", "start_time"),
+        ),
+        returns=closed(
+            {"event_id": STR, "title": STR, "date": DATE, "start_time": TIME, "end_time": TIME, "location": STR},
+            optional=("location",),
+        ),
         capability="create calendar events",
         sample_args=_create_args,
         respond=_create_respond,
         summarize=_create_summary,
         train_phrasings=(
-            "Schedule \"{title}\" on {date} at {start_time}[ for {duration_minutes}][ at {location}].",
+            'Schedule "{title}" on {date} at {start_time}[ for {duration_minutes}][ at {location}].',
             "Add {title} to my calendar for {date} at {start_time}[, lasting {duration_minutes}][, location {location}].",
             "Create an event called {title} on {date} starting {start_time}[ ({duration_minutes})][ in {location}].",
-            "Put \"{title}\" in my calendar: {date}, {start_time}[, {duration_minutes}][, at {location}].",
+            'Put "{title}" in my calendar: {date}, {start_time}[, {duration_minutes}][, at {location}].',
         ),
         test_phrasings=(
             "Block my calendar on {date} at {start_time} for {title}[, {duration_minutes} long][; it's at {location}].",
-            "Please set up \"{title}\" for {date}, beginning at {start_time}[ and running {duration_minutes}][ ({location})].",
+            'Please set up "{title}" for {date}, beginning at {start_time}[ and running {duration_minutes}][ ({location})].',
         ),
         surface_overrides={"duration_minutes": _minutes_surface},
     ),
@@ -174,12 +200,20 @@ TOOLS = (
         name="list_events",
         domain="calendar",
         description="List the calendar events on a date, in order of start time.",
-        parameters=obj({
-            "date": date_param(),
-            "calendar": string("Which calendar (default all)", enum=CALENDARS),
-        }, required=("date",)),
-        returns=closed({"date": DATE, "calendar": STR, "events": array(closed(
-            {"event_id": STR, "title": STR, "start_time": TIME, "end_time": TIME}))}),
+        parameters=obj(
+            {
+                "date": date_param(),
+                "calendar": string("Which calendar (default all)", enum=CALENDARS),
+            },
+            required=("date",),
+        ),
+        returns=closed(
+            {
+                "date": DATE,
+                "calendar": STR,
+                "events": array(closed({"event_id": STR, "title": STR, "start_time": TIME, "end_time": TIME})),
+            }
+        ),
         capability="list your calendar events",
         sample_args=_list_args,
         respond=_list_respond,
@@ -224,7 +258,9 @@ TOOLS = (
         domain="calendar",
         description="Find free time slots of a given length on a date, earliest first.",
         parameters=obj({"date": date_param(), "duration_minutes": _DURATION}, required=("date", "duration_minutes")),
-        returns=closed({"date": DATE, "duration_minutes": INT, "slots": array(closed({"start_time": TIME, "end_time": TIME}))}),
+        returns=closed(
+            {"date": DATE, "duration_minutes": INT, "slots": array(closed({"start_time": TIME, "end_time": TIME}))}
+        ),
         capability="find free time in your calendar",
         sample_args=_free_args,
         respond=_free_respond,
@@ -244,8 +280,10 @@ TOOLS = (
         name="set_reminder",
         domain="calendar",
         description="Set a reminder that notifies you at a date and time.",
-        parameters=obj({"text": string("What to be reminded of"), "date": date_param(),
-                        "time": time_param()}, required=("text", "date", "time")),
+        parameters=obj(
+            {"text": string("What to be reminded of"), "date": date_param(), "time": time_param()},
+            required=("text", "date", "time"),
+        ),
         returns=closed({"reminder_id": STR, "text": STR, "remind_at": STR}),
         capability="set reminders",
         sample_args=_reminder_args,
@@ -269,8 +307,12 @@ def _delete_first_event(first: Args, response: Response, rng: random.Random) -> 
 
 
 def _book_earliest_slot(first: Args, response: Response, rng: random.Random) -> tuple[Args, list[str]]:
-    args: Args = {"title": pick(rng, EVENT_TITLES), "date": first["date"],
-                  "start_time": response["slots"][0]["start_time"], "duration_minutes": first["duration_minutes"]}
+    args: Args = {
+        "title": pick(rng, EVENT_TITLES),
+        "date": first["date"],
+        "start_time": response["slots"][0]["start_time"],
+        "duration_minutes": first["duration_minutes"],
+    }
     return args, ["start_time"]
 
 
@@ -295,12 +337,12 @@ CHAINS = (
         second="create_event",
         link=_book_earliest_slot,
         train_phrasings=(
-            "Find the earliest free slot of {duration_minutes} on {date} and schedule \"{title}\" then.",
-            "Book \"{title}\" for {duration_minutes} on {date}, at the first time I'm free.",
+            'Find the earliest free slot of {duration_minutes} on {date} and schedule "{title}" then.',
+            'Book "{title}" for {duration_minutes} on {date}, at the first time I\'m free.',
             "When's my first opening of {duration_minutes} on {date}? Put {title} there.",
         ),
         test_phrasings=(
-            "Squeeze \"{title}\" ({duration_minutes}) into the earliest gap on {date}.",
+            'Squeeze "{title}" ({duration_minutes}) into the earliest gap on {date}.',
             "Slot {title} into the first free window of {duration_minutes} on {date}.",
         ),
     ),

@@ -11,9 +11,9 @@ from slca_grpo.data.synthetic.spec import (
     NUM,
     STR,
     Args,
+    CatalogueTool,
     ChainSpec,
     Response,
-    CatalogueTool,
     array,
     closed,
     enum_of,
@@ -48,6 +48,7 @@ def _order_id(rng: random.Random) -> str:
 
 # --- search_products ---
 
+
 def _search_args(rng: random.Random, with_options: bool = True) -> Args:
     query, category, typical = pick(rng, PRODUCTS)
     args: Args = {"query": query}
@@ -65,9 +66,15 @@ def _search_respond(args: Args, rng: random.Random) -> Response:
     ceiling = float(args.get("max_price", typical * 1.6))
     products = []
     for brand in rng.sample(list(BRANDS), rng.randint(2, 3)):
-        products.append({"product_id": make_id("PR-", rng), "name": f"{brand} {args['query']}",
-                         "price": money(rng.uniform(0.55, 1.0) * ceiling), "currency": "USD",
-                         "rating": round(rng.uniform(3.0, 5.0), 1)})
+        products.append(
+            {
+                "product_id": make_id("PR-", rng),
+                "name": f"{brand} {args['query']}",
+                "price": money(rng.uniform(0.55, 1.0) * ceiling),
+                "currency": "USD",
+                "rating": round(rng.uniform(3.0, 5.0), 1),
+            }
+        )
     order = args.get("sort_by", "relevance")
     if order == "price_low_to_high":
         products.sort(key=lambda p: p["price"])
@@ -77,12 +84,15 @@ def _search_respond(args: Args, rng: random.Random) -> Response:
 
 
 def _search_summary(args: Args, r: Response) -> str:
-    listing = "; ".join(f"{p['name']} ({p['product_id']}) at {price_str(p['price'], p['currency'])}, rated {p['rating']}"
-                        for p in r["products"])
-    return f"Top results for \"{r['query']}\": {listing}."
+    listing = "; ".join(
+        f"{p['name']} ({p['product_id']}) at {price_str(p['price'], p['currency'])}, rated {p['rating']}"
+        for p in r["products"]
+    )
+    return f'Top results for "{r["query"]}": {listing}.'
 
 
 # --- add_to_cart ---
+
 
 def _cart_args(rng: random.Random) -> Args:
     args: Args = {"product_id": make_id("PR-", rng)}
@@ -93,32 +103,44 @@ def _cart_args(rng: random.Random) -> Args:
 
 def _cart_respond(args: Args, rng: random.Random) -> Response:
     quantity = int(args.get("quantity", 1))
-    return {"cart_id": make_id("CART-", rng), "product_id": args["product_id"], "quantity": quantity,
-            "items_in_cart": quantity + rng.randint(0, 4), "status": "added"}
+    return {
+        "cart_id": make_id("CART-", rng),
+        "product_id": args["product_id"],
+        "quantity": quantity,
+        "items_in_cart": quantity + rng.randint(0, 4),
+        "status": "added",
+    }
 
 
 def _cart_summary(args: Args, r: Response) -> str:
-    return (f"Added {r['quantity']} x {r['product_id']} to cart {r['cart_id']}; "
-            f"it now holds {r['items_in_cart']} items.")
+    return f"Added {r['quantity']} x {r['product_id']} to cart {r['cart_id']}; it now holds {r['items_in_cart']} items."
 
 
 # --- get_order_status ---
+
 
 def _order_args(rng: random.Random) -> Args:
     return {"order_id": _order_id(rng)}
 
 
 def _order_respond(args: Args, rng: random.Random) -> Response:
-    return {"order_id": args["order_id"], "status": pick(rng, ORDER_STATUSES), "carrier": pick(rng, CARRIERS),
-            "estimated_delivery": iso_date(rng)}
+    return {
+        "order_id": args["order_id"],
+        "status": pick(rng, ORDER_STATUSES),
+        "carrier": pick(rng, CARRIERS),
+        "estimated_delivery": iso_date(rng),
+    }
 
 
 def _order_summary(args: Args, r: Response) -> str:
-    return (f"Order {r['order_id']} is {r['status'].replace('_', ' ')}, shipped with {r['carrier']}; "
-            f"estimated delivery {r['estimated_delivery']}.")
+    return (
+        f"Order {r['order_id']} is {r['status'].replace('_', ' ')}, shipped with {r['carrier']}; "
+        f"estimated delivery {r['estimated_delivery']}."
+    )
 
 
 # --- track_package ---
+
 
 def _track_args(rng: random.Random) -> Args:
     args: Args = {"tracking_number": f"1Z{rng.randrange(10**9, 10**10)}"}
@@ -128,16 +150,24 @@ def _track_args(rng: random.Random) -> Args:
 
 
 def _track_respond(args: Args, rng: random.Random) -> Response:
-    return {"tracking_number": args["tracking_number"], "carrier": args.get("carrier", pick(rng, CARRIERS)),
-            "status": pick(rng, PARCEL_STATUSES), "location": pick(rng, CITY_NAMES), "last_update": iso_date(rng)}
+    return {
+        "tracking_number": args["tracking_number"],
+        "carrier": args.get("carrier", pick(rng, CARRIERS)),
+        "status": pick(rng, PARCEL_STATUSES),
+        "location": pick(rng, CITY_NAMES),
+        "last_update": iso_date(rng),
+    }
 
 
 def _track_summary(args: Args, r: Response) -> str:
-    return (f"Package {r['tracking_number']} ({r['carrier']}) is {r['status'].replace('_', ' ')}, last seen in "
-            f"{r['location']} on {r['last_update']}.")
+    return (
+        f"Package {r['tracking_number']} ({r['carrier']}) is {r['status'].replace('_', ' ')}, last seen in "
+        f"{r['location']} on {r['last_update']}."
+    )
 
 
 # --- cancel_order ---
+
 
 def _cancel_args(rng: random.Random) -> Args:
     args: Args = {"order_id": _order_id(rng)}
@@ -147,8 +177,12 @@ def _cancel_args(rng: random.Random) -> Args:
 
 
 def _cancel_respond(args: Args, rng: random.Random) -> Response:
-    return {"order_id": args["order_id"], "cancelled": True, "refund_amount": money(rng.uniform(8, 300)),
-            "currency": "USD"}
+    return {
+        "order_id": args["order_id"],
+        "cancelled": True,
+        "refund_amount": money(rng.uniform(8, 300)),
+        "currency": "USD",
+    }
 
 
 def _cancel_summary(args: Args, r: Response) -> str:
@@ -160,14 +194,23 @@ TOOLS = (
         name="search_products",
         domain="shopping",
         description="Search the online store's product catalogue.",
-        parameters=obj({
-            "query": string("What to search for"),
-            "category": string("Product category", enum=PRODUCT_CATEGORIES),
-            "max_price": number("Maximum price in USD", minimum=0),
-            "sort_by": string("Result order (default relevance)", enum=SORT_ORDERS),
-        }, required=("query",)),
-        returns=closed({"query": STR, "products": array(closed(
-            {"product_id": STR, "name": STR, "price": NUM, "currency": STR, "rating": NUM}))}),
+        parameters=obj(
+            {
+                "query": string("What to search for"),
+                "category": string("Product category", enum=PRODUCT_CATEGORIES),
+                "max_price": number("Maximum price in USD", minimum=0),
+                "sort_by": string("Result order (default relevance)", enum=SORT_ORDERS),
+            },
+            required=("query",),
+        ),
+        returns=closed(
+            {
+                "query": STR,
+                "products": array(
+                    closed({"product_id": STR, "name": STR, "price": NUM, "currency": STR, "rating": NUM})
+                ),
+            }
+        ),
         capability="search for products",
         sample_args=_search_args,
         respond=_search_respond,
@@ -187,10 +230,13 @@ TOOLS = (
         name="add_to_cart",
         domain="shopping",
         description="Add a product to the shopping cart by its product_id.",
-        parameters=obj({
-            "product_id": string("Product identifier, e.g. 'PR-4KD92A'"),
-            "quantity": integer("How many (default 1)", minimum=1, maximum=20),
-        }, required=("product_id",)),
+        parameters=obj(
+            {
+                "product_id": string("Product identifier, e.g. 'PR-4KD92A'"),
+                "quantity": integer("How many (default 1)", minimum=1, maximum=20),
+            },
+            required=("product_id",),
+        ),
         returns=closed({"cart_id": STR, "product_id": STR, "quantity": INT, "items_in_cart": INT, "status": STR}),
         capability="add products to your cart",
         sample_args=_cart_args,
@@ -211,7 +257,9 @@ TOOLS = (
         domain="shopping",
         description="Get the status and estimated delivery date of an order.",
         parameters=obj({"order_id": string("Order number, e.g. 'ORD-8F3K2L'")}, required=("order_id",)),
-        returns=closed({"order_id": STR, "status": enum_of(ORDER_STATUSES), "carrier": STR, "estimated_delivery": DATE}),
+        returns=closed(
+            {"order_id": STR, "status": enum_of(ORDER_STATUSES), "carrier": STR, "estimated_delivery": DATE}
+        ),
         capability="check order status",
         sample_args=_order_args,
         respond=_order_respond,
@@ -233,12 +281,22 @@ TOOLS = (
         name="track_package",
         domain="shopping",
         description="Track a parcel by its carrier tracking number.",
-        parameters=obj({
-            "tracking_number": string("Carrier tracking number"),
-            "carrier": string("Shipping carrier", enum=CARRIERS),
-        }, required=("tracking_number",)),
-        returns=closed({"tracking_number": STR, "carrier": enum_of(CARRIERS), "status": enum_of(PARCEL_STATUSES),
-                        "location": STR, "last_update": DATE}),
+        parameters=obj(
+            {
+                "tracking_number": string("Carrier tracking number"),
+                "carrier": string("Shipping carrier", enum=CARRIERS),
+            },
+            required=("tracking_number",),
+        ),
+        returns=closed(
+            {
+                "tracking_number": STR,
+                "carrier": enum_of(CARRIERS),
+                "status": enum_of(PARCEL_STATUSES),
+                "location": STR,
+                "last_update": DATE,
+            }
+        ),
         capability="track parcels",
         sample_args=_track_args,
         respond=_track_respond,
@@ -257,10 +315,13 @@ TOOLS = (
         name="cancel_order",
         domain="shopping",
         description="Cancel an order that has not been delivered and refund it.",
-        parameters=obj({
-            "order_id": string("Order number, e.g. 'ORD-8F3K2L'"),
-            "reason": string("Why the order is cancelled"),
-        }, required=("order_id",)),
+        parameters=obj(
+            {
+                "order_id": string("Order number, e.g. 'ORD-8F3K2L'"),
+                "reason": string("Why the order is cancelled"),
+            },
+            required=("order_id",),
+        ),
         returns=closed({"order_id": STR, "cancelled": BOOL, "refund_amount": NUM, "currency": STR}),
         capability="cancel orders",
         sample_args=_cancel_args,

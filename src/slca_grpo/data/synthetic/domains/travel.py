@@ -11,9 +11,9 @@ from slca_grpo.data.synthetic.spec import (
     STR,
     TIME,
     Args,
+    CatalogueTool,
     ChainSpec,
     Response,
-    CatalogueTool,
     array,
     closed,
     date_param,
@@ -55,6 +55,7 @@ def _route(rng: random.Random) -> tuple[str, str]:
 
 # --- search_flights ---
 
+
 def _flight_search_args(rng: random.Random, with_options: bool = True) -> Args:
     origin, destination = _route(rng)
     args: Args = {"origin": origin, "destination": destination, "date": iso_date(rng)}
@@ -71,27 +72,39 @@ def _flight_search_respond(args: Args, rng: random.Random) -> Response:
     flights = []
     for _ in range(rng.randint(2, 3)):
         departure = clock_time(rng, 5, 22, 5)
-        flights.append({
-            "flight_id": make_id("FL-", rng),
-            "airline": pick(rng, AIRLINES),
-            "departure_time": departure,
-            "arrival_time": add_minutes(departure, rng.randint(55, 720)),
-            "price": money(rng.uniform(60, 650) * _CABIN_FACTOR[cabin]),
-            "currency": currency,
-        })
+        flights.append(
+            {
+                "flight_id": make_id("FL-", rng),
+                "airline": pick(rng, AIRLINES),
+                "departure_time": departure,
+                "arrival_time": add_minutes(departure, rng.randint(55, 720)),
+                "price": money(rng.uniform(60, 650) * _CABIN_FACTOR[cabin]),
+                "currency": currency,
+            }
+        )
     flights.sort(key=lambda f: f["price"])  # cheapest first: "book the cheapest" means the first one
-    return {"origin": args["origin"], "destination": args["destination"], "date": args["date"], "cabin": cabin,
-            "flights": flights}
+    return {
+        "origin": args["origin"],
+        "destination": args["destination"],
+        "date": args["date"],
+        "cabin": cabin,
+        "flights": flights,
+    }
 
 
 def _flight_search_summary(args: Args, r: Response) -> str:
-    listing = "; ".join(f"{f['airline']} {f['flight_id']} departing {f['departure_time']} for "
-                        f"{price_str(f['price'], f['currency'])}" for f in r["flights"])
-    return (f"I found {len(r['flights'])} {r['cabin'].replace('_', ' ')} flights from {r['origin']} to "
-            f"{r['destination']} on {r['date']}: {listing}.")
+    listing = "; ".join(
+        f"{f['airline']} {f['flight_id']} departing {f['departure_time']} for {price_str(f['price'], f['currency'])}"
+        for f in r["flights"]
+    )
+    return (
+        f"I found {len(r['flights'])} {r['cabin'].replace('_', ' ')} flights from {r['origin']} to "
+        f"{r['destination']} on {r['date']}: {listing}."
+    )
 
 
 # --- book_flight ---
+
 
 def _book_flight_args(rng: random.Random) -> Args:
     args: Args = {"flight_id": make_id("FL-", rng), "passenger_name": person_name(rng)}
@@ -102,20 +115,32 @@ def _book_flight_args(rng: random.Random) -> Args:
 
 def _book_flight_respond(args: Args, rng: random.Random) -> Response:
     letters = {"window": "AF", "aisle": "CD"}.get(args.get("seat_preference", "any"), "ABCDEF")
-    return {"booking_id": make_id("BK-", rng), "flight_id": args["flight_id"], "passenger_name": args["passenger_name"],
-            "seat": f"{rng.randint(3, 38)}{pick(rng, letters)}", "status": "confirmed"}
+    return {
+        "booking_id": make_id("BK-", rng),
+        "flight_id": args["flight_id"],
+        "passenger_name": args["passenger_name"],
+        "seat": f"{rng.randint(3, 38)}{pick(rng, letters)}",
+        "status": "confirmed",
+    }
 
 
 def _book_flight_summary(args: Args, r: Response) -> str:
-    return (f"Flight {r['flight_id']} is booked for {r['passenger_name']}: booking {r['booking_id']}, "
-            f"seat {r['seat']}, status {r['status']}.")
+    return (
+        f"Flight {r['flight_id']} is booked for {r['passenger_name']}: booking {r['booking_id']}, "
+        f"seat {r['seat']}, status {r['status']}."
+    )
 
 
 # --- search_hotels ---
 
+
 def _hotel_search_args(rng: random.Random, with_options: bool = True) -> Args:
     check_in = iso_date(rng)
-    args: Args = {"city": pick(rng, CITY_NAMES), "check_in": check_in, "check_out": add_days(check_in, rng.randint(1, 6))}
+    args: Args = {
+        "city": pick(rng, CITY_NAMES),
+        "check_in": check_in,
+        "check_out": add_days(check_in, rng.randint(1, 6)),
+    }
     if with_options and maybe(rng, 0.3):
         args["guests"] = rng.randint(2, 4)
     if with_options and maybe(rng, 0.25):
@@ -127,38 +152,64 @@ def _hotel_search_respond(args: Args, rng: random.Random) -> Response:
     ceiling = float(args.get("max_price", 350.0))
     currency = pick(rng, CURRENCIES[:3])
     names = pick_distinct(rng, [f"{a} {b}" for a in HOTEL_WORDS[0] for b in HOTEL_WORDS[1]], rng.randint(2, 3))
-    hotels = [{"hotel_id": make_id("HT-", rng), "name": name, "rating": round(rng.uniform(3.0, 5.0), 1),
-               "price_per_night": money(rng.uniform(45, ceiling)), "currency": currency} for name in names]
+    hotels = [
+        {
+            "hotel_id": make_id("HT-", rng),
+            "name": name,
+            "rating": round(rng.uniform(3.0, 5.0), 1),
+            "price_per_night": money(rng.uniform(45, ceiling)),
+            "currency": currency,
+        }
+        for name in names
+    ]
     hotels.sort(key=lambda h: h["price_per_night"])
     return {"city": args["city"], "check_in": args["check_in"], "check_out": args["check_out"], "hotels": hotels}
 
 
 def _hotel_search_summary(args: Args, r: Response) -> str:
-    listing = "; ".join(f"{h['name']} ({h['hotel_id']}), rated {h['rating']}, at "
-                        f"{price_str(h['price_per_night'], h['currency'])} per night" for h in r["hotels"])
+    listing = "; ".join(
+        f"{h['name']} ({h['hotel_id']}), rated {h['rating']}, at "
+        f"{price_str(h['price_per_night'], h['currency'])} per night"
+        for h in r["hotels"]
+    )
     return f"Hotels in {r['city']} from {r['check_in']} to {r['check_out']}: {listing}."
 
 
 # --- book_hotel ---
 
+
 def _book_hotel_args(rng: random.Random) -> Args:
     check_in = iso_date(rng)
-    return {"hotel_id": make_id("HT-", rng), "guest_name": person_name(rng), "check_in": check_in,
-            "check_out": add_days(check_in, rng.randint(1, 6))}
+    return {
+        "hotel_id": make_id("HT-", rng),
+        "guest_name": person_name(rng),
+        "check_in": check_in,
+        "check_out": add_days(check_in, rng.randint(1, 6)),
+    }
 
 
 def _book_hotel_respond(args: Args, rng: random.Random) -> Response:
     nights = max(days_between(args["check_in"], args["check_out"]), 1)
-    return {"reservation_id": make_id("RS-", rng), "hotel_id": args["hotel_id"], "guest_name": args["guest_name"],
-            "check_in": args["check_in"], "check_out": args["check_out"], "nights": nights, "status": "confirmed"}
+    return {
+        "reservation_id": make_id("RS-", rng),
+        "hotel_id": args["hotel_id"],
+        "guest_name": args["guest_name"],
+        "check_in": args["check_in"],
+        "check_out": args["check_out"],
+        "nights": nights,
+        "status": "confirmed",
+    }
 
 
 def _book_hotel_summary(args: Args, r: Response) -> str:
-    return (f"Hotel {r['hotel_id']} is reserved for {r['guest_name']} from {r['check_in']} to {r['check_out']} "
-            f"({r['nights']} nights): reservation {r['reservation_id']}, status {r['status']}.")
+    return (
+        f"Hotel {r['hotel_id']} is reserved for {r['guest_name']} from {r['check_in']} to {r['check_out']} "
+        f"({r['nights']} nights): reservation {r['reservation_id']}, status {r['status']}."
+    )
 
 
 # --- get_flight_status ---
+
 
 def _status_args(rng: random.Random) -> Args:
     args: Args = {"flight_number": f"{pick(rng, ('SW', 'AN', 'BJ', 'PA', 'MR', 'CL'))}{rng.randint(100, 2999)}"}
@@ -171,16 +222,30 @@ def _status_respond(args: Args, rng: random.Random) -> Response:
     scheduled = clock_time(rng, 5, 22, 5)
     status = pick(rng, FLIGHT_STATUSES)
     delay = rng.randint(15, 180) if status == "delayed" else 0
-    return {"flight_number": args["flight_number"], "status": status, "gate": f"{pick(rng, 'ABCDE')}{rng.randint(1, 40)}",
-            "scheduled_departure": scheduled, "estimated_departure": add_minutes(scheduled, delay)}
+    return {
+        "flight_number": args["flight_number"],
+        "status": status,
+        "gate": f"{pick(rng, 'ABCDE')}{rng.randint(1, 40)}",
+        "scheduled_departure": scheduled,
+        "estimated_departure": add_minutes(scheduled, delay),
+    }
 
 
 def _status_summary(args: Args, r: Response) -> str:
-    return (f"Flight {r['flight_number']} is {r['status'].replace('_', ' ')}: gate {r['gate']}, scheduled at "
-            f"{r['scheduled_departure']}, expected to leave at {r['estimated_departure']}.")
+    return (
+        f"Flight {r['flight_number']} is {r['status'].replace('_', ' ')}: gate {r['gate']}, scheduled at "
+        f"{r['scheduled_departure']}, expected to leave at {r['estimated_departure']}."
+    )
 
 
-_FLIGHT = {"flight_id": STR, "airline": STR, "departure_time": TIME, "arrival_time": TIME, "price": NUM, "currency": STR}
+_FLIGHT = {
+    "flight_id": STR,
+    "airline": STR,
+    "departure_time": TIME,
+    "arrival_time": TIME,
+    "price": NUM,
+    "currency": STR,
+}
 _HOTEL = {"hotel_id": STR, "name": STR, "rating": NUM, "price_per_night": NUM, "currency": STR}
 
 TOOLS = (
@@ -188,15 +253,25 @@ TOOLS = (
         name="search_flights",
         domain="travel",
         description="Search for available flights between two cities on a date, cheapest first.",
-        parameters=obj({
-            "origin": string("Departure city"),
-            "destination": string("Arrival city"),
-            "date": date_param("Departure date as YYYY-MM-DD"),
-            "cabin": string("Cabin class (default economy)", enum=CABINS),
-            "passengers": integer("Number of passengers", minimum=1, maximum=9),
-        }, required=("origin", "destination", "date")),
-        returns=closed({"origin": STR, "destination": STR, "date": DATE, "cabin": enum_of(CABINS),
-                        "flights": array(closed(_FLIGHT))}),
+        parameters=obj(
+            {
+                "origin": string("Departure city"),
+                "destination": string("Arrival city"),
+                "date": date_param("Departure date as YYYY-MM-DD"),
+                "cabin": string("Cabin class (default economy)", enum=CABINS),
+                "passengers": integer("Number of passengers", minimum=1, maximum=9),
+            },
+            required=("origin", "destination", "date"),
+        ),
+        returns=closed(
+            {
+                "origin": STR,
+                "destination": STR,
+                "date": DATE,
+                "cabin": enum_of(CABINS),
+                "flights": array(closed(_FLIGHT)),
+            }
+        ),
         capability="search for flights",
         sample_args=_flight_search_args,
         respond=_flight_search_respond,
@@ -216,11 +291,14 @@ TOOLS = (
         name="book_flight",
         domain="travel",
         description="Book a seat on a flight by its flight_id for one passenger.",
-        parameters=obj({
-            "flight_id": string("Flight identifier from search_flights, e.g. 'FL-7Q2K9D'"),
-            "passenger_name": string("Full name of the passenger"),
-            "seat_preference": string("Preferred seat", enum=SEATS),
-        }, required=("flight_id", "passenger_name")),
+        parameters=obj(
+            {
+                "flight_id": string("Flight identifier from search_flights, e.g. 'FL-7Q2K9D'"),
+                "passenger_name": string("Full name of the passenger"),
+                "seat_preference": string("Preferred seat", enum=SEATS),
+            },
+            required=("flight_id", "passenger_name"),
+        ),
         returns=closed({"booking_id": STR, "flight_id": STR, "passenger_name": STR, "seat": STR, "status": STR}),
         capability="book flights",
         sample_args=_book_flight_args,
@@ -241,13 +319,16 @@ TOOLS = (
         name="search_hotels",
         domain="travel",
         description="Search for hotels in a city for given check-in and check-out dates, cheapest first.",
-        parameters=obj({
-            "city": string("City to stay in"),
-            "check_in": date_param("Check-in date as YYYY-MM-DD"),
-            "check_out": date_param("Check-out date as YYYY-MM-DD"),
-            "guests": integer("Number of guests", minimum=1, maximum=8),
-            "max_price": number("Maximum price per night", minimum=0),
-        }, required=("city", "check_in", "check_out")),
+        parameters=obj(
+            {
+                "city": string("City to stay in"),
+                "check_in": date_param("Check-in date as YYYY-MM-DD"),
+                "check_out": date_param("Check-out date as YYYY-MM-DD"),
+                "guests": integer("Number of guests", minimum=1, maximum=8),
+                "max_price": number("Maximum price per night", minimum=0),
+            },
+            required=("city", "check_in", "check_out"),
+        ),
         returns=closed({"city": STR, "check_in": DATE, "check_out": DATE, "hotels": array(closed(_HOTEL))}),
         capability="search for hotels",
         sample_args=_hotel_search_args,
@@ -268,14 +349,26 @@ TOOLS = (
         name="book_hotel",
         domain="travel",
         description="Reserve a hotel by its hotel_id for a guest and dates.",
-        parameters=obj({
-            "hotel_id": string("Hotel identifier from search_hotels"),
-            "guest_name": string("Full name of the main guest"),
-            "check_in": date_param("Check-in date as YYYY-MM-DD"),
-            "check_out": date_param("Check-out date as YYYY-MM-DD"),
-        }, required=("hotel_id", "guest_name", "check_in", "check_out")),
-        returns=closed({"reservation_id": STR, "hotel_id": STR, "guest_name": STR, "check_in": DATE,
-                        "check_out": DATE, "nights": INT, "status": STR}),
+        parameters=obj(
+            {
+                "hotel_id": string("Hotel identifier from search_hotels"),
+                "guest_name": string("Full name of the main guest"),
+                "check_in": date_param("Check-in date as YYYY-MM-DD"),
+                "check_out": date_param("Check-out date as YYYY-MM-DD"),
+            },
+            required=("hotel_id", "guest_name", "check_in", "check_out"),
+        ),
+        returns=closed(
+            {
+                "reservation_id": STR,
+                "hotel_id": STR,
+                "guest_name": STR,
+                "check_in": DATE,
+                "check_out": DATE,
+                "nights": INT,
+                "status": STR,
+            }
+        ),
         capability="book hotels",
         sample_args=_book_hotel_args,
         respond=_book_hotel_respond,
@@ -294,12 +387,22 @@ TOOLS = (
         name="get_flight_status",
         domain="travel",
         description="Get the live status, gate and departure time of a flight by its flight number.",
-        parameters=obj({
-            "flight_number": string("Airline flight number, e.g. 'SW482'"),
-            "date": date_param("Date of the flight as YYYY-MM-DD (default today)"),
-        }, required=("flight_number",)),
-        returns=closed({"flight_number": STR, "status": enum_of(FLIGHT_STATUSES), "gate": STR,
-                        "scheduled_departure": TIME, "estimated_departure": TIME}),
+        parameters=obj(
+            {
+                "flight_number": string("Airline flight number, e.g. 'SW482'"),
+                "date": date_param("Date of the flight as YYYY-MM-DD (default today)"),
+            },
+            required=("flight_number",),
+        ),
+        returns=closed(
+            {
+                "flight_number": STR,
+                "status": enum_of(FLIGHT_STATUSES),
+                "gate": STR,
+                "scheduled_departure": TIME,
+                "estimated_departure": TIME,
+            }
+        ),
         capability="check flight status",
         sample_args=_status_args,
         respond=_status_respond,
@@ -315,8 +418,9 @@ TOOLS = (
             "Give me the latest on flight {flight_number}[ scheduled for {date}].",
         ),
         parallel_slot="flight_number",
-        parallel_values=lambda rng, n, base: [f"{code}{rng.randint(100, 2999)}" for code in
-                                        pick_distinct(rng, ("SW", "AN", "BJ", "PA", "MR", "CL"), n)],
+        parallel_values=lambda rng, n, base: [
+            f"{code}{rng.randint(100, 2999)}" for code in pick_distinct(rng, ("SW", "AN", "BJ", "PA", "MR", "CL"), n)
+        ],
     ),
 )
 
@@ -329,8 +433,12 @@ def _book_cheapest_flight(first: Args, response: Response, rng: random.Random) -
 
 
 def _book_cheapest_hotel(first: Args, response: Response, rng: random.Random) -> tuple[Args, list[str]]:
-    args: Args = {"hotel_id": response["hotels"][0]["hotel_id"], "guest_name": person_name(rng),
-                  "check_in": first["check_in"], "check_out": first["check_out"]}
+    args: Args = {
+        "hotel_id": response["hotels"][0]["hotel_id"],
+        "guest_name": person_name(rng),
+        "check_in": first["check_in"],
+        "check_out": first["check_out"],
+    }
     return args, ["hotel_id"]
 
 

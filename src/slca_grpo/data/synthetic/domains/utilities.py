@@ -8,9 +8,9 @@ from slca_grpo.data.synthetic.spec import (
     INT,
     STR,
     Args,
+    CatalogueTool,
     ChainSpec,
     Response,
-    CatalogueTool,
     closed,
     integer,
     maybe,
@@ -23,30 +23,53 @@ LANGUAGES = ("English", "French", "Spanish", "German", "Italian", "Portuguese")
 # Real translations, so the fabricated responses are correct ones.
 TRANSLATIONS: dict[str, dict[str, str]] = {
     "Where is the train station?": {
-        "French": "Où est la gare ?", "Spanish": "¿Dónde está la estación de tren?", "German": "Wo ist der Bahnhof?",
-        "Italian": "Dov'è la stazione dei treni?", "Portuguese": "Onde fica a estação de trem?"},
+        "French": "Où est la gare ?",
+        "Spanish": "¿Dónde está la estación de tren?",
+        "German": "Wo ist der Bahnhof?",
+        "Italian": "Dov'è la stazione dei treni?",
+        "Portuguese": "Onde fica a estação de trem?",
+    },
     "Thank you very much": {
-        "French": "Merci beaucoup", "Spanish": "Muchas gracias", "German": "Vielen Dank", "Italian": "Grazie mille",
-        "Portuguese": "Muito obrigado"},
+        "French": "Merci beaucoup",
+        "Spanish": "Muchas gracias",
+        "German": "Vielen Dank",
+        "Italian": "Grazie mille",
+        "Portuguese": "Muito obrigado",
+    },
     "I would like a coffee, please": {
-        "French": "Je voudrais un café, s'il vous plaît", "Spanish": "Quisiera un café, por favor",
-        "German": "Ich hätte gern einen Kaffee, bitte", "Italian": "Vorrei un caffè, per favore",
-        "Portuguese": "Eu gostaria de um café, por favor"},
+        "French": "Je voudrais un café, s'il vous plaît",
+        "Spanish": "Quisiera un café, por favor",
+        "German": "Ich hätte gern einen Kaffee, bitte",
+        "Italian": "Vorrei un caffè, per favore",
+        "Portuguese": "Eu gostaria de um café, por favor",
+    },
     "How much does this cost?": {
-        "French": "Combien ça coûte ?", "Spanish": "¿Cuánto cuesta esto?", "German": "Wie viel kostet das?",
-        "Italian": "Quanto costa questo?", "Portuguese": "Quanto custa isso?"},
+        "French": "Combien ça coûte ?",
+        "Spanish": "¿Cuánto cuesta esto?",
+        "German": "Wie viel kostet das?",
+        "Italian": "Quanto costa questo?",
+        "Portuguese": "Quanto custa isso?",
+    },
     "Good morning": {
-        "French": "Bonjour", "Spanish": "Buenos días", "German": "Guten Morgen", "Italian": "Buongiorno",
-        "Portuguese": "Bom dia"},
+        "French": "Bonjour",
+        "Spanish": "Buenos días",
+        "German": "Guten Morgen",
+        "Italian": "Buongiorno",
+        "Portuguese": "Bom dia",
+    },
     "The meeting starts at noon": {
-        "French": "La réunion commence à midi", "Spanish": "La reunión empieza al mediodía",
-        "German": "Das Meeting beginnt um zwölf Uhr", "Italian": "La riunione inizia a mezzogiorno",
-        "Portuguese": "A reunião começa ao meio-dia"},
+        "French": "La réunion commence à midi",
+        "Spanish": "La reunión empieza al mediodía",
+        "German": "Das Meeting beginnt um zwölf Uhr",
+        "Italian": "La riunione inizia a mezzogiorno",
+        "Portuguese": "A reunião começa ao meio-dia",
+    },
 }
 TIMER_LABELS = ("pasta", "laundry", "tea", "break", "oven", "parking meter")
 
 
 # --- translate_text ---
+
 
 def _translate_args(rng: random.Random) -> Args:
     text = pick(rng, tuple(TRANSLATIONS))
@@ -61,15 +84,19 @@ def _translate_respond(args: Args, rng: random.Random) -> Response:
     known = TRANSLATIONS.get(str(args["text"]), {})
     # Text outside the phrase book (a simulated call) comes back tagged rather than invented.
     translated = known.get(target, f"[{target}] {args['text']}")
-    return {"translated_text": translated, "source_language": args.get("source_language", "English"),
-            "target_language": target}
+    return {
+        "translated_text": translated,
+        "source_language": args.get("source_language", "English"),
+        "target_language": target,
+    }
 
 
 def _translate_summary(args: Args, r: Response) -> str:
-    return f"In {r['target_language']}, \"{args['text']}\" is \"{r['translated_text']}\"."
+    return f'In {r["target_language"]}, "{args["text"]}" is "{r["translated_text"]}".'
 
 
 # --- get_local_time ---
+
 
 def _time_args(rng: random.Random) -> Args:
     return {"city": pick(rng, CITY_NAMES)}
@@ -85,8 +112,12 @@ def _time_respond(args: Args, rng: random.Random) -> Response:
     city = CITY_BY_NAME.get(str(args["city"]))
     timezone = city.timezone if city else "UTC"
     offset = city.utc_offset if city else 0.0
-    return {"city": args["city"], "timezone": timezone, "utc_offset": _offset_text(offset),
-            "local_time": f"{rng.randrange(24):02d}:{rng.randrange(60):02d}"}
+    return {
+        "city": args["city"],
+        "timezone": timezone,
+        "utc_offset": _offset_text(offset),
+        "local_time": f"{rng.randrange(24):02d}:{rng.randrange(60):02d}",
+    }
 
 
 def _time_summary(args: Args, r: Response) -> str:
@@ -94,6 +125,7 @@ def _time_summary(args: Args, r: Response) -> str:
 
 
 # --- set_timer ---
+
 
 def _timer_args(rng: random.Random) -> Args:
     args: Args = {"minutes": pick(rng, (3, 5, 10, 12, 15, 20, 25, 30, 45, 60, 90))}
@@ -103,12 +135,16 @@ def _timer_args(rng: random.Random) -> Args:
 
 
 def _timer_respond(args: Args, rng: random.Random) -> Response:
-    return {"timer_id": make_id("TM-", rng), "minutes": args["minutes"], "label": args.get("label", "timer"),
-            "status": "running"}
+    return {
+        "timer_id": make_id("TM-", rng),
+        "minutes": args["minutes"],
+        "label": args.get("label", "timer"),
+        "status": "running",
+    }
 
 
 def _timer_summary(args: Args, r: Response) -> str:
-    return f"A {r['minutes']}-minute timer \"{r['label']}\" is running (timer {r['timer_id']})."
+    return f'A {r["minutes"]}-minute timer "{r["label"]}" is running (timer {r["timer_id"]}).'
 
 
 _LANGUAGE = {"type": "string", "enum": list(LANGUAGES)}
@@ -118,25 +154,28 @@ TOOLS = (
         name="translate_text",
         domain="utilities",
         description="Translate a short text into another language.",
-        parameters=obj({
-            "text": string("Text to translate"),
-            "target_language": dict(_LANGUAGE, description="Language to translate into"),
-            "source_language": dict(_LANGUAGE, description="Language of the text (detected if omitted)"),
-        }, required=("text", "target_language")),
+        parameters=obj(
+            {
+                "text": string("Text to translate"),
+                "target_language": dict(_LANGUAGE, description="Language to translate into"),
+                "source_language": dict(_LANGUAGE, description="Language of the text (detected if omitted)"),
+            },
+            required=("text", "target_language"),
+        ),
         returns=closed({"translated_text": STR, "source_language": STR, "target_language": STR}),
         capability="translate text",
         sample_args=_translate_args,
         respond=_translate_respond,
         summarize=_translate_summary,
         train_phrasings=(
-            "How do you say \"{text}\" in {target_language}?",
-            "Translate \"{text}\"[ from {source_language}] into {target_language}.",
-            "What is \"{text}\" in {target_language}?",
-            "Can you put \"{text}\" into {target_language}[ (it's {source_language})]?",
+            'How do you say "{text}" in {target_language}?',
+            'Translate "{text}"[ from {source_language}] into {target_language}.',
+            'What is "{text}" in {target_language}?',
+            'Can you put "{text}" into {target_language}[ (it\'s {source_language})]?',
         ),
         test_phrasings=(
-            "I'm travelling and need to say \"{text}\" in {target_language}. Help?",
-            "Render this[ {source_language}] phrase in {target_language}: \"{text}\"",
+            'I\'m travelling and need to say "{text}" in {target_language}. Help?',
+            'Render this[ {source_language}] phrase in {target_language}: "{text}"',
         ),
         parallel_slot="target_language",
         parallel_values=lambda rng, n, base: pick_distinct(rng, LANGUAGES[1:], n),
@@ -167,8 +206,10 @@ TOOLS = (
         name="set_timer",
         domain="utilities",
         description="Start a countdown timer.",
-        parameters=obj({"minutes": integer("Duration in minutes", minimum=1, maximum=720),
-                        "label": string("Name of the timer")}, required=("minutes",)),
+        parameters=obj(
+            {"minutes": integer("Duration in minutes", minimum=1, maximum=720), "label": string("Name of the timer")},
+            required=("minutes",),
+        ),
         returns=closed({"timer_id": STR, "minutes": INT, "label": STR, "status": STR}),
         capability="set timers",
         sample_args=_timer_args,

@@ -11,9 +11,9 @@ from slca_grpo.data.synthetic.spec import (
     STR,
     TIME,
     Args,
+    CatalogueTool,
     ChainSpec,
     Response,
-    CatalogueTool,
     array,
     closed,
     date_param,
@@ -53,6 +53,7 @@ def _condition(rng: random.Random, celsius: float) -> str:
 
 # --- get_current_weather ---
 
+
 def _current_args(rng: random.Random) -> Args:
     args: Args = {"city": pick(rng, CITY_NAMES)}
     if maybe(rng, 0.35):
@@ -74,11 +75,14 @@ def _current_respond(args: Args, rng: random.Random) -> Response:
 
 
 def _current_summary(args: Args, r: Response) -> str:
-    return (f"It is currently {r['temperature']}{_degree(r['units'])} and {r['condition'].replace('_', ' ')} "
-            f"in {r['city']}, with {r['humidity']}% humidity and wind at {r['wind_kph']} km/h.")
+    return (
+        f"It is currently {r['temperature']}{_degree(r['units'])} and {r['condition'].replace('_', ' ')} "
+        f"in {r['city']}, with {r['humidity']}% humidity and wind at {r['wind_kph']} km/h."
+    )
 
 
 # --- get_weather_forecast ---
+
 
 def _forecast_args(rng: random.Random) -> Args:
     args: Args = {"city": pick(rng, CITY_NAMES), "days": rng.randint(2, 5)}
@@ -94,8 +98,14 @@ def _forecast_respond(args: Args, rng: random.Random) -> Response:
     for offset in range(int(args["days"])):
         low = rng.uniform(-6, 24)
         high = low + rng.uniform(3, 11)
-        days.append({"date": add_days(start, offset), "condition": _condition(rng, low),
-                     "low": _temperature(low, units), "high": _temperature(high, units)})
+        days.append(
+            {
+                "date": add_days(start, offset),
+                "condition": _condition(rng, low),
+                "low": _temperature(low, units),
+                "high": _temperature(high, units),
+            }
+        )
     return {"city": args["city"], "units": units, "forecast": days}
 
 
@@ -106,6 +116,7 @@ def _forecast_summary(args: Args, r: Response) -> str:
 
 
 # --- get_air_quality ---
+
 
 def _air_args(rng: random.Random) -> Args:
     return {"city": pick(rng, CITY_NAMES)}
@@ -119,11 +130,14 @@ def _air_respond(args: Args, rng: random.Random) -> Response:
 
 
 def _air_summary(args: Args, r: Response) -> str:
-    return (f"The air quality index in {r['city']} is {r['aqi']} ({r['category'].replace('_', ' ')}); "
-            f"the main pollutant is {r['dominant_pollutant'].replace('_', '.')}.")
+    return (
+        f"The air quality index in {r['city']} is {r['aqi']} ({r['category'].replace('_', ' ')}); "
+        f"the main pollutant is {r['dominant_pollutant'].replace('_', '.')}."
+    )
 
 
 # --- get_sunrise_sunset ---
+
 
 def _sun_args(rng: random.Random) -> Args:
     return {"city": pick(rng, CITY_NAMES), "date": iso_date(rng)}
@@ -132,13 +146,20 @@ def _sun_args(rng: random.Random) -> Args:
 def _sun_respond(args: Args, rng: random.Random) -> Response:
     sunrise = rng.randint(5 * 60, 8 * 60)
     sunset = rng.randint(16 * 60, 21 * 60 + 30)
-    return {"city": args["city"], "date": args["date"], "sunrise": add_minutes("00:00", sunrise),
-            "sunset": add_minutes("00:00", sunset), "day_length_minutes": sunset - sunrise}
+    return {
+        "city": args["city"],
+        "date": args["date"],
+        "sunrise": add_minutes("00:00", sunrise),
+        "sunset": add_minutes("00:00", sunset),
+        "day_length_minutes": sunset - sunrise,
+    }
 
 
 def _sun_summary(args: Args, r: Response) -> str:
-    return (f"On {r['date']} in {r['city']} the sun rises at {r['sunrise']} and sets at {r['sunset']}, "
-            f"giving {r['day_length_minutes']} minutes of daylight.")
+    return (
+        f"On {r['date']} in {r['city']} the sun rises at {r['sunrise']} and sets at {r['sunset']}, "
+        f"giving {r['day_length_minutes']} minutes of daylight."
+    )
 
 
 TOOLS = (
@@ -147,8 +168,16 @@ TOOLS = (
         domain="weather",
         description="Get the current weather conditions in a city.",
         parameters=obj({"city": _CITY, "units": _UNITS}, required=("city",)),
-        returns=closed({"city": STR, "temperature": NUM, "units": enum_of(UNITS), "condition": enum_of(CONDITIONS),
-                        "humidity": INT, "wind_kph": INT}),
+        returns=closed(
+            {
+                "city": STR,
+                "temperature": NUM,
+                "units": enum_of(UNITS),
+                "condition": enum_of(CONDITIONS),
+                "humidity": INT,
+                "wind_kph": INT,
+            }
+        ),
         capability="check the current weather",
         sample_args=_current_args,
         respond=_current_respond,
@@ -171,10 +200,17 @@ TOOLS = (
         name="get_weather_forecast",
         domain="weather",
         description="Get the daily weather forecast for a city for the coming days.",
-        parameters=obj({"city": _CITY, "days": integer("Number of days to forecast", minimum=1, maximum=7),
-                        "units": _UNITS}, required=("city", "days")),
-        returns=closed({"city": STR, "units": enum_of(UNITS), "forecast": array(closed(
-            {"date": DATE, "condition": enum_of(CONDITIONS), "low": NUM, "high": NUM}))}),
+        parameters=obj(
+            {"city": _CITY, "days": integer("Number of days to forecast", minimum=1, maximum=7), "units": _UNITS},
+            required=("city", "days"),
+        ),
+        returns=closed(
+            {
+                "city": STR,
+                "units": enum_of(UNITS),
+                "forecast": array(closed({"date": DATE, "condition": enum_of(CONDITIONS), "low": NUM, "high": NUM})),
+            }
+        ),
         capability="give weather forecasts",
         sample_args=_forecast_args,
         respond=_forecast_respond,
@@ -197,8 +233,9 @@ TOOLS = (
         domain="weather",
         description="Get the current air quality index (AQI) and main pollutant in a city.",
         parameters=obj({"city": _CITY}, required=("city",)),
-        returns=closed({"city": STR, "aqi": INT, "category": enum_of(AQI_CATEGORIES),
-                        "dominant_pollutant": enum_of(POLLUTANTS)}),
+        returns=closed(
+            {"city": STR, "aqi": INT, "category": enum_of(AQI_CATEGORIES), "dominant_pollutant": enum_of(POLLUTANTS)}
+        ),
         capability="report air quality",
         sample_args=_air_args,
         respond=_air_respond,
