@@ -123,3 +123,30 @@ class SimulatorConfig:
         config = cls(**kwargs)
         config.validate()
         return config
+
+
+@dataclass
+class SimulatorServiceConfig:
+    """A shared simulator service for a training run (the `simulator_service` section)."""
+
+    # A running `slca serve-sim` (e.g. "http://127.0.0.1:8765"); empty: the simulator runs in
+    # process from the `simulator` section. The bearer token comes from $SLCA_SIM_TOKEN, never
+    # from a config file.
+    url: str = ""
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    batch_size: int = 256
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        from slca_grpo.config import ConfigError
+
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ConfigError(f"simulator_service.url must be an http(s) URL, got {self.url!r}")
+        if self.timeout_s <= 0 or self.max_retries < 0 or self.batch_size < 1:
+            raise ConfigError(
+                "simulator_service needs timeout_s > 0, max_retries >= 0 and batch_size >= 1, got "
+                f"{self.timeout_s}, {self.max_retries} and {self.batch_size}"
+            )

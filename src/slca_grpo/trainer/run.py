@@ -27,6 +27,7 @@ from slca_grpo.rollout.environment import ToolEnvironment
 from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.simulator import SimulatorConfig, build_simulator
+from slca_grpo.simulator.config import SimulatorServiceConfig
 from slca_grpo.trainer.checkpoint import (
     latest_checkpoint,
     load_checkpoint_state,
@@ -76,31 +77,6 @@ class TrainConfig:
     progress: bool = True
     torch_threads: int = 0  # 0: torch's default
     plugins: list[str] = field(default_factory=list)  # your modules (names or .py files) imported first
-
-
-@dataclass
-class SimulatorServiceConfig:
-    # A running `slca serve-sim` (e.g. "http://127.0.0.1:8765"); empty: the simulator runs in
-    # process from the `simulator` section. The bearer token comes from $SLCA_SIM_TOKEN, never
-    # from a config file.
-    url: str = ""
-    timeout_s: float = 60.0
-    max_retries: int = 3
-    batch_size: int = 256
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        from slca_grpo.config import ConfigError
-
-        if self.url and not self.url.startswith(("http://", "https://")):
-            raise ConfigError(f"simulator_service.url must be an http(s) URL, got {self.url!r}")
-        if self.timeout_s <= 0 or self.max_retries < 0 or self.batch_size < 1:
-            raise ConfigError(
-                "simulator_service needs timeout_s > 0, max_retries >= 0 and batch_size >= 1, got "
-                f"{self.timeout_s}, {self.max_retries} and {self.batch_size}"
-            )
 
 
 @dataclass
