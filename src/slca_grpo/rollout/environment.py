@@ -33,14 +33,16 @@ class CallRequest:
     session_id: str
 
 
-def error_observation(kind: str, message: str) -> Observation:
+def malformed_turn_observation(kind: str, message: str) -> Observation:
+    """What the policy sees for its own malformed turn (bad block, too many calls), before any tool
+    runs; tool-side failures come from ``slca_grpo.simulator.errors``."""
     payload = {"error": {"type": kind, "message": message}}
     return Observation(text=json.dumps(payload), error=ObservationError(kind, message))
 
 
 def invalid_block_observation(block: ToolCallBlock) -> Observation:
     """What the policy sees for a block the parser rejected, so it can learn to fix its format."""
-    return error_observation(f"invalid_tool_call/{block.status.value}", block.error or "invalid tool call")
+    return malformed_turn_observation(f"invalid_tool_call/{block.status.value}", block.error or "invalid tool call")
 
 
 def plan_block_calls(block: ToolCallBlock, max_parallel_calls: int) -> tuple[list[ToolCall], list[Observation | None]]:
@@ -50,7 +52,7 @@ def plan_block_calls(block: ToolCallBlock, max_parallel_calls: int) -> tuple[lis
     Calls to unknown tools are executed: the simulator answers them with its own error."""
     if block.status not in (BlockStatus.VALID, BlockStatus.UNKNOWN_TOOL):
         return [], [invalid_block_observation(block)]
-    too_many = error_observation("too_many_calls", f"at most {max_parallel_calls} parallel calls per turn")
+    too_many = malformed_turn_observation("too_many_calls", f"at most {max_parallel_calls} parallel calls per turn")
     calls = list(block.calls)
     return calls, [None if index < max_parallel_calls else too_many for index in range(len(calls))]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from slca_grpo.chat.parser import parse_tool_calls
-from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, error_observation, plan_block_calls
+from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, malformed_turn_observation, plan_block_calls
 from slca_grpo.rollout.formatter import TOOL_CALL_STOP, ChatFormatter
 from slca_grpo.rollout.sampling import STOP_STRING, SamplingConfig, sample
 from slca_grpo.types import Observation, Task, Trajectory, Turn
@@ -130,7 +130,7 @@ class AgentLoop:
         parsed = parse_tool_calls(text, rollout.task.tool_names)
         if not parsed.blocks:  # the stop string closed no block (a stray close tag)
             rollout.pending = [
-                error_observation("invalid_tool_call/no_block", "no <tool_call> block before </tool_call>")
+                malformed_turn_observation("invalid_tool_call/no_block", "no <tool_call> block before </tool_call>")
             ]
             return
         calls, rollout.pending = plan_block_calls(parsed.blocks[-1], self.config.max_parallel_calls)
