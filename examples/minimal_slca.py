@@ -27,7 +27,7 @@ from slca_grpo.rollout.environment import ToolEnvironment
 from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.simulator import SimulatorConfig, build_simulator
-from slca_grpo.trainer.batch import token_logprobs
+from slca_grpo.trainer.batch import token_logprobs, trajectory_batch
 from slca_grpo.trainer.sft import SFTConfig, build_example, train_sft
 
 
@@ -98,19 +98,14 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             "no_call": torch.tensor([r.no_call for r in rewards]),
         }
 
-        # 3c. One right-padded batch of prompt + response; the learnable tokens are the sampled ones.
-        width = max(len(r.prompt_ids) + len(r.response_ids) for r in rollouts)
-        input_ids = torch.full((len(rollouts), width), formatter.pad_id)
-        attention = torch.zeros((len(rollouts), width), dtype=torch.long)
-        learnable = torch.zeros((len(rollouts), width))
-        for row, r in enumerate(rollouts):
-            ids = r.prompt_ids + r.response_ids
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            attention[row, : len(ids)] = 1
-            learnable[row, len(r.prompt_ids) : len(ids)] = torch.tensor(r.response_mask, dtype=torch.float32)
+        # 3c. One right-padded batch of prompt + response; the learnable tokens are the sampled ones
+        # (response_mask: 1 for generated tokens, 0 for injected tool responses).
+        batch = trajectory_batch(rollouts, formatter.pad_id)
+        input_ids, attention, learnable = batch.input_ids, batch.attention_mask, batch.loss_mask
 
         # 3d. Segments from the mask: the last generated run is the summary, earlier runs the tool
-        # segment. The estimator routes each reward's group-normalised advantage to its own tokens.
+        # segment (batch.segment_ids holds the same, computed by trajectory_batch). The estimator
+        # routes each reward's group-normalised advantage to its own tokens.
         segment_ids = segments_from_mask(learnable)
         advantages = compute_advantages(
             args.estimator, group_ids=group_ids, segment_ids=segment_ids, rewards=reward_tensors

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from slca_grpo.config import ConfigError, load_yaml_config
+from slca_grpo.plugins import load_plugins
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.report import compare_runs
 from slca_grpo.trainer.run import RunConfig, ensure_sft
@@ -53,8 +54,6 @@ def run_demo(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     base = demo_config(quick, overrides, model)
-    from slca_grpo.plugins import load_plugins
-
     load_plugins(base.train.plugins)
     estimators = estimators or (FULL_ESTIMATORS if model == "tiny" and not quick else QUICK_ESTIMATORS)
     check_estimators(estimators)

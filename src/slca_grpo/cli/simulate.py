@@ -143,19 +143,24 @@ def build_config(args: argparse.Namespace) -> Any:
     return config
 
 
+def _start_simulator(args: argparse.Namespace) -> Any:
+    """The simulator the flags describe; ``ValueError`` with a one-line reason otherwise."""
+    config = build_config(args)
+    from slca_grpo.simulator.core import build_simulator
+
+    try:
+        return build_simulator(config)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot start the simulator: {exc}") from None
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     try:
         tools = _load_tools(Path(args.tools))
         call = _load_call(args.call)
-        config = build_config(args)
+        simulator = _start_simulator(args)
     except ValueError as exc:
         return fail(str(exc))
-    from slca_grpo.simulator.core import build_simulator
-
-    try:
-        simulator = build_simulator(config)
-    except (OSError, ValueError) as exc:
-        return fail(f"cannot start the simulator: {exc}")
     with simulator:
         obs = simulator.simulate(call, tools, args.session_id)
     print(
@@ -187,18 +192,13 @@ def run_serve(args: argparse.Namespace) -> int:
             f"(set ${TOKEN_ENV} or --token-file, or pass --allow-no-token)"
         )
     try:
-        config = build_config(args)
+        simulator = _start_simulator(args)
     except ValueError as exc:
         return fail(str(exc))
-    from slca_grpo.simulator.core import build_simulator
     from slca_grpo.simulator.service import serve
 
-    try:
-        simulator = build_simulator(config)
-    except (OSError, ValueError) as exc:
-        return fail(f"cannot start the simulator: {exc}")
     print(
-        f"slca serve-sim: backend={config.backend} on http://{args.host}:{args.port} "
+        f"slca serve-sim: backend={simulator.config.backend} on http://{args.host}:{args.port} "
         f"(token {'required' if token else 'not required'})",
         file=sys.stderr,
         flush=True,

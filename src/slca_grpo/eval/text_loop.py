@@ -7,6 +7,8 @@ response text, so in-domain metrics mean the same thing for every kind of policy
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import Sequence
 
 from slca_grpo.chat.parser import parse_tool_calls
@@ -112,9 +114,6 @@ def _scalar_facts(data: object, depth: int = 0):
 def grounded_answer(observations: Sequence[str], max_facts: int = 6) -> str:
     """A plain final answer that states the facts of the tool responses: what the oracle says on a
     task without a reference answer, so that its summary is judged on grounding like any other."""
-    import itertools
-    import json
-
     sentences = []
     for text in observations:
         try:
