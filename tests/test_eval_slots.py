@@ -7,7 +7,7 @@ import json
 import pytest
 
 from slca_grpo.data.synthetic import generate_suite
-from slca_grpo.eval.indomain import aggregate
+from slca_grpo.eval.indomain import AGGREGATED, aggregate
 from slca_grpo.eval.slots import SLOT_KINDS, slot_accuracy, slot_kind, slot_results
 from slca_grpo.report import slot_table
 from slca_grpo.types import Task, ToolCall
@@ -96,23 +96,7 @@ def test_gold_calls_get_every_slot_right_and_every_kind_occurs_in_the_synthetic_
 
 
 def test_aggregate_reports_slot_accuracy_as_counts_and_scalars():
-    base = {
-        key: 0.0
-        for key in (
-            "score",
-            "r_tool",
-            "r_sum",
-            "name_f1",
-            "arg_match",
-            "process",
-            "calls",
-            "turns",
-            "generated_tokens",
-            "redundant_calls",
-            "repeat_calls",
-        )
-    }
-    base.update({f"success@{t}": 0.0 for t in (0.7, 0.8, 0.9, 1.0)}, kind="single", no_call=False)
+    base = {key: 0.0 for key in AGGREGATED} | {"kind": "single", "no_call": False}
     items = [
         {**base, "slots": [["copied_id", True], ["converted_time", False]]},
         {**base, "slots": [["copied_id", False]]},
