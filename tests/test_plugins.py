@@ -1,5 +1,7 @@
-"""User plugins: a module or file that registers an estimator, loaded with --plugin or train.plugins."""
+"""User plugins: a module or file that registers a reward and an estimator reading it, loaded with
+--plugin or train.plugins."""
 
+import json
 import textwrap
 
 import pytest
@@ -7,15 +9,22 @@ import pytest
 from slca_grpo.algos import estimator_spec, list_estimators, unregister_estimator
 from slca_grpo.cli import main
 from slca_grpo.plugins import PluginError, load_plugin, split_plugin_args
+from slca_grpo.rewards import list_reward_families, unregister_reward_family
 
 PLUGIN = textwrap.dedent('''
     from slca_grpo.algos import register_estimator, route_by_segment
     from slca_grpo.algos.grouping import group_zscore
+    from slca_grpo.rewards import register_reward
 
-    @register_estimator("{name}", rewards=("tool",))
-    def tool_only(group_index, segment_ids, rewards, config):
-        """GRPO on R_tool alone, routed to the tool tokens."""
-        advantage = group_zscore(rewards["tool"], group_index)
+    @register_reward("{name}-calls")
+    def valid_calls(parsed, task, config):
+        """Valid tool calls, up to the number of gold calls."""
+        return float(min(len(parsed.calls), len(task.flat_gold_calls)))
+
+    @register_estimator("{name}", rewards=("{name}-calls",))
+    def calls_only(group_index, segment_ids, rewards, config):
+        """GRPO on the count of valid calls, routed to the tool tokens."""
+        advantage = group_zscore(rewards["{name}-calls"], group_index)
         return route_by_segment(segment_ids, advantage, advantage.new_zeros(advantage.shape))
 ''')
 
@@ -31,6 +40,8 @@ def plugin_file(tmp_path):
     for name in ("tool-only-a", "tool-only-b", "tool-only-c"):
         if name in list_estimators():
             unregister_estimator(name)
+        if f"{name}-calls" in list_reward_families():
+            unregister_reward_family(f"{name}-calls")
 
 
 def test_plugin_args_are_taken_from_anywhere_on_the_line():
@@ -47,7 +58,8 @@ def test_a_plugin_file_registers_its_estimator_once(plugin_file, capsys):
     path = plugin_file("tool-only-a")
     assert main(["estimators", "--plugin", str(path)]) == 0
     assert "tool-only-a" in capsys.readouterr().out
-    assert estimator_spec("tool-only-a").rewards == ("tool",)
+    assert estimator_spec("tool-only-a").rewards == ("tool-only-a-calls",)
+    assert "tool-only-a-calls" in list_reward_families()
     assert load_plugin(str(path)) is load_plugin(str(path))  # imported once: no duplicate registration
 
 
@@ -86,3 +98,24 @@ def test_a_training_run_uses_a_plugin_estimator_from_its_config(plugin_file, tmp
     ]
     summary = train(load_yaml_config(RunConfig, resolve_config_path("demo-quick"), overrides), echo=False)
     assert summary["estimator"] == "tool-only-b" and summary["steps"] == 1
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    step = next(m for m in map(json.loads, lines) if "reward/tool-only-b-calls" in m)
+    # Only the family the estimator reads ran: no HierR, so no judge request for training.
+    assert 0 <= step["reward/tool-only-b-calls"] <= 3
+    assert "reward/score" not in step and step["reward/judge_requests"] == 0
+
+
+def test_an_estimator_reading_a_reward_nobody_provides_is_refused_before_training():
+    from slca_grpo.algos import register_estimator
+    from slca_grpo.config import ConfigError
+    from slca_grpo.trainer.run import check_estimators
+
+    register_estimator("reads-nothing-known", rewards=("no-such-reward",))(lambda g, s, r, c: None)
+    try:
+        with pytest.raises(ConfigError, match="estimator 'reads-nothing-known' reads reward 'no-such-reward'"):
+            check_estimators(["reads-nothing-known"])
+    finally:
+        unregister_estimator("reads-nothing-known")
+    with pytest.raises(ConfigError, match="rl.log_rewards names reward 'scor'"):
+        check_estimators(["grpo"], ["scor"])
+    check_estimators(["grpo", "toolpo"], ["score", "planner"])

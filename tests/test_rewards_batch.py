@@ -12,7 +12,6 @@ import torch
 from slca_grpo.cli import rewards as commands
 from slca_grpo.config import ConfigError, apply_overrides, from_dict
 from slca_grpo.rewards import (
-    REWARD_NAMES,
     CompletenessChecker,
     CompletenessVerdict,
     ExecutionWeights,
@@ -21,8 +20,10 @@ from slca_grpo.rewards import (
     JudgeVerdict,
     RewardConfig,
     RuleJudge,
+    UnknownRewardError,
     compute_rewards,
     hierr,
+    list_rewards,
     rltr_reward,
     toolpo_rewards,
 )
@@ -76,9 +77,9 @@ class CountingJudge(Judge):
 
 def test_batch_matches_single_rollout_functions():
     tasks = [task()] * 4
-    batch = compute_rewards(TEXTS, tasks, RuleJudge(), estimator_needs=REWARD_NAMES)
+    batch = compute_rewards(TEXTS, tasks, RuleJudge(), names=list_rewards())
     values = batch.as_dict()
-    assert list(values) == list(REWARD_NAMES)
+    assert list(values) == list_rewards()
     for i, (text, t) in enumerate(zip(TEXTS, tasks)):
         single = hierr(text, t, RuleJudge())
         assert values["score"][i] == pytest.approx(single.score)
@@ -95,7 +96,7 @@ def test_batch_matches_single_rollout_functions():
 
 
 def test_tensors_and_metrics():
-    batch = compute_rewards(TEXTS, [task()] * 4, RuleJudge(), estimator_needs=("score", "no_call", "planner"))
+    batch = compute_rewards(TEXTS, [task()] * 4, RuleJudge(), names=("score", "no_call", "planner"))
     tensors = batch.tensors()
     assert set(tensors) == {"score", "no_call", "planner"}
     assert tensors["score"].dtype == torch.float32 and tensors["no_call"].dtype == torch.bool
@@ -108,16 +109,17 @@ def test_tensors_and_metrics():
     assert m["reward/summary_reason/omission"] == 0.25
     assert m["reward/summary_reason/no_tool_response"] == 0.25
     assert m["reward/judge_requests"] == 2.0 and m["reward/judge_failures"] == 0.0
-    assert m["reward/rltr_format_ok"] == 0.75 and m["reward/checker_verdicts"] == 9.0  # 3 plans × N=3
+    assert m["reward/rltr_format_ok"] == 0.75 and m["reward/checker_verdicts"] == 6.0
+    # 3 format-valid plans, 2 distinct (rollouts 0 and 2 make the same call) × N = 3
     assert "reward/success" not in m  # ToolPO not asked for
     assert all(isinstance(v, float) for v in m.values())
 
 
 def test_only_what_is_asked_is_computed():
     judge = CountingJudge()
-    batch = compute_rewards(TEXTS, [task()] * 4, judge, estimator_needs=("success", "action"))
-    assert judge.calls == 0 and all(r.hierr is None and r.rltr is None for r in batch.records)
-    assert compute_rewards(TEXTS, [task()] * 4, None, estimator_needs=("planner",)).as_dict()["planner"][3] == -1.0
+    batch = compute_rewards(TEXTS, [task()] * 4, judge, names=("success", "action"))
+    assert judge.calls == 0 and all(r.detail("hierr") is None and r.detail("rltr") is None for r in batch.records)
+    assert compute_rewards(TEXTS, [task()] * 4, None, names=("planner",)).as_dict()["planner"][3] == -1.0
     with pytest.raises(KeyError):
         batch.records[0].value("score")
 
@@ -126,7 +128,7 @@ def test_judge_requests_go_through_one_deduplicated_rate_many():
     judge = CountingJudge(rating=4)
     texts = [TEXTS[0], TEXTS[0], TEXTS[2], TEXTS[1]]
     config = RewardConfig(toolpo_success="judge")
-    batch = compute_rewards(texts, [task()] * 4, judge, config, estimator_needs=REWARD_NAMES)
+    batch = compute_rewards(texts, [task()] * 4, judge, config, names=list_rewards())
     # HierR: two distinct answers to judge (the duplicate is rated once; the gate asks nothing);
     # ToolPO judge mode reuses those two and adds the gate rollout's answer → one batch of 3
     assert judge.batches == [3] and judge.calls == 3
@@ -145,7 +147,7 @@ def test_judge_failures_are_counted_in_the_batch():
     assert batch.judge_failures == 2 and judge.failures == 2
     assert batch.as_dict()["summary"] == [0.0, 0.0, 0.0, 0.0]
     assert batch.metrics()["reward/judge_failure_rate"] == 1.0
-    assert [r.hierr.judge_failed for r in batch.records] == [True, False, True, False]
+    assert [r.detail("hierr").judge_failed for r in batch.records] == [True, False, True, False]
 
 
 def test_checker_gets_one_batch_of_format_valid_plans():
@@ -159,15 +161,13 @@ def test_checker_gets_one_batch_of_format_valid_plans():
             return [[CompletenessVerdict(True)] * n for _ in requests]
 
     checker = Recording()
-    compute_rewards(
-        TEXTS, [task()] * 4, None, RewardConfig(rltr_checks=2), estimator_needs=("planner",), checker=checker
-    )
-    assert checker.batches == [(3, 2)]  # the broken rollout is not checked
+    compute_rewards(TEXTS, [task()] * 4, None, RewardConfig(rltr_checks=2), names=("planner",), checker=checker)
+    assert checker.batches == [(2, 2)]  # the broken rollout is not checked, the repeated plan once
 
 
 def test_batch_input_errors():
-    with pytest.raises(ValueError, match="unknown reward name"):
-        compute_rewards(TEXTS, [task()] * 4, RuleJudge(), estimator_needs=("score", "advantage"))
+    with pytest.raises(UnknownRewardError, match="unknown reward 'advantage'"):
+        compute_rewards(TEXTS, [task()] * 4, RuleJudge(), names=("score", "advantage"))
     with pytest.raises(ValueError, match="4 texts for 3 tasks"):
         compute_rewards(TEXTS, [task()] * 3, RuleJudge())
     with pytest.raises(ValueError, match="need a judge"):

@@ -235,3 +235,22 @@ def test_a_tiny_study_end_to_end_with_paired_prompts_and_resume(tmp_path, monkey
         assert main(["study", "--report-only", "--out", str(bad)]) == 2
     assert main(["study", "--out", str(tmp_path / "x"), "--noise", "std=-1"]) == 2
     assert "summary_noise_std must be >= 0" in capsys.readouterr().err
+
+
+def test_a_saved_config_that_predates_a_key_matches_its_default(tmp_path):
+    from slca_grpo.config import save_yaml_config, to_dict
+    from slca_grpo.study.runner import settings_difference
+    from slca_grpo.trainer.run import RunConfig
+
+    config = RunConfig()
+    saved = tmp_path / "config.yaml"
+    save_yaml_config(config, saved)
+    older = yaml.safe_load(saved.read_text())
+    del older["train"]["plugins"]
+    saved.write_text(yaml.safe_dump(older))
+    assert settings_difference(saved, config) is None
+
+    data = to_dict(config)
+    data["rl"]["lr"] = config.rl.lr * 2
+    saved.write_text(yaml.safe_dump(data))
+    assert settings_difference(saved, config).startswith("rl.lr:")

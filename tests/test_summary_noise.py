@@ -100,8 +100,10 @@ def test_noise_does_not_depend_on_the_tool_calls():
     config = RewardConfig(summary_noise_std=0.3, summary_noise_prob=0.5)
     right = compute_rewards([rollout("Paris")] * 6, [task] * 6, RuleJudge(), config)
     wrong = compute_rewards([rollout("London")] * 6, [task] * 6, RuleJudge(), config)
-    assert right.records[0].hierr.r_tool > wrong.records[0].hierr.r_tool  # the calls differ …
-    assert right.records[0].hierr.r_sum == wrong.records[0].hierr.r_sum  # … the judged answer does not
+    assert right.records[0].detail("hierr").r_tool > wrong.records[0].detail("hierr").r_tool  # the calls differ …
+    assert (
+        right.records[0].detail("hierr").r_sum == wrong.records[0].detail("hierr").r_sum
+    )  # … the judged answer does not
     a, b = summary_noise(right, config, seed=5, step=2), summary_noise(wrong, config, seed=5, step=2)
     assert np.array_equal(a.shift, b.shift) and np.array_equal(a.replaced, b.replaced)
     assert np.any(a.shift != 0)
@@ -109,7 +111,7 @@ def test_noise_does_not_depend_on_the_tool_calls():
     # rollouts with the same clean R_sum (0 here) get the same perturbation.
     gated = compute_rewards(["It is sunny in Paris."] * 6, [task] * 6, RuleJudge(), config)
     broken = compute_rewards(["<tool_call>{broken</tool_call>"] * 6, [task] * 6, RuleJudge(), config)
-    assert gated.records[0].hierr.no_call and broken.records[0].hierr.reason == "no_tool_response"
+    assert gated.records[0].detail("hierr").no_call and broken.records[0].detail("hierr").reason == "no_tool_response"
     assert np.array_equal(
         summary_noise(gated, config, seed=5, step=2).shift, summary_noise(broken, config, seed=5, step=2).shift
     )
@@ -127,7 +129,7 @@ GROUP = [
 
 def test_every_rollout_is_perturbed_and_only_summary_and_score_move():
     rewards = compute_rewards(GROUP, [weather_task()] * 6, RuleJudge(), RewardConfig())
-    assert [r.hierr.reason for r in rewards.records] == [
+    assert [r.detail("hierr").reason for r in rewards.records] == [
         "judged",
         "omission",
         "no_tool_response",
@@ -136,7 +138,7 @@ def test_every_rollout_is_perturbed_and_only_summary_and_score_move():
         "judged",
     ]
     noise = summary_noise(rewards, RewardConfig(summary_noise_std=0.5), seed=0, step=0)
-    r_sum = np.array([r.hierr.r_sum for r in rewards.records])
+    r_sum = np.array([r.detail("hierr").r_sum for r in rewards.records])
     expected = np.clip(r_sum + 0.5 * noise_draws(0, 0, 6).gaussian, 0, 1) - r_sum  # gated slot 1 included
     assert np.allclose(noise.shift, expected) and np.count_nonzero(noise.shift) >= 3
     clean = rewards.tensors()

@@ -56,7 +56,7 @@ def run_demo(
     base = demo_config(quick, overrides, model)
     load_plugins(base.train.plugins)
     estimators = estimators or (FULL_ESTIMATORS if model == "tiny" and not quick else QUICK_ESTIMATORS)
-    check_estimators(estimators)
+    check_estimators(estimators, base.rl.log_rewards)
 
     sft_dir = ensure_sft(base, out_dir, announce="[demo]" if echo else None)
     sft_seconds = time.perf_counter() - started

@@ -1,4 +1,4 @@
-"""``slca score``: print the HierR (and ToolPO, RLTR) breakdown of one response as JSON."""
+"""``slca score``: print every registered reward family's breakdown of one response as JSON."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ def register(subparsers: Any) -> None:
     """Add the rewards subcommands to the ``slca`` parser."""
     parser = subparsers.add_parser(
         "score",
-        help="score one response with HierR, ToolPO and RLTR",
-        description="Score one model response against a task and print the reward breakdown as JSON.",
+        help="score one response with every registered reward (HierR, ToolPO, RLTR, plugins)",
+        description="Score one model response against a task and print each reward family's breakdown as JSON.",
     )
     parser.add_argument("--task", required=True, help="a task file: JSON (one task or a list) or JSONL")
     parser.add_argument("--id", dest="task_id", help="the task id (needed when the file holds several tasks)")
@@ -55,11 +55,7 @@ def _select_task(rows: list[Any], task_id: str | None, path: Path) -> Any:
 
 
 def run_score(args: argparse.Namespace) -> int:
-    from slca_grpo.rewards.config import RewardConfig
-    from slca_grpo.rewards.factory import make_checker, make_judge
-    from slca_grpo.rewards.hierarchical import hierr
-    from slca_grpo.rewards.rltr import rltr_reward
-    from slca_grpo.rewards.toolpo import toolpo_rewards
+    from slca_grpo.rewards import RewardConfig, compute_rewards, list_rewards, make_checker, make_judge
 
     try:
         path = Path(args.task)
@@ -72,15 +68,11 @@ def run_score(args: argparse.Namespace) -> int:
         print(f"slca score: {exc}", file=sys.stderr)
         return 2
     with judge:
-        reward = hierr(text, task, judge, config)
-        toolpo = toolpo_rewards(text, task, config)
-        rltr = rltr_reward(text, task, config, checker)
+        batch = compute_rewards([text], [task], judge, config, names=list_rewards(), checker=checker)
     checker.close()
     out = {
         "task_id": task.id,
-        "hierr": reward.to_dict(),
-        "toolpo": toolpo._asdict(),
-        "rltr": rltr.to_dict(),
+        **batch.records[0].to_dict(),
         "judge": {"kind": judge.name, "calls": judge.calls, "failures": judge.failures},
     }
     print(json.dumps(out, indent=2, ensure_ascii=False))

@@ -16,7 +16,7 @@ import torch
 
 from slca_grpo.chat import parse_tool_calls
 from slca_grpo.eval.slots import slot_accuracy, slot_results
-from slca_grpo.rewards.batch import RewardBatch, compute_rewards
+from slca_grpo.rewards.batch import RewardBatch, RolloutReward, compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge
 from slca_grpo.rewards.matching import call_signature, max_bipartite_matching, strict_call_match
@@ -26,8 +26,8 @@ from slca_grpo.types import Task, Trajectory
 SUCCESS_THRESHOLDS = (0.7, 0.8, 0.9, 1.0)
 
 
-def item_metrics(trajectory: Trajectory, task: Task, reward: Any) -> dict[str, Any]:
-    hier = reward.hierr
+def item_metrics(trajectory: Trajectory, task: Task, reward: RolloutReward) -> dict[str, Any]:
+    hier = reward.detail("hierr")
     calls = parse_tool_calls(trajectory.response_text, task.tool_names).calls
     matched = sum(p is not None for p in max_bipartite_matching(task.flat_gold_calls, calls, strict_call_match))
     signatures = [call_signature(c) for c in calls]

@@ -1,81 +1,52 @@
 """The batch entry point the trainer and the evaluator call: named per-rollout rewards.
 
-Each text is parsed once; only the reward families an estimator asks for are computed; every judge
-request of the batch (HierR summaries and ToolPO judge-mode successes, de-duplicated) goes through
-one ``rate_many`` call so an endpoint judge runs them concurrently; RLTR plans go through one
-``check_many`` call.
+Each text is parsed once; only the reward families that provide the names asked for are computed
+(see ``registry.py``); every judge request of the batch, from every family, goes through one
+de-duplicated ``rate_many`` call so an endpoint judge runs them concurrently; every completeness
+check (one per distinct task and plan) goes through one ``check_many`` call.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slca_grpo.chat import ParsedResponse
 from slca_grpo.rewards.completeness import CompletenessChecker, RuleCompletenessChecker
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.execution import parse_for_task
-from slca_grpo.rewards.hierarchical import HierReward, finish_hierr, plan_hierr
+from slca_grpo.rewards.hierarchical import HIERR_NAMES
 from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict
-from slca_grpo.rewards.rltr import RLTRReward, finish_rltr, plan_rltr
-from slca_grpo.rewards.toolpo import (
-    ToolPOReward,
-    gold_success,
-    judge_success,
-    success_request,
-    toolpo_action,
-)
+from slca_grpo.rewards.matching import call_signature
+from slca_grpo.rewards.registry import Answers, FamilyResult, RewardFamily, family_providing, get_reward_family
 from slca_grpo.types import Task
 
 if TYPE_CHECKING:
     import torch
 
-HIERR_NAMES = ("score", "tool", "summary", "no_call")
-TOOLPO_NAMES = ("success", "action")
-RLTR_NAMES = ("planner",)
-REWARD_NAMES = HIERR_NAMES + TOOLPO_NAMES + RLTR_NAMES
-DEFAULT_NEEDS = HIERR_NAMES
+DEFAULT_REWARDS = HIERR_NAMES
 
 
 @dataclass(frozen=True)
 class RolloutReward:
-    """The detail of one rollout's rewards (families not asked for are None)."""
+    """One rollout's rewards: every value computed, by name, and each family's result."""
 
-    hierr: HierReward | None = None
-    toolpo: ToolPOReward | None = None
-    rltr: RLTRReward | None = None
+    results: dict[str, FamilyResult] = field(default_factory=dict)
 
     def value(self, name: str) -> float | bool:
-        if name in HIERR_NAMES:
-            if self.hierr is None:
-                raise KeyError(name)
-            return {
-                "score": self.hierr.score,
-                "tool": self.hierr.r_tool,
-                "summary": self.hierr.r_sum,
-                "no_call": self.hierr.no_call,
-            }[name]
-        if name in TOOLPO_NAMES:
-            if self.toolpo is None:
-                raise KeyError(name)
-            return self.toolpo.success if name == "success" else self.toolpo.action
-        if name == "planner" and self.rltr is not None:
-            return self.rltr.planner
+        for result in self.results.values():
+            if name in result.values:
+                return result.values[name]
         raise KeyError(name)
 
+    def detail(self, family: str) -> Any:
+        """The detail record of ``family`` (e.g. ``HierReward`` for ``"hierr"``); None if not computed."""
+        result = self.results.get(family)
+        return result.detail if result is not None else None
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "hierr": self.hierr.to_dict() if self.hierr else None,
-            "toolpo": self.toolpo._asdict() if self.toolpo else None,
-            "rltr": self.rltr.to_dict() if self.rltr else None,
-        }
-
-
-def _mean(values: Iterable[float]) -> float | None:
-    items = list(values)
-    return sum(items) / len(items) if items else None
+        return {name: get_reward_family(name).describe(result) for name, result in self.results.items()}
 
 
 @dataclass
@@ -84,6 +55,7 @@ class RewardBatch:
 
     names: tuple[str, ...]
     records: list[RolloutReward]
+    families: tuple[str, ...] = ()
     judge_requests: int = 0
     judge_failures: int = 0
     checker_verdicts: int = 0
@@ -93,55 +65,29 @@ class RewardBatch:
         return len(self.records)
 
     def as_dict(self) -> dict[str, list[float] | list[bool]]:
-        """Name → one value per rollout (floats; ``no_call`` as bools)."""
+        """Name → one value per rollout (floats; flags such as ``no_call`` as bools)."""
         out: dict[str, Any] = {}
         for name in self.names:
             values = [r.value(name) for r in self.records]
-            out[name] = [bool(v) for v in values] if name == "no_call" else [float(v) for v in values]
+            flags = bool(values) and all(isinstance(v, bool) for v in values)
+            out[name] = values if flags else [float(v) for v in values]
         return out
 
     def tensors(self, device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
-        """Name → 1-D tensor (float32; ``no_call`` bool)."""
+        """Name → 1-D tensor (float32; flags bool)."""
         import torch
 
         out = {}
         for name, values in self.as_dict().items():
-            dtype = torch.bool if name == "no_call" else torch.float32
-            out[name] = torch.tensor(values, dtype=dtype, device=device)
+            flags = bool(values) and isinstance(values[0], bool)
+            out[name] = torch.tensor(values, dtype=torch.bool if flags else torch.float32, device=device)
         return out
 
     def metrics(self, prefix: str = "reward/") -> dict[str, float]:
-        """Means of every component computed, rates of the gate and of each summary reason, judge
-        and checker counts of this batch."""
-        metrics: dict[str, float | None] = {}
-        hier = [r.hierr for r in self.records if r.hierr is not None]
-        if hier:
-            metrics.update(
-                score=_mean(h.score for h in hier),
-                tool=_mean(h.r_tool for h in hier),
-                summary=_mean(h.r_sum for h in hier),
-                no_call_rate=_mean(float(h.no_call) for h in hier),
-                exec_fmt=_mean(h.execution.fmt for h in hier),
-                exec_name_f1=_mean(h.execution.name_f1 for h in hier),
-                exec_key=_mean(h.execution.key for h in hier),
-                exec_value=_mean(h.execution.value for h in hier),
-                exec_parallel=_mean(h.execution.parallel for h in hier),
-                judge_rating=_mean(float(h.rating) for h in hier if h.rating is not None),
-            )
-            for reason, count in sorted(Counter(h.reason for h in hier).items()):
-                metrics[f"summary_reason/{reason}"] = count / len(hier)
-        toolpo = [r.toolpo for r in self.records if r.toolpo is not None]
-        if toolpo:
-            metrics.update(success=_mean(t.success for t in toolpo), action=_mean(t.action for t in toolpo))
-        rltr = [r.rltr for r in self.records if r.rltr is not None]
-        if rltr:
-            metrics.update(
-                planner=_mean(p.planner for p in rltr),
-                rltr_format_ok=_mean(float(p.format_ok) for p in rltr),
-                rltr_completeness=_mean(p.completeness for p in rltr),
-                rltr_repeat=_mean(p.repeat_penalty for p in rltr),
-                rltr_error=_mean(p.error_penalty for p in rltr),
-            )
+        """Each computed family's metrics, and the judge and checker counts of this batch."""
+        metrics: dict[str, float] = {}
+        for name in self.families:
+            metrics.update(get_reward_family(name).metrics([r.results[name] for r in self.records]))
         metrics.update(
             judge_requests=float(self.judge_requests),
             judge_failures=float(self.judge_failures),
@@ -149,15 +95,16 @@ class RewardBatch:
             checker_verdicts=float(self.checker_verdicts),
             checker_failures=float(self.checker_failures),
         )
-        return {prefix + k: float(v) for k, v in metrics.items() if v is not None}
+        return {prefix + k: float(v) for k, v in metrics.items()}
 
 
-def _check_needs(needs: Iterable[str]) -> tuple[str, ...]:
-    ordered = tuple(dict.fromkeys(needs))
-    unknown = [n for n in ordered if n not in REWARD_NAMES]
-    if unknown:
-        raise ValueError(f"unknown reward name(s) {unknown}; known: {', '.join(REWARD_NAMES)}")
-    return ordered
+def families_for(names: Iterable[str]) -> list[RewardFamily]:
+    """The families that compute ``names`` (each once, in the order first needed)."""
+    families: dict[str, RewardFamily] = {}
+    for name in names:
+        family = family_providing(name)
+        families.setdefault(family.name, family)
+    return list(families.values())
 
 
 def compute_rewards(
@@ -166,74 +113,67 @@ def compute_rewards(
     judge: Judge | None,
     config: RewardConfig | None = None,
     *,
-    estimator_needs: Iterable[str] = DEFAULT_NEEDS,
+    names: Iterable[str] = DEFAULT_REWARDS,
     checker: CompletenessChecker | None = None,
 ) -> RewardBatch:
     """Rewards of a batch of responses, one task per response.
 
-    ``estimator_needs`` names the per-rollout rewards to compute (from ``REWARD_NAMES``): HierR
-    for score/tool/summary/no_call, ToolPO for success/action, RLTR for planner. ``judge`` may be
-    None only when nothing asked for needs one (e.g. ToolPO in gold mode); ``checker`` defaults to
+    ``names`` are registered reward names (``list_rewards()``); only their families run. ``judge``
+    may be None only when no rollout asks one (e.g. ToolPO in gold mode); ``checker`` defaults to
     the rule checker.
     """
     config = config or RewardConfig()
-    names = _check_needs(estimator_needs)
+    names = tuple(dict.fromkeys(names))
+    families = families_for(names)
     if len(texts) != len(tasks):
         raise ValueError(f"compute_rewards got {len(texts)} texts for {len(tasks)} tasks")
-    want_hierr = any(n in HIERR_NAMES for n in names)
-    want_toolpo = any(n in TOOLPO_NAMES for n in names)
-    want_rltr = any(n in RLTR_NAMES for n in names)
     parsed = [parse_for_task(text, task) for text, task in zip(texts, tasks)]
+    plans = [[family.plan(p, t, config) for family in families] for p, t in zip(parsed, tasks)]
 
-    hier_plans = [plan_hierr(p, t, config) for p, t in zip(parsed, tasks)] if want_hierr else []
-    succ_requests: list[JudgeRequest | None] = []
-    if want_toolpo and config.toolpo_success == "judge":
-        succ_requests = [success_request(p, t, config) for p, t in zip(parsed, tasks)]
-
-    wanted = [plan.request for plan in hier_plans] + succ_requests
-    unique = list(dict.fromkeys(r for r in wanted if r is not None))
+    unique = list(dict.fromkeys(r for row in plans for plan in row for r in plan.judge))
     verdicts: dict[JudgeRequest, JudgeVerdict] = {}
-    failures = 0
+    judge_failures = 0
     if unique:
         if judge is None:
             raise ValueError("these rewards need a judge (pass RuleJudge() for an offline one)")
         rated = judge.rate_many(unique)
         verdicts = dict(zip(unique, rated))
-        failures = sum(1 for v in rated if v.failed)
+        judge_failures = sum(1 for v in rated if v.failed)
 
-    rltr_plans = [plan_rltr(p, t) for p, t in zip(parsed, tasks)] if want_rltr else []
-    check_results: dict[int, list[Any]] = {}
-    checker_failures = checker_verdicts = 0
-    to_check = [i for i, plan in enumerate(rltr_plans) if plan.format_ok]
-    if to_check:
+    # Completeness checks, de-duplicated like the judge's: one per distinct (task, plan).
+    check_keys: dict[tuple[int, int], tuple] = {}
+    unique_checks: dict[tuple, tuple[Task, tuple]] = {}
+    for i, row in enumerate(plans):
+        for j, plan in enumerate(row):
+            if plan.check is not None:
+                key = (id(tasks[i]), tuple(call_signature(c) for c in plan.check))
+                check_keys[(i, j)] = key
+                unique_checks.setdefault(key, (tasks[i], plan.check))
+    checked: dict[tuple, tuple] = {}
+    checker_verdicts = checker_failures = 0
+    if unique_checks:
         checker = checker or RuleCompletenessChecker()
-        results = checker.check_many([(tasks[i], rltr_plans[i].calls) for i in to_check], config.rltr_checks)
-        check_results = dict(zip(to_check, results))
+        results = checker.check_many(list(unique_checks.values()), config.rltr_checks)
+        checked = {key: tuple(result) for key, result in zip(unique_checks, results)}
         checker_verdicts = sum(len(r) for r in results)
         checker_failures = sum(1 for r in results for v in r if v.failed)
 
     records = []
-    for i, (p, task) in enumerate(zip(parsed, tasks)):
-        hier = None
-        if want_hierr:
-            plan = hier_plans[i]
-            hier = finish_hierr(plan, verdicts.get(plan.request) if plan.request else None, config)
-        toolpo = None
-        if want_toolpo:
-            action = toolpo_action(p, task)
-            if config.toolpo_success == "gold":
-                success = gold_success(p, task, config)
-            else:
-                request = succ_requests[i]
-                success = judge_success(verdicts.get(request) if request else None, config)
-            toolpo = ToolPOReward(success, action)
-        rltr = finish_rltr(rltr_plans[i], check_results.get(i, ()), config) if want_rltr else None
-        records.append(RolloutReward(hier, toolpo, rltr))
+    for i, row in enumerate(plans):
+        results = {}
+        for j, (family, plan) in enumerate(zip(families, row)):
+            answers = Answers(
+                judge=tuple(verdicts[r] for r in plan.judge),
+                check=checked[check_keys[(i, j)]] if (i, j) in check_keys else (),
+            )
+            results[family.name] = family.finish(plan.state, answers, config)
+        records.append(RolloutReward(results))
     return RewardBatch(
         names=names,
         records=records,
+        families=tuple(f.name for f in families),
         judge_requests=len(unique),
-        judge_failures=failures,
+        judge_failures=judge_failures,
         checker_verdicts=checker_verdicts,
         checker_failures=checker_failures,
     )

@@ -7,12 +7,16 @@ Split in two pure steps around the judge so that a batch can send all its judge 
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from slca_grpo.chat import ParsedResponse
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.execution import ExecutionReward, execution_reward, parse_for_task
 from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict
+from slca_grpo.rewards.registry import Answers, FamilyResult, Planned, RewardFamily, register_reward_family
 from slca_grpo.types import SUBSET_IRRELEVANT, Task
 
 # Why R_sum has the value it has.
@@ -22,6 +26,8 @@ REASON_SHORT_ANSWER = "short_answer"  # final answer shorter than min_answer_cha
 REASON_IRRELEVANT_CALL = "irrelevant_call"  # fix on: a call on an irrelevant task earns no R_sum
 REASON_JUDGE_FAILED = "judge_failed"
 REASON_JUDGED = "judged"
+
+HIERR_NAMES = ("score", "tool", "summary", "no_call")
 
 
 @dataclass(frozen=True)
@@ -116,3 +122,48 @@ def hierr(
         request = plan.request
         verdict = judge.rate(request.question, request.tool_responses, request.answer)
     return finish_hierr(plan, verdict, config)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True)
+class HierRFamily(RewardFamily):
+    """HierR as registered rewards: ``score``, ``tool`` (R_tool), ``summary`` (R_sum), ``no_call`` (the gate)."""
+
+    def plan(self, parsed: ParsedResponse, task: Task, config: RewardConfig) -> Planned:
+        plan = plan_hierr(parsed, task, config)
+        return Planned(state=plan, judge=(plan.request,) if plan.request else ())
+
+    def finish(self, state: HierPlan, answers: Answers, config: RewardConfig) -> FamilyResult:
+        reward = finish_hierr(state, answers.judge[0] if answers.judge else None, config)
+        values = {"score": reward.score, "tool": reward.r_tool, "summary": reward.r_sum, "no_call": reward.no_call}
+        return FamilyResult(values, reward)
+
+    def metrics(self, results: Sequence[FamilyResult]) -> dict[str, float]:
+        """Means of the components and of the execution parts, the gate's rate and each summary reason's."""
+        hier: list[HierReward] = [r.detail for r in results]
+        if not hier:
+            return {}
+        metrics = {
+            "score": _mean([h.score for h in hier]),
+            "tool": _mean([h.r_tool for h in hier]),
+            "summary": _mean([h.r_sum for h in hier]),
+            "no_call_rate": _mean([float(h.no_call) for h in hier]),
+            "exec_fmt": _mean([h.execution.fmt for h in hier]),
+            "exec_name_f1": _mean([h.execution.name_f1 for h in hier]),
+            "exec_key": _mean([h.execution.key for h in hier]),
+            "exec_value": _mean([h.execution.value for h in hier]),
+            "exec_parallel": _mean([h.execution.parallel for h in hier]),
+            "judge_rating": _mean([float(h.rating) for h in hier if h.rating is not None]),
+        }
+        for reason, count in sorted(Counter(h.reason for h in hier).items()):
+            metrics[f"summary_reason/{reason}"] = count / len(hier)
+        return {key: value for key, value in metrics.items() if value is not None}
+
+    def describe(self, result: FamilyResult) -> dict[str, Any]:
+        return result.detail.to_dict()
+
+
+register_reward_family(HierRFamily(name="hierr", provides=HIERR_NAMES))

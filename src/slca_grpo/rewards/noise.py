@@ -94,10 +94,11 @@ class SummaryNoise:
 
 
 def summary_noise(rewards: RewardBatch, config: RewardConfig, *, seed: int, step: int) -> SummaryNoise:
-    """The noise of a step's HierR rewards (zero shift when the config asks for none)."""
+    """The noise of a step's HierR rewards (zero shift when the config asks for none); the batch
+    must hold ``summary`` (R_sum)."""
     count = len(rewards)
-    clean = np.array([r.hierr.r_sum if r.hierr is not None else 0.0 for r in rewards.records], dtype=float)
     if not config.has_summary_noise or count == 0:
         return SummaryNoise(np.zeros(count), np.zeros(count, dtype=bool))
+    clean = np.array([record.value("summary") for record in rewards.records], dtype=float)
     noisy, replaced = noisy_summary_rewards(clean, noise_draws(seed, step, count), config)
     return SummaryNoise(noisy - clean, replaced)

@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from slca_grpo.chat import BlockStatus, ParsedResponse
 from slca_grpo.rewards.completeness import CompletenessChecker, CompletenessVerdict, RuleCompletenessChecker
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.execution import parse_for_task
 from slca_grpo.rewards.matching import call_signature
+from slca_grpo.rewards.registry import Answers, FamilyResult, Planned, RewardFamily, register_reward_family
 from slca_grpo.types import Task, ToolCall
 
 
@@ -106,3 +108,35 @@ def rltr_reward(
     checker = checker or RuleCompletenessChecker()
     verdicts = checker.check(task, plan.calls, config.rltr_checks)
     return finish_rltr(plan, verdicts, config)
+
+
+@dataclass(frozen=True)
+class RLTRFamily(RewardFamily):
+    """RLTR as a registered reward: ``planner``; format-valid plans go to the completeness checker."""
+
+    def plan(self, parsed: ParsedResponse, task: Task, config: RewardConfig) -> Planned:
+        plan = plan_rltr(parsed, task)
+        return Planned(state=plan, check=plan.calls if plan.format_ok else None)
+
+    def finish(self, state: RLTRPlan, answers: Answers, config: RewardConfig) -> FamilyResult:
+        reward = finish_rltr(state, answers.check, config)
+        return FamilyResult({"planner": reward.planner}, reward)
+
+    def metrics(self, results: Sequence[FamilyResult]) -> dict[str, float]:
+        plans: list[RLTRReward] = [r.detail for r in results]
+        if not plans:
+            return {}
+        count = len(plans)
+        return {
+            "planner": sum(p.planner for p in plans) / count,
+            "rltr_format_ok": sum(float(p.format_ok) for p in plans) / count,
+            "rltr_completeness": sum(p.completeness for p in plans) / count,
+            "rltr_repeat": sum(p.repeat_penalty for p in plans) / count,
+            "rltr_error": sum(p.error_penalty for p in plans) / count,
+        }
+
+    def describe(self, result: FamilyResult) -> dict[str, Any]:
+        return result.detail.to_dict()
+
+
+register_reward_family(RLTRFamily(name="rltr", provides=("planner",)))

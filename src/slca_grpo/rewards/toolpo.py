@@ -6,13 +6,15 @@ Pure except for the optional judge, which ``toolpo_rewards`` calls and batches r
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from slca_grpo.chat import ParsedResponse
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.execution import parse_for_task
 from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict
 from slca_grpo.rewards.matching import max_bipartite_matching, strict_call_match
+from slca_grpo.rewards.registry import Answers, FamilyResult, Planned, RewardFamily, register_reward_family
 from slca_grpo.types import Task
 
 
@@ -86,3 +88,28 @@ def toolpo_rewards(
         raise ValueError("toolpo_success='judge' needs a judge")
     verdict = judge.rate(request.question, request.tool_responses, request.answer)
     return ToolPOReward(judge_success(verdict, config), action)
+
+
+@dataclass(frozen=True)
+class ToolPOFamily(RewardFamily):
+    """ToolPO as registered rewards: ``success`` (R_succ) and ``action`` (R_action)."""
+
+    def plan(self, parsed: ParsedResponse, task: Task, config: RewardConfig) -> Planned:
+        action = toolpo_action(parsed, task)
+        if config.toolpo_success == "gold":
+            return Planned(state=ToolPOReward(gold_success(parsed, task, config), action))
+        request = success_request(parsed, task, config)
+        return Planned(state=action, judge=(request,) if request else ())
+
+    def finish(self, state: Any, answers: Answers, config: RewardConfig) -> FamilyResult:
+        if isinstance(state, ToolPOReward):
+            reward = state
+        else:  # judge mode: the answer's verdict, none when it was too short to ask about
+            reward = ToolPOReward(judge_success(answers.judge[0] if answers.judge else None, config), state)
+        return FamilyResult({"success": reward.success, "action": reward.action}, reward)
+
+    def describe(self, result: FamilyResult) -> dict[str, Any]:
+        return result.detail._asdict()
+
+
+register_reward_family(ToolPOFamily(name="toolpo", provides=("success", "action")))

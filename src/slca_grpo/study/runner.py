@@ -69,8 +69,9 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 def settings_difference(saved_yaml: Path, config: RunConfig) -> str | None:
     """The first setting that differs between a run's saved ``config.yaml`` and ``config`` (None
-    when they agree, the location keys aside)."""
-    saved = _flatten(yaml.safe_load(saved_yaml.read_text(encoding="utf-8")) or {})
+    when they agree, the location keys aside). The saved file goes through the config loader, so a
+    key it predates counts as its default."""
+    saved = _flatten(yaml.safe_load(yaml.safe_dump(to_dict(load_yaml_config(RunConfig, saved_yaml)))))
     wanted = _flatten(yaml.safe_load(yaml.safe_dump(to_dict(config))))
     for key in sorted(set(saved) | set(wanted)):
         if key not in LOCATION_KEYS and saved.get(key) != wanted.get(key):
@@ -91,8 +92,8 @@ def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbos
 
     started = time.perf_counter()
     out_dir = Path(out_dir)
-    check_estimators(plan.estimators)
     base = base_config(plan)
+    check_estimators(plan.estimators, base.rl.log_rewards)
     runs = list(iter_runs(plan))
     # Refuse settings that clash with finished or interrupted runs before spending any time.
     sft_dir = out_dir / "sft"

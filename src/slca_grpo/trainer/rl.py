@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL, AdvantageConfig, compute_advantages, estimator_spec, policy_loss
-from slca_grpo.rewards.batch import HIERR_NAMES, compute_rewards
+from slca_grpo.rewards.batch import compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge
 from slca_grpo.rewards.noise import summary_noise
@@ -47,6 +47,9 @@ class RLConfig:
     # (benchmarks/precision.py). Sampled log-probs are not used by the loss, which recomputes them.
     bf16: bool = False
     diagnostics_every: int = 0  # steps between gradient diagnostics (0: never)
+    # Rewards to compute and log beside the ones the estimator reads (e.g. [score] to chart HierR
+    # for a ToolPO run); each costs its family's judge or checker calls.
+    log_rewards: list[str] = field(default_factory=list)
     advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
 
 
@@ -120,6 +123,14 @@ class RLTrainer:
         self.scheduler.load_state_dict(state["scheduler"])
 
     # -- the step ---------------------------------------------------------------------------
+    def reward_names(self) -> tuple[str, ...]:
+        """What each step computes: the estimator's rewards, ``log_rewards``, and R_sum when the
+        study's summary noise (defined on R_sum) is on."""
+        names = [*estimator_spec(self.config.estimator).rewards, *self.config.log_rewards]
+        if self.reward_config.has_summary_noise:
+            names.append("summary")
+        return tuple(dict.fromkeys(names))
+
     def step(self, tasks: Sequence[Task], step_index: int) -> tuple[dict[str, float], list[Trajectory]]:
         config = self.config
         group_size = self.loop.config.group_size
@@ -131,13 +142,12 @@ class RLTrainer:
         rollout_seconds = time.perf_counter() - started
 
         rollout_tasks = [task for task in tasks for _ in range(group_size)]
-        needs = tuple(dict.fromkeys(HIERR_NAMES + estimator_spec(config.estimator).rewards))
         rewards = compute_rewards(
             [t.response_text for t in trajectories],
             rollout_tasks,
             self.judge,
             self.reward_config,
-            estimator_needs=needs,
+            names=self.reward_names(),
             checker=self.checker,
         )
         reward_tensors = rewards.tensors()

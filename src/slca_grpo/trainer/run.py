@@ -109,14 +109,23 @@ def make_simulator(config: RunConfig):
     )
 
 
-def check_estimators(names) -> None:
-    """Fail before any training on an estimator name the registry does not know."""
-    from slca_grpo.algos import list_estimators
+def check_estimators(names, log_rewards=()) -> None:
+    """Fail before any training on an estimator the registry does not know, or a reward (read by
+    an estimator or asked for in ``rl.log_rewards``) that no reward family provides."""
+    from slca_grpo.algos import estimator_spec, list_estimators
     from slca_grpo.config import ConfigError
+    from slca_grpo.rewards import list_rewards
 
     unknown = [n for n in names if n not in list_estimators()]
     if unknown:
         raise ConfigError(f"unknown estimator(s) {', '.join(unknown)}; registered: {', '.join(list_estimators())}")
+    wanted = [(f"estimator {n!r} reads", r) for n in names for r in estimator_spec(n).rewards]
+    wanted += [("rl.log_rewards names", r) for r in log_rewards]
+    for who, reward in wanted:
+        if reward not in list_rewards():
+            raise ConfigError(
+                f"{who} reward {reward!r}, which no reward family provides; registered: {', '.join(list_rewards())}"
+            )
 
 
 def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
@@ -271,7 +280,7 @@ def train(
     from slca_grpo.plugins import load_plugins
 
     load_plugins(config.train.plugins)
-    check_estimators([config.rl.estimator])
+    check_estimators([config.rl.estimator], config.rl.log_rewards)
     out_dir = Path(config.train.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_yaml_config(config, out_dir / "config.yaml")
@@ -330,7 +339,7 @@ def train(
         config.reward,
         config.rl,
         seed=config.train.seed,
-        checker=make_checker(config=config.reward) if config.rl.estimator == "rltr" else None,
+        checker=make_checker(config=config.reward),
     )
     history: dict[str, list] = {"grad_norms": [], "evals": []}
     start_step = 0
