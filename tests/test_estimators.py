@@ -32,6 +32,7 @@ from slca_grpo.algos import (
     unregister_estimator,
 )
 from slca_grpo.cli import algos as commands
+from slca_grpo.config import ConfigError
 
 EPS = 1e-6
 
@@ -467,15 +468,15 @@ def test_malformed_inputs_raise_clearly() -> None:
         compute_advantages("grpo", group_ids=[0], segment_ids=torch.tensor([[0, 5]]), rewards={"score": [1.0]})
     with pytest.raises(TypeError, match="mapping"):
         compute_advantages("grpo", group_ids=[0, 0], segment_ids=segments, rewards=[1.0, 2.0])  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="unknown AdvantageConfig field"):
+    with pytest.raises(ConfigError, match="unknown setting"):
         compute_advantages(
             "grpo", group_ids=[0, 0], segment_ids=segments, rewards={"score": [1, 2]}, config={"epsilon": 1}
         )
-    with pytest.raises(ValueError, match="eps must be >= 0"):
+    with pytest.raises(ConfigError, match="eps must be >= 0"):
         AdvantageConfig(eps=-1.0)
-    with pytest.raises(ValueError, match="lambda_tool must be finite"):
+    with pytest.raises(ConfigError, match="lambda_tool must be finite"):
         AdvantageConfig(lambda_tool=float("nan"))
-    with pytest.raises(ValueError, match="norm_std must be a bool"):
+    with pytest.raises(ConfigError, match="norm_std must be a bool"):
         AdvantageConfig(norm_std="yes")  # type: ignore[arg-type]
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from slca_grpo.cli import rewards as commands
-from slca_grpo.config import ConfigError, apply_overrides, from_dict
+from slca_grpo.config import ConfigError, apply_overrides, from_dict, to_dict
 from slca_grpo.rewards import (
     CompletenessChecker,
     CompletenessVerdict,
@@ -205,21 +205,23 @@ def test_reward_config_defaults_and_validation():
         -1.0,
     )
     assert config.toolpo_success == "gold"
-    assert RewardConfig(weights={"fmt": 0.5}).weights == ExecutionWeights(fmt=0.5)
+    assert from_dict(RewardConfig, {"weights": {"fmt": 0.5}}).weights == ExecutionWeights(fmt=0.5)
+    for bad in ({"weights": {"fmt": -1}}, {"weights": {"format": 1}}):
+        with pytest.raises(ConfigError):
+            from_dict(RewardConfig, bad)
     for bad in (
-        dict(weights={"fmt": -1}),
-        dict(weights={"format": 1}),
+        dict(weights={"fmt": 0.5}),  # a plain mapping only through the loader
         dict(toolpo_success="oracle"),
         dict(rltr_checks=0),
         dict(min_answer_chars=-1),
         dict(omission_penalty=float("nan")),
         dict(toolpo_judge_threshold=6),
     ):
-        with pytest.raises(ValueError):
+        with pytest.raises(ConfigError):
             RewardConfig(**bad)
-    assert RewardConfig.from_dict(config.to_dict()) == config
-    with pytest.raises(ValueError, match="unknown reward setting"):
-        RewardConfig.from_dict({"gamma": 1})
+    assert from_dict(RewardConfig, to_dict(config)) == config
+    with pytest.raises(ConfigError, match="unknown setting"):
+        from_dict(RewardConfig, {"gamma": 1})
 
 
 def test_reward_config_with_project_config_loader():

@@ -21,10 +21,11 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 _REPLAY_SCRIPT = """
 import json, sys
 sys.path.insert(0, {src!r})
+from slca_grpo.config import from_dict
 from slca_grpo.simulator import Simulator, SimulatorConfig
 from slca_grpo.types import ToolCall
 config, tools = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-sim = Simulator(SimulatorConfig.from_dict(config))
+sim = Simulator(from_dict(SimulatorConfig, config))
 obs = sim.simulate(ToolCall("get_weather", {{"city": "Paris"}}), tools, "episode-1")
 print(json.dumps({{"text": obs.text, "cached": obs.cached, "error": obs.error and obs.error.kind,
                   "hits": sim.stats.cache_hits, "misses": sim.stats.cache_misses}}))

@@ -125,7 +125,7 @@ def test_bad_settings_exit_2(tools_file, tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("simulator:\n  bogus: 1\n")
     assert run(["simulate", "--tools", str(tools_file), "--call", '{"name": "x"}', "--config", str(bad)]) == 2
-    assert "unknown simulator config key 'bogus'" in capsys.readouterr().err
+    assert "unknown setting(s): simulator.bogus" in capsys.readouterr().err
     assert run(["simulate", "--tools", str(tools_file), "--call", '{"name": "x"}', "--backend", "openai"]) == 2
     assert "openai.model is required" in capsys.readouterr().err
 

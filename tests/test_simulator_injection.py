@@ -8,6 +8,7 @@ import math
 import pytest
 from simulator_helpers import SEARCH_TOOL, WEATHER_TOOL
 
+from slca_grpo.config import ConfigError
 from slca_grpo.simulator import (
     ErrorInjectionConfig,
     Simulator,
@@ -82,10 +83,14 @@ def test_injected_error_texts_are_realistic_json():
 
 
 def test_rates_must_be_probabilities_that_add_up_to_at_most_one():
-    with pytest.raises(ValueError, match="timeout_rate"):
-        Config(errors=ErrorInjectionConfig(timeout_rate=1.5)).validate()
-    with pytest.raises(ValueError, match="add up"):
-        Config(errors=ErrorInjectionConfig(timeout_rate=0.6, server_error_rate=0.6)).validate()
+    with pytest.raises(ConfigError, match="timeout_rate"):
+        Config(errors=ErrorInjectionConfig(timeout_rate=1.5))
+    with pytest.raises(ConfigError, match="add up"):
+        Config(errors=ErrorInjectionConfig(timeout_rate=0.6, server_error_rate=0.6))
+    config = Config()
+    config.errors.timeout_rate = 2.0  # changed after construction: validate() checks again
+    with pytest.raises(ConfigError, match="timeout_rate"):
+        config.validate()
 
 
 # -- truncation ---------------------------------------------------------------------------------

@@ -19,7 +19,22 @@ T = TypeVar("T")
 
 
 class ConfigError(ValueError):
-    pass
+    """A bad config value or key: one line that names it. The one error type of every config."""
+
+
+def at_least(config: Any, minimum: float, *names: str) -> None:
+    """ConfigError naming the first of ``names`` whose value on ``config`` is below ``minimum``."""
+    for name in names:
+        value = getattr(config, name)
+        if not value >= minimum:  # also catches NaN
+            raise ConfigError(f"{name} must be >= {minimum}, got {value!r}")
+
+
+def one_of(config: Any, name: str, choices: Iterable[Any]) -> None:
+    """ConfigError unless ``config.name`` is one of ``choices``."""
+    choices = tuple(choices)
+    if getattr(config, name) not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(map(str, choices))}, got {getattr(config, name)!r}")
 
 
 def _coerce(value: Any, hint: Any, key: str) -> Any:
@@ -78,7 +93,10 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
 
 
 def from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "") -> T:
-    """Build dataclass ``cls`` from a nested mapping, checking keys and types."""
+    """Build dataclass ``cls`` from a nested mapping, checking keys and types; the one loader of
+    every config section (each dataclass checks its own values in ``__post_init__``)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{prefix.rstrip('.') or cls.__name__}: expected a mapping, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(str(k) for k in data if k not in names)
@@ -90,9 +108,10 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "") -> T:
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        raise ConfigError(f"{prefix.rstrip('.') or cls.__name__}: {exc}") from None
+        message = str(exc)
+        if message.split(" ", 1)[0].split(".", 1)[0] in names:  # "field must be ...": name it in full
+            raise ConfigError(prefix + message) from None
+        raise ConfigError(f"{prefix.rstrip('.') or cls.__name__}: {message}") from None
 
 
 def to_dict(config: Any) -> dict[str, Any]:

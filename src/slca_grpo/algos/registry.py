@@ -6,7 +6,6 @@ registered under a name; adding one is one decorated function and touches no tra
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from torch import Tensor
 
 from slca_grpo.algos.grouping import group_index_from_ids, stat_dtype
 from slca_grpo.algos.segments import validate_segment_ids
+from slca_grpo.config import ConfigError, from_dict
 
 __all__ = [
     "AdvantageConfig",
@@ -46,30 +46,15 @@ class AdvantageConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.norm_std, bool):
-            raise ValueError(f"AdvantageConfig.norm_std must be a bool, got {self.norm_std!r}")
+            raise ConfigError(f"norm_std must be a bool, got {self.norm_std!r}")
         for field in ("eps", "lambda_tool", "lambda_summary", "toolpo_lambda"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"AdvantageConfig.{field} must be a number, got {value!r}")
+                raise ConfigError(f"{field} must be a number, got {value!r}")
             if not math.isfinite(value):
-                raise ValueError(f"AdvantageConfig.{field} must be finite, got {value!r}")
+                raise ConfigError(f"{field} must be finite, got {value!r}")
         if self.eps < 0:
-            raise ValueError(f"AdvantageConfig.eps must be >= 0, got {self.eps!r}")
-
-    @classmethod
-    def coerce(cls, config: AdvantageConfig | Mapping[str, Any] | None) -> AdvantageConfig:
-        """Accept a config, a plain dict of its fields (e.g. from YAML), or None for the defaults."""
-        if config is None:
-            return cls()
-        if isinstance(config, cls):
-            return config
-        if isinstance(config, Mapping):
-            known = {f.name for f in dataclasses.fields(cls)}
-            unknown = sorted(str(key) for key in config if key not in known)
-            if unknown:
-                raise ValueError(f"unknown AdvantageConfig field(s) {unknown}; known: {sorted(known)}")
-            return cls(**config)
-        raise TypeError(f"config must be an AdvantageConfig, a dict or None, got {type(config).__name__}")
+            raise ConfigError(f"eps must be >= 0, got {self.eps!r}")
 
 
 class UnknownEstimatorError(KeyError):
@@ -250,7 +235,7 @@ def compute_advantages(
     ``rewards``: reward name -> ``[B]`` values; which names depends on the estimator.
     """
     spec = estimator_spec(name)
-    cfg = AdvantageConfig.coerce(config)
+    cfg = config if isinstance(config, AdvantageConfig) else from_dict(AdvantageConfig, config or {})
     if not isinstance(segment_ids, Tensor):
         raise TypeError(f"segment_ids must be a torch.Tensor, got {type(segment_ids).__name__}")
     segment_ids = validate_segment_ids(segment_ids)

@@ -90,6 +90,7 @@ def _add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_config(args: argparse.Namespace) -> Any:
     """The SimulatorConfig from --config plus flags; ValueError names what is wrong."""
+    from slca_grpo.config import from_dict
     from slca_grpo.simulator.config import SimulatorConfig
 
     data: dict[str, Any] = {}
@@ -97,7 +98,7 @@ def build_config(args: argparse.Namespace) -> Any:
         data = _load_structured(Path(args.config), "--config")
         if isinstance(data, dict) and isinstance(data.get("simulator"), dict):
             data = data["simulator"]
-    config = SimulatorConfig.from_dict(data) if data else SimulatorConfig()
+    config = from_dict(SimulatorConfig, data, prefix="simulator.") if data else SimulatorConfig()
     top = {
         "backend": args.backend,
         "seed": args.seed,

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from slca_grpo.config import ConfigError
 
 TOOLPO_SUCCESS_MODES = ("gold", "judge")
 
 
-def _check_finite(owner: str, name: str, value: Any) -> None:
+def _check_finite(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{owner}.{name} must be a finite number, got {value!r}")
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
 
 
 @dataclass
@@ -27,9 +29,9 @@ class ExecutionWeights:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            _check_finite("ExecutionWeights", f.name, value)
+            _check_finite(f.name, value)
             if value < 0:
-                raise ValueError(f"ExecutionWeights.{f.name} must be >= 0, got {value!r}")
+                raise ConfigError(f"{f.name} must be >= 0, got {value!r}")
 
     @property
     def total(self) -> float:
@@ -75,13 +77,8 @@ class RewardConfig:
     summary_noise_prob: float = 0.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.weights, dict):
-            unknown = set(self.weights) - {f.name for f in fields(ExecutionWeights)}
-            if unknown:
-                raise ValueError(f"unknown execution weight(s): {', '.join(sorted(unknown))}")
-            self.weights = ExecutionWeights(**self.weights)
         if not isinstance(self.weights, ExecutionWeights):
-            raise ValueError(f"RewardConfig.weights must be ExecutionWeights or a dict, got {self.weights!r}")
+            raise ConfigError(f"weights must be ExecutionWeights, got {self.weights!r}")
         for name in (
             "omission_penalty",
             "rltr_repeat_penalty",
@@ -91,37 +88,27 @@ class RewardConfig:
             "checker_temperature",
             "judge_timeout_s",
         ):
-            _check_finite("RewardConfig", name, getattr(self, name))
+            _check_finite(name, getattr(self, name))
         if self.min_answer_chars < 0:
-            raise ValueError(f"RewardConfig.min_answer_chars must be >= 0, got {self.min_answer_chars}")
+            raise ConfigError(f"min_answer_chars must be >= 0, got {self.min_answer_chars}")
         if self.rltr_checks < 1:
-            raise ValueError(f"RewardConfig.rltr_checks must be >= 1, got {self.rltr_checks}")
+            raise ConfigError(f"rltr_checks must be >= 1, got {self.rltr_checks}")
         if self.toolpo_success not in TOOLPO_SUCCESS_MODES:
-            raise ValueError(
-                f"RewardConfig.toolpo_success must be one of {TOOLPO_SUCCESS_MODES}, got {self.toolpo_success!r}"
+            raise ConfigError(
+                f"toolpo_success must be one of {TOOLPO_SUCCESS_MODES}, got {self.toolpo_success!r}"
             )
         if not 1 <= self.toolpo_judge_threshold <= 5:
-            raise ValueError(f"RewardConfig.toolpo_judge_threshold must be in 1..5, got {self.toolpo_judge_threshold}")
+            raise ConfigError(f"toolpo_judge_threshold must be in 1..5, got {self.toolpo_judge_threshold}")
         if self.judge_max_retries < 0 or self.judge_concurrency < 1 or self.judge_timeout_s <= 0:
-            raise ValueError("RewardConfig: judge_max_retries >= 0, judge_concurrency >= 1, judge_timeout_s > 0")
+            raise ConfigError("judge_max_retries must be >= 0, judge_concurrency >= 1 and judge_timeout_s > 0")
         for name in ("summary_noise_std", "summary_noise_prob"):
-            _check_finite("RewardConfig", name, getattr(self, name))
+            _check_finite(name, getattr(self, name))
         if self.summary_noise_std < 0:
-            raise ValueError(f"RewardConfig.summary_noise_std must be >= 0, got {self.summary_noise_std}")
+            raise ConfigError(f"summary_noise_std must be >= 0, got {self.summary_noise_std}")
         if not 0 <= self.summary_noise_prob <= 1:
-            raise ValueError(f"RewardConfig.summary_noise_prob must be in [0, 1], got {self.summary_noise_prob}")
+            raise ConfigError(f"summary_noise_prob must be in [0, 1], got {self.summary_noise_prob}")
 
     @property
     def has_summary_noise(self) -> bool:
         """True when the training reward's R_sum is to be perturbed."""
         return self.summary_noise_std > 0 or self.summary_noise_prob > 0
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RewardConfig:
-        unknown = set(data) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown reward setting(s): {', '.join(sorted(unknown))}")
-        return cls(**data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)

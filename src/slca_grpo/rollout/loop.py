@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from slca_grpo.chat.parser import parse_tool_calls
+from slca_grpo.config import ConfigError, at_least
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, malformed_turn_observation, plan_block_calls
 from slca_grpo.rollout.formatter import TOOL_CALL_STOP, ChatFormatter
 from slca_grpo.rollout.sampling import STOP_STRING, SamplingConfig, sample
@@ -31,6 +32,14 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+
+    def __post_init__(self) -> None:
+        at_least(
+            self, 1, "group_size", "max_turns", "max_parallel_calls", "max_response_tokens", "max_tool_response_tokens"
+        )
+        at_least(self, 0, "temperature", "top_k")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p!r}")
 
     @property
     def sampling(self) -> SamplingConfig:

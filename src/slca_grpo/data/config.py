@@ -1,0 +1,26 @@
+"""The ``data`` section of a run config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from slca_grpo.config import ConfigError, at_least
+
+
+@dataclass
+class DataConfig:
+    # "synthetic" (the built-in suite) or a JSONL file of tasks.
+    train: str = "synthetic"
+    test: str = "synthetic"
+    n_train: int = 1000
+    n_test: int = 100
+    seed: int = 0
+    tools_per_task: list[int] = field(default_factory=lambda: [3, 5])  # synthetic: offered tools (min, max)
+    skip_bad_rows: bool = False
+
+    def __post_init__(self) -> None:
+        at_least(self, 1, "n_train")
+        at_least(self, 0, "n_test")
+        bounds = list(self.tools_per_task)
+        if len(bounds) != 2 or not 1 <= bounds[0] <= bounds[1]:
+            raise ConfigError(f"tools_per_task must be [min, max] with 1 <= min <= max, got {self.tools_per_task!r}")
