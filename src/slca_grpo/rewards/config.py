@@ -94,9 +94,7 @@ class RewardConfig:
         if self.rltr_checks < 1:
             raise ConfigError(f"rltr_checks must be >= 1, got {self.rltr_checks}")
         if self.toolpo_success not in TOOLPO_SUCCESS_MODES:
-            raise ConfigError(
-                f"toolpo_success must be one of {TOOLPO_SUCCESS_MODES}, got {self.toolpo_success!r}"
-            )
+            raise ConfigError(f"toolpo_success must be one of {TOOLPO_SUCCESS_MODES}, got {self.toolpo_success!r}")
         if not 1 <= self.toolpo_judge_threshold <= 5:
             raise ConfigError(f"toolpo_judge_threshold must be in 1..5, got {self.toolpo_judge_threshold}")
         if self.judge_max_retries < 0 or self.judge_concurrency < 1 or self.judge_timeout_s <= 0:
