@@ -12,11 +12,11 @@ import asyncio
 import json
 from typing import Any
 
+from slca_grpo.aio import run_sync
 from slca_grpo.chat.parser import parse_tool_calls
 from slca_grpo.chat.template import render_tool_calls
 from slca_grpo.eval.agent import AgentRequest
-from slca_grpo.rewards.judge_base import run_sync
-from slca_grpo.rewards.openai_chat import ChatEndpoint, EndpointClients, EndpointError
+from slca_grpo.rewards.openai_chat import ChatEndpoint, EndpointError
 from slca_grpo.rollout.formatter import prompt_tools
 
 MODES = ("native", "prompt")
@@ -113,9 +113,14 @@ class OpenAIChatAgent:
         self.mode = mode
         self.temperature = temperature
         self.endpoint = ChatEndpoint(
-            base_url, model, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries, max_tokens=max_tokens
+            base_url,
+            model,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            max_tokens=max_tokens,
+            concurrency=concurrency,
         )
-        self._clients = EndpointClients(self.endpoint, concurrency)
         self.failures = 0
         self.last_errors: list[str] = []
         self.last_token_counts: list[int] = []  # completion tokens per request (from the API's usage)
@@ -131,28 +136,25 @@ class OpenAIChatAgent:
         return body
 
     async def _respond_all(self, requests: list[AgentRequest]) -> list[str]:
-        semaphore = asyncio.Semaphore(self._clients.concurrency)
         counts = [0] * len(requests)
         self.last_token_counts = counts
-        async with self._clients.new_async() as client:
 
-            async def one(index: int, request: AgentRequest) -> str:
-                async with semaphore:
-                    try:
-                        data = await self.endpoint.apost(client, self.body(request))
-                        usage = data.get("usage") if isinstance(data, dict) else None
-                        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-                        counts[index] = tokens if isinstance(tokens, int) else 0
-                        return reply_to_text(data)
-                    except EndpointError as exc:
-                        self.failures += 1
-                        self.last_errors = (self.last_errors + [str(exc)])[-20:]
-                        return ""
+        async def one(index: int, request: AgentRequest) -> str:
+            try:
+                data = await self.endpoint.apost(self.body(request))
+                usage = data.get("usage") if isinstance(data, dict) else None
+                tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+                counts[index] = tokens if isinstance(tokens, int) else 0
+                return reply_to_text(data)
+            except EndpointError as exc:
+                self.failures += 1
+                self.last_errors = (self.last_errors + [str(exc)])[-20:]
+                return ""
 
-            return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(requests))))
+        return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(requests))))
 
     def respond(self, requests: list[AgentRequest]) -> list[str]:
-        return run_sync(lambda: self._respond_all(list(requests))) if requests else []
+        return run_sync(self._respond_all(list(requests))) if requests else []
 
 
 def _prompt_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:

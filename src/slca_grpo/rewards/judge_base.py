@@ -6,11 +6,9 @@ raises: a broken judge costs a step its summary reward, not the step itself.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -68,17 +66,6 @@ def _checked(verdict: Any) -> JudgeVerdict:
     if isinstance(rating, bool) or not isinstance(rating, int) or not RATING_MIN <= rating <= RATING_MAX:
         return JudgeVerdict.failure(f"rating {rating!r} is not an integer in {RATING_MIN}..{RATING_MAX}", verdict.raw)
     return verdict
-
-
-def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine to completion from sync code, also when an event loop is already running
-    in this thread (then on a helper thread with its own loop)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(factory())  # type: ignore[arg-type]
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(lambda: asyncio.run(factory())).result()  # type: ignore[arg-type]
 
 
 class Judge(ABC):

@@ -1,41 +1,30 @@
-"""A minimal OpenAI-compatible chat-completions client with retries (vLLM, SGLang, hosted APIs).
+"""A chat-completions endpoint (vLLM, SGLang, hosted APIs) for the LLM judge, the LLM
+completeness checker and the endpoint policy, on the shared HTTP client (``slca_grpo.http_client``).
 
-Retried, with exponential backoff: connection errors, timeouts and other transport errors, HTTP
-5xx and 429 (honouring ``Retry-After``, capped). Not retried: other 4xx and replies that are not
-a chat completion (a deterministic server problem; retrying would only add load).
+Retried: transport errors, timeouts, HTTP 5xx and 429 (honouring ``Retry-After``, capped). Not
+retried: other 4xx and replies that are not a chat completion (a deterministic server problem;
+retrying would only add load).
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import ssl
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-RETRY_STATUS = frozenset({429, 500, 502, 503, 504}) | frozenset(range(505, 600))
+from slca_grpo.http_client import HTTPClient, RequestFailed, RetryPolicy
 
 
 class EndpointError(RuntimeError):
     """The endpoint gave no usable completion (after retries where retrying made sense)."""
 
 
-class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
+def _json_reply(response: httpx.Response) -> Any:
     try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:  # an HTTP date: fall back to our own backoff
-        return None
+        return response.json()
+    except ValueError:
+        raise EndpointError(f"reply is not JSON: {response.text[:200]!r}") from None
 
 
 def completion_text(data: Any) -> str:
@@ -66,15 +55,21 @@ class ChatEndpoint:
     backoff_s: float = 0.5
     backoff_max_s: float = 8.0
     max_tokens: int | None = None
-    requests: int = 0  # HTTP requests sent, retries included
-    retries: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    concurrency: int = 16
+    http: HTTPClient = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.base_url or not self.model:
             raise ValueError("an OpenAI-compatible endpoint needs a base_url and a model name")
         if self.timeout_s <= 0 or self.max_retries < 0 or self.backoff_s < 0:
             raise ValueError("timeout_s must be > 0, max_retries and backoff_s >= 0")
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        self.http = HTTPClient(
+            headers=headers,
+            timeout_s=self.timeout_s,
+            policy=RetryPolicy(self.max_retries, self.backoff_s, self.backoff_max_s),
+            concurrency=self.concurrency,
+        )
 
     @property
     def url(self) -> str:
@@ -82,11 +77,13 @@ class ChatEndpoint:
         return base if base.endswith("/chat/completions") else base + "/chat/completions"
 
     @property
-    def headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        return headers
+    def requests(self) -> int:
+        """HTTP requests sent, retries included."""
+        return self.http.stats["requests"]
+
+    @property
+    def retries(self) -> int:
+        return self.http.stats["retries"]
 
     def payload(self, messages: list[dict[str, str]], temperature: float) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
@@ -94,122 +91,38 @@ class ChatEndpoint:
             body["max_tokens"] = self.max_tokens
         return body
 
-    def _delay(self, attempt: int, hint: float | None) -> float:
-        backoff = min(self.backoff_max_s, self.backoff_s * (2**attempt))
-        return min(self.backoff_max_s, hint) if hint is not None else backoff
-
-    def _count(self, retry: bool) -> None:
-        with self._lock:
-            self.requests += 1
-            if retry:
-                self.retries += 1
-
-    def _interpret(self, response: httpx.Response) -> Any:
-        if response.status_code in RETRY_STATUS:
-            raise _Retryable(f"HTTP {response.status_code}", _retry_after(response))
-        if response.status_code >= 400:
-            raise EndpointError(f"HTTP {response.status_code}: {response.text[:200]}")
+    def post(self, body: dict[str, Any]) -> Any:
+        """POST ``body`` and return the decoded JSON reply; EndpointError when there is none."""
         try:
-            return response.json()
-        except ValueError:
-            raise EndpointError(f"reply is not JSON: {response.text[:200]!r}") from None
+            return self.http.post(self.url, body, parse=_json_reply)
+        except RequestFailed as exc:
+            raise EndpointError(str(exc)) from None
 
-    def post(self, client: httpx.Client, body: dict[str, Any]) -> Any:
-        """POST ``body`` and return the decoded JSON reply; raises EndpointError when there is none
-        after retries."""
-        last = "no attempt"
-        for attempt in range(self.max_retries + 1):
-            self._count(retry=attempt > 0)
-            try:
-                return self._interpret(client.post(self.url, json=body, headers=self.headers))
-            except httpx.TransportError as exc:  # connect errors, timeouts, dropped connections
-                last, hint = f"{type(exc).__name__}: {exc}", None
-            except _Retryable as exc:
-                last, hint = str(exc), exc.retry_after
-            if attempt < self.max_retries:
-                time.sleep(self._delay(attempt, hint))
-        raise EndpointError(f"gave up after {self.max_retries + 1} attempts: {last}")
-
-    async def apost(self, client: httpx.AsyncClient, body: dict[str, Any]) -> Any:
+    async def apost(self, body: dict[str, Any]) -> Any:
         """Async twin of :meth:`post`."""
-        last = "no attempt"
-        for attempt in range(self.max_retries + 1):
-            self._count(retry=attempt > 0)
-            try:
-                return self._interpret(await client.post(self.url, json=body, headers=self.headers))
-            except httpx.TransportError as exc:
-                last, hint = f"{type(exc).__name__}: {exc}", None
-            except _Retryable as exc:
-                last, hint = str(exc), exc.retry_after
-            if attempt < self.max_retries:
-                await asyncio.sleep(self._delay(attempt, hint))
-        raise EndpointError(f"gave up after {self.max_retries + 1} attempts: {last}")
+        try:
+            return await self.http.apost(self.url, body, parse=_json_reply)
+        except RequestFailed as exc:
+            raise EndpointError(str(exc)) from None
 
-    def complete(self, client: httpx.Client, messages: list[dict[str, str]], temperature: float) -> str:
+    def complete(self, messages: list[dict[str, str]], temperature: float) -> str:
         """The completion text; raises EndpointError when there is none after retries."""
-        return completion_text(self.post(client, self.payload(messages, temperature)))
+        return completion_text(self.post(self.payload(messages, temperature)))
 
-    async def acomplete(self, client: httpx.AsyncClient, messages: list[dict[str, str]], temperature: float) -> str:
+    async def acomplete(self, messages: list[dict[str, str]], temperature: float) -> str:
         """Async twin of :meth:`complete`."""
-        return completion_text(await self.apost(client, self.payload(messages, temperature)))
-
-
-class EndpointClients:
-    """Lazily created, reused HTTP clients for one endpoint: a sync client shared by threads, and
-    a fresh async client per batch (async clients are bound to the event loop that made them)."""
-
-    def __init__(self, endpoint: ChatEndpoint, concurrency: int) -> None:
-        self.endpoint = endpoint
-        self.concurrency = max(1, concurrency)
-        self._client: httpx.Client | None = None
-        self._ssl: ssl.SSLContext | None = None
-        self._lock = threading.Lock()
-
-    def _ssl_context(self) -> ssl.SSLContext:
-        # Building a CA context costs ~60 ms; a batch creates a new async client, so keep one.
-        if self._ssl is None:
-            cafile = os.environ.get("SSL_CERT_FILE")
-            if not cafile:
-                try:
-                    import certifi
-
-                    cafile = certifi.where()
-                except ImportError:  # pragma: no cover - certifi comes with httpx
-                    cafile = None
-            self._ssl = ssl.create_default_context(cafile=cafile)
-        return self._ssl
-
-    def _limits(self) -> httpx.Limits:
-        return httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-
-    @property
-    def sync(self) -> httpx.Client:
-        with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(
-                    timeout=self.endpoint.timeout_s, limits=self._limits(), verify=self._ssl_context()
-                )
-            return self._client
-
-    def new_async(self) -> httpx.AsyncClient:
-        with self._lock:
-            context = self._ssl_context()
-        return httpx.AsyncClient(timeout=self.endpoint.timeout_s, limits=self._limits(), verify=context)
+        return completion_text(await self.apost(self.payload(messages, temperature)))
 
     def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+        self.http.close()
 
 
 class EndpointBacked:
-    """What the LLM judge and the LLM completeness checker share: one endpoint, pooled clients,
-    and batches run concurrently up to ``concurrency`` requests."""
+    """What the LLM judge and the LLM completeness checker share: one endpoint, and batches run
+    concurrently up to ``concurrency`` requests (the HTTP client's bound)."""
 
     endpoint: ChatEndpoint
     temperature: float
-    concurrency: int
 
     def _init_endpoint(
         self,
@@ -234,21 +147,13 @@ class EndpointBacked:
             backoff_s=backoff_s,
             backoff_max_s=backoff_max_s,
             max_tokens=max_tokens,
+            concurrency=max(1, int(concurrency)),
         )
         self.temperature = temperature
-        self.concurrency = max(1, int(concurrency))
-        self._clients = EndpointClients(self.endpoint, self.concurrency)
 
-    async def _bounded_gather(self, items: list[Any], call: Any) -> list[Any]:
-        """``[await call(client, item) for item in items]``, at most ``concurrency`` at a time."""
-        limit = asyncio.Semaphore(self.concurrency)
-
-        async def one(client: httpx.AsyncClient, item: Any) -> Any:
-            async with limit:
-                return await call(client, item)
-
-        async with self._clients.new_async() as client:
-            return list(await asyncio.gather(*(one(client, item) for item in items)))
+    @property
+    def concurrency(self) -> int:
+        return self.endpoint.concurrency
 
     def close(self) -> None:
-        self._clients.close()
+        self.endpoint.close()

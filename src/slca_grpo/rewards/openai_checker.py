@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 
-import httpx
-
+from slca_grpo.aio import run_sync
 from slca_grpo.rewards.completeness import CompletenessChecker, CompletenessRequest, CompletenessVerdict
-from slca_grpo.rewards.judge_base import run_sync
 from slca_grpo.rewards.openai_chat import EndpointBacked, EndpointError
 from slca_grpo.rewards.rating import parse_yes_no
 from slca_grpo.types import tool_function
@@ -77,9 +76,9 @@ class OpenAICompletenessChecker(EndpointBacked, CompletenessChecker):
             max_tokens=max_tokens,
         )
 
-    async def _one(self, client: httpx.AsyncClient, request: CompletenessRequest) -> CompletenessVerdict:
+    async def _one(self, request: CompletenessRequest) -> CompletenessVerdict:
         try:
-            reply = await self.endpoint.acomplete(client, checker_messages(request), self.temperature)
+            reply = await self.endpoint.acomplete(checker_messages(request), self.temperature)
         except EndpointError as exc:
             return CompletenessVerdict(False, failed=True, error=str(exc))
         except Exception as exc:  # one bad request must not sink the batch
@@ -90,8 +89,8 @@ class OpenAICompletenessChecker(EndpointBacked, CompletenessChecker):
         return CompletenessVerdict(verdict, raw=reply)
 
     async def _agather(self, requests: Sequence[CompletenessRequest], n: int) -> list[list[CompletenessVerdict]]:
-        flat = await self._bounded_gather([r for r in requests for _ in range(n)], self._one)
+        flat = await asyncio.gather(*(self._one(r) for r in requests for _ in range(n)))
         return [flat[i * n : (i + 1) * n] for i in range(len(requests))]
 
     def _check_many(self, requests: Sequence[CompletenessRequest], n: int) -> list[list[CompletenessVerdict]]:
-        return run_sync(lambda: self._agather(requests, n))
+        return run_sync(self._agather(requests, n))

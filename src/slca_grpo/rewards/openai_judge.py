@@ -3,11 +3,11 @@ rates the final answer 1..5 given the question, the tool responses and the answe
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
-import httpx
-
-from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict, run_sync
+from slca_grpo.aio import run_sync
+from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict
 from slca_grpo.rewards.openai_chat import EndpointBacked, EndpointError
 from slca_grpo.rewards.rating import parse_rating
 
@@ -103,27 +103,23 @@ class OpenAIJudge(EndpointBacked, Judge):
     def _rate(self, request: JudgeRequest) -> JudgeVerdict:
         messages = judge_messages(request, self.max_response_chars)
         try:
-            reply = self.endpoint.complete(self._clients.sync, messages, self.temperature)
+            reply = self.endpoint.complete(messages, self.temperature)
         except EndpointError as exc:
             return JudgeVerdict.failure(str(exc))
         return self._verdict(reply)
 
-    async def _arate_with(self, client: httpx.AsyncClient, request: JudgeRequest) -> JudgeVerdict:
+    async def _arate(self, request: JudgeRequest) -> JudgeVerdict:
         messages = judge_messages(request, self.max_response_chars)
         try:
-            reply = await self.endpoint.acomplete(client, messages, self.temperature)
+            reply = await self.endpoint.acomplete(messages, self.temperature)
         except EndpointError as exc:
             return JudgeVerdict.failure(str(exc))
         except Exception as exc:  # keep one bad request from failing the whole batch
             return JudgeVerdict.failure(f"{type(exc).__name__}: {exc}")
         return self._verdict(reply)
 
-    async def _arate(self, request: JudgeRequest) -> JudgeVerdict:
-        async with self._clients.new_async() as client:
-            return await self._arate_with(client, request)
-
     async def _agather(self, requests: Sequence[JudgeRequest]) -> list[JudgeVerdict]:
-        return await self._bounded_gather(list(requests), self._arate_with)
+        return list(await asyncio.gather(*(self._arate(r) for r in requests)))
 
     def _rate_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeVerdict]:
-        return run_sync(lambda: self._agather(requests))
+        return run_sync(self._agather(requests))

@@ -55,7 +55,7 @@ class Backend:
         return {"backend": self.name}
 
     def generate(self, request: BackendRequest) -> BackendResult:
-        from slca_grpo.simulator.aio import run_sync
+        from slca_grpo.aio import run_sync
 
         return run_sync(self.agenerate(request))
 

@@ -1,7 +1,8 @@
 """``SimulatorClient``: the simulator service over HTTP, with the in-process simulator's interface.
 
-Transport errors, 5xx and 429 are retried with exponential backoff; anything still failing becomes
-an error observation of kind ``backend_error`` (never an exception), so rollout code treats a remote
+Requests go through the shared HTTP client (``slca_grpo.http_client``): transport errors, 5xx and
+429 are retried with jittered exponential backoff; anything still failing becomes an error
+observation of kind ``backend_error`` (never an exception), so rollout code treats a remote
 simulator exactly like a local one.
 """
 
@@ -10,16 +11,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import threading
 import time
-import weakref
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from slca_grpo.http_client import HTTPClient, RequestFailed, RetryPolicy
 from slca_grpo.secrets import SIMULATOR_TOKEN_ENV
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.base import BatchItem
@@ -30,7 +30,7 @@ TOKEN_ENV = SIMULATOR_TOKEN_ENV
 
 
 class _Failure(Exception):
-    pass
+    """A reply the client cannot use (after retries, or malformed)."""
 
 
 class SimulatorClient:
@@ -44,6 +44,7 @@ class SimulatorClient:
         backoff_s: float = 0.25,
         max_backoff_s: float = 5.0,
         batch_size: int = 256,
+        concurrency: int = 64,
         max_observation_tokens: int | None = None,
         count_tokens: TokenCounter | None = None,
         transport: httpx.BaseTransport | None = None,
@@ -51,21 +52,30 @@ class SimulatorClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         token = token if token is not None else os.environ.get(TOKEN_ENV)
-        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.timeout_s = timeout_s
         self.max_retries = max_retries
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
         self.batch_size = max(1, batch_size)
         self.max_observation_tokens = max_observation_tokens
         self.count_tokens = count_tokens or approx_token_count
-        self._sync = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=timeout_s, transport=transport)
-        self._async_transport = async_transport
-        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary()
+        self.http = HTTPClient(
+            self.base_url,
+            headers={"Authorization": f"Bearer {token}"} if token else {},
+            timeout_s=timeout_s,
+            policy=RetryPolicy(max_retries, backoff_s, max_backoff_s),
+            concurrency=concurrency,
+            transport=transport,
+            async_transport=async_transport,
         )
         self._lock = threading.Lock()
-        self.counters = {"requests": 0, "retries": 0, "failures": 0}
+        self._failures = 0
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """Requests sent and retries (the HTTP client's), and observations that are failures."""
+        return {
+            "requests": self.http.stats["requests"],
+            "retries": self.http.stats["retries"],
+            "failures": self._failures,
+        }
 
     # -- simulator interface -----------------------------------------------------------------
 
@@ -136,28 +146,16 @@ class SimulatorClient:
         return bool(body.get("reset")) if isinstance(body, dict) else False
 
     def healthz(self) -> dict[str, Any]:
-        response = self._sync.get("/healthz")
-        response.raise_for_status()
-        return response.json()
+        return self.http.request("GET", "/healthz")
 
     def metrics(self) -> str:
-        response = self._sync.get("/metrics")
-        response.raise_for_status()
-        return response.text
+        return self.http.request("GET", "/metrics", parse=lambda response: response.text)
 
     def close(self) -> None:
-        self._sync.close()
-        for loop, client in list(self._async.items()):
-            if loop.is_running():
-                continue  # owned by a live loop: closed by aclose() there, or at exit
-            if not loop.is_closed():
-                loop.run_until_complete(client.aclose())
-        self._async.clear()
+        self.http.close()
 
     async def aclose(self) -> None:
-        client = self._async.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+        await self.http.aclose()
 
     def __enter__(self) -> SimulatorClient:
         return self
@@ -167,66 +165,23 @@ class SimulatorClient:
 
     # -- transport ---------------------------------------------------------------------------
 
-    def _count(self, name: str) -> None:
-        with self._lock:
-            self.counters[name] += 1
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
-        return max(delay, min(retry_after, self.max_backoff_s)) if retry_after is not None else delay
-
     def _post_sync(self, path: str, payload: dict[str, Any]) -> Any:
-        content = json.dumps(payload, ensure_ascii=False).encode()
-        last, retry_after = "no attempt made", None
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                self._count("retries")
-                time.sleep(self._delay(attempt, retry_after))
-            self._count("requests")
-            try:
-                response = self._sync.post(path, content=content, headers={"Content-Type": "application/json"})
-            except httpx.HTTPError as exc:
-                last, retry_after = f"{type(exc).__name__}: {exc}", None
-                continue
-            done, value, retry_after = _judge(response)
-            if done:
-                return value
-            last = value
-        raise _Failure(f"simulator service failed after {self.max_retries + 1} attempts: {last}")
+        try:
+            return self.http.post(path, payload)
+        except RequestFailed as exc:
+            raise _Failure(f"simulator service failed: {exc}") from None
 
     async def _post_async(self, path: str, payload: dict[str, Any]) -> Any:
-        loop = asyncio.get_running_loop()
-        client = self._async.get(loop)
-        if client is None:
-            client = httpx.AsyncClient(
-                base_url=self.base_url,
-                headers=self._headers,
-                timeout=self.timeout_s,
-                transport=self._async_transport,
-            )
-            self._async[loop] = client
-        content = json.dumps(payload, ensure_ascii=False).encode()
-        last, retry_after = "no attempt made", None
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                self._count("retries")
-                await asyncio.sleep(self._delay(attempt, retry_after))
-            self._count("requests")
-            try:
-                response = await client.post(path, content=content, headers={"Content-Type": "application/json"})
-            except httpx.HTTPError as exc:
-                last, retry_after = f"{type(exc).__name__}: {exc}", None
-                continue
-            done, value, retry_after = _judge(response)
-            if done:
-                return value
-            last = value
-        raise _Failure(f"simulator service failed after {self.max_retries + 1} attempts: {last}")
+        try:
+            return await self.http.apost(path, payload)
+        except RequestFailed as exc:
+            raise _Failure(f"simulator service failed: {exc}") from None
 
     # -- decoding ----------------------------------------------------------------------------
 
     def _failure(self, exc: Exception, start: float) -> Observation:
-        self._count("failures")
+        with self._lock:
+            self._failures += 1
         obs = E.error_observation(E.BACKEND_ERROR, str(exc))
         obs.latency_ms = (time.perf_counter() - start) * 1000.0
         return obs
@@ -269,24 +224,6 @@ class SimulatorClient:
             else:
                 out.append(self._observation(answer, start))
         return out
-
-
-def _judge(response: httpx.Response) -> tuple[bool, Any, float | None]:
-    """(done, value-or-reason, retry_after): 2xx → done; 5xx/429 → retry; other 4xx → fail now."""
-    status = response.status_code
-    if status < 300:
-        try:
-            return True, response.json(), None
-        except ValueError:
-            return False, "response body is not JSON", None
-    reason = f"HTTP {status}: {response.text[:200]}"
-    if status == 429 or status >= 500:
-        value = response.headers.get("retry-after")
-        try:
-            return False, reason, float(value) if value else None
-        except ValueError:
-            return False, reason, None
-    raise _Failure(reason)
 
 
 def _request_payload(call: Any, tools: Any, session_id: str | None) -> dict[str, Any] | Observation:

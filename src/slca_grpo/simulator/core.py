@@ -110,7 +110,7 @@ class Simulator:
     ) -> Observation:
         """One call's observation."""
         if self.backend.is_async:
-            from slca_grpo.simulator.aio import run_sync
+            from slca_grpo.aio import run_sync
 
             return run_sync(self.asimulate(call, tools, session_id))
         pending = self._prepare(call, tools, session_id)
@@ -138,7 +138,7 @@ class Simulator:
     def simulate_many(self, items: Sequence[BatchItem]) -> list[Observation]:
         """A batch of calls; calls of one session run in order, sessions run concurrently."""
         if self.backend.is_async:
-            from slca_grpo.simulator.aio import run_sync
+            from slca_grpo.aio import run_sync
 
             return run_sync(self.asimulate_many(items))
         return [

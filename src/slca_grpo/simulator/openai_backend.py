@@ -3,24 +3,23 @@
 Prompt = the called tool's schema (dropped under the ``no_schema`` ablation) + the session so far
 + the request; the model must answer with the JSON body only. Transport failures, 5xx and 429 are
 retried with exponential backoff (honouring ``Retry-After``); an answer that is not JSON or does
-not match ``returns`` is re-asked once with the problem named. Failures become error results,
-never exceptions.
+not match ``returns`` is re-asked once with the problem named. Requests go through the shared
+HTTP client (``slca_grpo.http_client``). Failures become error results, never exceptions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import random
 import threading
-import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 
+from slca_grpo.aio import existing_background_loop
+from slca_grpo.http_client import HTTPClient, RequestFailed, RetryableReply, RetryPolicy
 from slca_grpo.simulator import errors as E
-from slca_grpo.simulator.aio import existing_background_loop
 from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult
 from slca_grpo.simulator.checks import validate_value
 from slca_grpo.simulator.config import OpenAIConfig
@@ -41,10 +40,6 @@ SYSTEM_PROMPT = (
 )
 
 
-class BackendFailure(Exception):
-    """The endpoint could not produce an answer (after retries)."""
-
-
 class OpenAIBackend(Backend):
     name = "openai"
     is_async = True
@@ -60,13 +55,22 @@ class OpenAIBackend(Backend):
         self.config = config
         self.seed = seed
         self.url = config.base_url.rstrip("/") + "/chat/completions"
-        self._transport = transport
-        self._sleep = sleep
-        self._clients: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, asyncio.Semaphore]
-        ] = weakref.WeakKeyDictionary()
+        key = config.resolved_api_key()
+        self.http = HTTPClient(
+            headers={"Authorization": f"Bearer {key}"} if key else {},
+            timeout_s=config.timeout_s,
+            policy=RetryPolicy(config.max_retries, config.backoff_s, config.max_backoff_s),
+            concurrency=config.concurrency,
+            async_transport=transport,
+            asleep=sleep,
+        )
         self._lock = threading.Lock()
-        self.counters = {"requests": 0, "retries": 0, "failures": 0, "reasks": 0, "invalid_answers": 0}
+        self._counts = {"failures": 0, "reasks": 0, "invalid_answers": 0}
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """Requests sent and retries (the HTTP client's), failures, re-asks and unusable answers."""
+        return {"requests": self.http.stats["requests"], "retries": self.http.stats["retries"], **self._counts}
 
     def cache_identity(self) -> dict[str, Any]:
         c = self.config
@@ -83,26 +87,7 @@ class OpenAIBackend(Backend):
 
     def _count(self, name: str) -> None:
         with self._lock:
-            self.counters[name] += 1
-
-    def _client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
-        loop = asyncio.get_running_loop()
-        entry = self._clients.get(loop)
-        if entry is None:
-            headers = {"Content-Type": "application/json"}
-            key = self.config.resolved_api_key()
-            if key:
-                headers["Authorization"] = f"Bearer {key}"
-            n = self.config.concurrency
-            client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.config.timeout_s),
-                headers=headers,
-                transport=self._transport,
-                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-            )
-            entry = (client, asyncio.Semaphore(n))
-            self._clients[loop] = entry
-        return entry
+            self._counts[name] += 1
 
     # -- prompt ------------------------------------------------------------------------------
 
@@ -143,14 +128,13 @@ class OpenAIBackend(Backend):
     # -- answering ---------------------------------------------------------------------------
 
     async def agenerate(self, request: BackendRequest) -> BackendResult:
-        client, semaphore = self._client()
         messages = self.build_messages(request)
         validator = None if self.config.no_schema else request.spec.returns_validator
         problem: str | None = "no answer"
         for round_ in range(1 + self.config.max_reasks):
             try:
-                content = await self._complete(client, semaphore, messages)
-            except BackendFailure as exc:
+                content = await self._complete(messages)
+            except RequestFailed as exc:
                 self._count("failures")
                 return BackendResult(error=ObservationError(E.BACKEND_ERROR, str(exc)))
             data, problem = extract_json(content)
@@ -174,9 +158,7 @@ class OpenAIBackend(Backend):
         self._count("invalid_answers")
         return BackendResult(error=ObservationError(E.INVALID_RESPONSE, f"unusable simulator answer: {problem}"))
 
-    async def _complete(
-        self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore, messages: list[dict[str, str]]
-    ) -> str:
+    async def _complete(self, messages: list[dict[str, str]]) -> str:
         c = self.config
         payload: dict[str, Any] = {
             "model": c.model,
@@ -187,69 +169,29 @@ class OpenAIBackend(Backend):
         if c.send_seed:
             payload["seed"] = self.seed
         payload.update(c.extra_body)
-        last = "no attempt made"
-        retry_after: float | None = None
-        for attempt in range(c.max_retries + 1):
-            if attempt:
-                self._count("retries")
-                await self._sleep(self._backoff(attempt, retry_after))
-            retry_after = None
-            try:
-                async with semaphore:
-                    self._count("requests")
-                    response = await client.post(self.url, json=payload)
-            except httpx.TimeoutException:
-                last = f"timed out after {c.timeout_s:g} s"
-                continue
-            except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-                continue
-            status = response.status_code
-            if status == 429 or status >= 500:
-                last = f"HTTP {status}"
-                retry_after = _retry_after(response)
-                continue
-            if status >= 400:
-                raise BackendFailure(f"HTTP {status} from {self.url}: {response.text[:200]}")
-            try:
-                content = response.json()["choices"][0]["message"]["content"]
-            except (ValueError, KeyError, IndexError, TypeError):
-                last = "malformed completion payload"
-                continue
-            if not isinstance(content, str) or not content.strip():
-                last = "empty completion"
-                continue
-            return content
-        raise BackendFailure(f"simulator endpoint failed after {c.max_retries + 1} attempts: {last}")
-
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        c = self.config
-        delay = min(c.max_backoff_s, c.backoff_s * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, c.max_backoff_s))
-        return delay
+        return await self.http.apost(self.url, payload, parse=_completion_content)
 
     async def aclose(self) -> None:
         """Close the client of the running loop."""
-        entry = self._clients.pop(asyncio.get_running_loop(), None)
-        if entry is not None:
-            await entry[0].aclose()
+        await self.http.aclose()
 
     def close(self) -> None:
         """Close the client of the shared background loop; clients of other loops close with them."""
         loop = existing_background_loop()
-        entry = self._clients.pop(loop, None) if loop is not None else None
-        if entry is not None and loop is not None and loop.is_running():
-            asyncio.run_coroutine_threadsafe(entry[0].aclose(), loop).result(timeout=5)
-        self._clients.clear()
+        if loop is not None and loop.is_running():
+            asyncio.run_coroutine_threadsafe(self.http.aclose(), loop).result(timeout=5)
+        self.http.close()
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
+def _completion_content(response: httpx.Response) -> str:
+    """The answer's text; a malformed or empty completion is worth asking for again."""
     try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+        content = response.json()["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise RetryableReply("malformed completion payload") from None
+    if not isinstance(content, str) or not content.strip():
+        raise RetryableReply("empty completion")
+    return content
 
 
 def _is_api_error(data: Any) -> bool:

@@ -23,7 +23,7 @@ def background_loop() -> asyncio.AbstractEventLoop:
     with _lock:
         if _loop is None or _loop.is_closed():
             loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="slca-sim-loop", daemon=True)
+            thread = threading.Thread(target=loop.run_forever, name="slca-async-loop", daemon=True)
             thread.start()
             _loop = loop
         return _loop
@@ -43,5 +43,5 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         running = None
     if running is loop:
         coro.close()
-        raise RuntimeError("run_sync called from the simulator's own loop; await the async method instead")
+        raise RuntimeError("run_sync called from the background loop itself; await the async method instead")
     return asyncio.run_coroutine_threadsafe(coro, loop).result()
