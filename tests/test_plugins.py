@@ -119,3 +119,49 @@ def test_an_estimator_reading_a_reward_nobody_provides_is_refused_before_trainin
     with pytest.raises(ConfigError, match="rl.log_rewards names reward 'scor'"):
         check_estimators(["grpo"], ["scor"])
     check_estimators(["grpo", "toolpo"], ["score", "planner"])
+
+
+BACKEND_PLUGIN = textwrap.dedent("""
+    import json
+
+    from slca_grpo.simulator.base import Backend, BackendResult
+    from slca_grpo.simulator.core import register_backend
+
+
+    class Echo(Backend):
+        name = "echo"
+
+        def __init__(self, prefix):
+            self.prefix = prefix
+
+        def generate(self, request):
+            data = {"echo": self.prefix + request.call.name, "arguments": request.call.arguments}
+            return BackendResult(text=json.dumps(data), data=data)
+
+
+    @register_backend("echo")
+    def make_echo(config):
+        return Echo(config.backend_options.get("prefix", ""))
+""")
+
+
+def test_a_plugin_simulator_backend_is_chosen_by_name_with_its_own_options(tmp_path, capsys):
+    from slca_grpo.simulator.core import list_backends, unregister_backend
+
+    plugin = tmp_path / "echo_backend.py"
+    plugin.write_text(BACKEND_PLUGIN)
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([{"type": "function", "function": {"name": "ping", "parameters": {}}}]))
+    config = tmp_path / "sim.yaml"
+    config.write_text("simulator:\n  backend: echo\n  backend_options: {prefix: 'via-'}\n")
+    try:
+        argv = ["--plugin", str(plugin), "simulate", "--tools", str(tools), "--call", '{"name": "ping"}']
+        assert main([*argv, "--config", str(config)]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["error"] is None and json.loads(out["observation"]) == {"echo": "via-ping", "arguments": {}}
+        assert "echo" in list_backends()
+    finally:
+        if "echo" in list_backends():
+            unregister_backend("echo")
+    assert main(["simulate", "--tools", str(tools), "--call", '{"name": "ping"}', "--backend", "echo"]) == 2
+    assert "simulator.backend: unknown backend 'echo'" in capsys.readouterr().err

@@ -207,12 +207,18 @@ def test_config_loading_checks_keys_and_types(tmp_path):
         ("rl.advantage.eps=-1", "rl.advantage.eps must be >= 0"),
         ("reward.rltr_checks=0", "reward.rltr_checks must be >= 1"),
         ("reward.weights.fmt=-1", "reward.weights.fmt must be >= 0"),
-        ("simulator.backend=magic", "simulator.backend must be one of"),
+        ("simulator.backend=''", "simulator.backend must name a registered simulator backend"),
         ("simulator.errors.timeout_rate=2", "simulator.errors.timeout_rate must be in [0, 1]"),
         ("train.keep_last=0", "train.keep_last must be >= 1"),
     ):
         with pytest.raises(ConfigError, match=re.escape(message)):
             load_yaml_config(RunConfig, resolve_config_path("demo-quick"), [override])
+    # A backend name is checked when the simulator is built (a plugin may register it later).
+    from slca_grpo.trainer.run import make_simulator
+
+    magic = load_yaml_config(RunConfig, resolve_config_path("demo-quick"), ["simulator.backend=magic"])
+    with pytest.raises(ConfigError, match="simulator.backend: unknown backend 'magic'; registered: schema, openai"):
+        make_simulator(magic)
 
 
 def smoke_config(out_dir, **extra):
@@ -370,7 +376,7 @@ def test_length_bucketed_batches_cover_every_example_once_with_little_padding():
 
 
 def test_an_sft_checkpoint_is_reused_only_for_the_same_configuration(tmp_path):
-    from slca_grpo.trainer.run import sft_fingerprint, sft_is_current
+    from slca_grpo.trainer.run import sft_fingerprint, sft_is_current, sft_settings
 
     config = smoke_config(tmp_path)
     (tmp_path / "sft").mkdir()
@@ -384,6 +390,14 @@ def test_an_sft_checkpoint_is_reused_only_for_the_same_configuration(tmp_path):
         assert not sft_is_current(smoke_config(tmp_path, **change), tmp_path), change
     (tmp_path / "sft_summary.json").write_text("{not json")
     assert not sft_is_current(config, tmp_path)
+    # Summaries keep the settings themselves: a key added to a section since (saved without it)
+    # counts as its default instead of making the checkpoint stale.
+    settings = sft_settings(config)
+    del settings["simulator"]["backend_options"]
+    (tmp_path / "sft_summary.json").write_text(json.dumps({"fingerprint": "older", "settings": settings}))
+    assert sft_is_current(config, tmp_path)
+    for change in ({"sft.lr": 1e-3}, {"simulator.seed": 3}, {"rollout.max_tool_response_tokens": 64}):
+        assert not sft_is_current(smoke_config(tmp_path, **change), tmp_path), change
 
 
 def test_rollouts_sharing_a_prompt_run_it_once_with_the_same_logprobs_and_gradients(tiny):

@@ -62,7 +62,7 @@ def register(subparsers: Any) -> None:
 def _add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("simulator")
     g.add_argument("--config", metavar="FILE", help="YAML/JSON simulator config (flags override it)")
-    g.add_argument("--backend", choices=("schema", "openai"))
+    g.add_argument("--backend", help="schema (default), openai, or a backend a --plugin registers")
     g.add_argument("--seed", type=int)
     g.add_argument("--cache", metavar="PATH", help="SQLite cache file")
     g.add_argument("--session-ttl", type=float, metavar="SECONDS")

@@ -9,8 +9,6 @@ from typing import Any
 
 from slca_grpo.config import ConfigError
 
-BACKENDS = ("schema", "openai")
-
 
 @dataclass
 class OpenAIConfig:
@@ -52,7 +50,7 @@ class ErrorInjectionConfig:
 
 @dataclass
 class SimulatorConfig:
-    backend: str = "schema"
+    backend: str = "schema"  # a registered backend: schema, openai, or one a plugin registers
     seed: int = 0
     cache_path: str | None = None  # SQLite file; None = no cache
     session_ttl_s: float = 3600.0
@@ -60,14 +58,16 @@ class SimulatorConfig:
     max_observation_tokens: int | None = 2048  # the paper's tool-response limit; None = no limit
     errors: ErrorInjectionConfig = field(default_factory=ErrorInjectionConfig)
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
+    backend_options: dict[str, Any] = field(default_factory=dict)  # settings of a plugin backend
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
         """Raise ConfigError naming the first bad field (again after fields were changed)."""
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        # Which names exist is checked when the backend is built: a plugin may register it later.
+        if not isinstance(self.backend, str) or not self.backend.strip():
+            raise ConfigError(f"backend must name a registered simulator backend, got {self.backend!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ConfigError(f"seed must be an integer, got {self.seed!r}")
         if self.session_ttl_s <= 0:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slca_grpo.config import ConfigError
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult, BatchItem
 from slca_grpo.simulator.cache import ResponseCache
@@ -68,14 +69,61 @@ class _Pending:
     start: float
 
 
-def make_backend(config: SimulatorConfig) -> Backend:
-    if config.backend == "openai":
-        from slca_grpo.simulator.openai_backend import OpenAIBackend
+BackendFactory = Callable[[SimulatorConfig], Backend]
+_BACKENDS: dict[str, BackendFactory] = {}
 
-        return OpenAIBackend(config.openai, config.seed)
+
+def register_backend(name: str, *, replace: bool = False) -> Callable[[BackendFactory], BackendFactory]:
+    """Decorator registering ``factory(config: SimulatorConfig) -> Backend`` as ``simulator.backend: name``.
+
+    The factory reads what it needs from the config (``seed``, and ``backend_options`` for settings
+    of its own).
+    """
+
+    def decorator(factory: BackendFactory) -> BackendFactory:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"backend name must be a non-empty string, got {name!r}")
+        if name in _BACKENDS and not replace:
+            raise ValueError(f"simulator backend {name!r} is already registered (pass replace=True)")
+        _BACKENDS[name] = factory
+        return factory
+
+    return decorator
+
+
+def unregister_backend(name: str) -> None:
+    del _BACKENDS[name]
+
+
+def list_backends() -> list[str]:
+    return list(_BACKENDS)
+
+
+@register_backend("schema")
+def _schema_backend(config: SimulatorConfig) -> Backend:
     from slca_grpo.simulator.schema_backend import SchemaBackend
 
     return SchemaBackend(config.seed)
+
+
+@register_backend("openai")
+def _openai_backend(config: SimulatorConfig) -> Backend:
+    from slca_grpo.simulator.openai_backend import OpenAIBackend
+
+    return OpenAIBackend(config.openai, config.seed)
+
+
+def make_backend(config: SimulatorConfig) -> Backend:
+    """The backend ``config.backend`` names (a ConfigError naming the key if none is registered)."""
+    factory = _BACKENDS.get(config.backend)
+    if factory is None:
+        raise ConfigError(
+            f"simulator.backend: unknown backend {config.backend!r}; registered: {', '.join(list_backends())}"
+        )
+    backend = factory(config)
+    if not isinstance(backend, Backend):
+        raise TypeError(f"backend factory {config.backend!r} returned {type(backend).__name__}, not a Backend")
+    return backend
 
 
 class Simulator:

@@ -173,19 +173,34 @@ def _task_sampler(tasks: list[Task], seed: int, per_step: int):
     return tasks_for_step
 
 
-def sft_fingerprint(config: RunConfig) -> str:
-    """A hash of everything the SFT checkpoint depends on (model, data, SFT, simulator, seed)."""
-    import hashlib
+SFT_SECTIONS = {"model": ModelConfig, "data": DataConfig, "sft": SFTConfig, "simulator": SimulatorConfig}
 
-    relevant = {
-        "model": to_dict(config.model),
-        "data": to_dict(config.data),
-        "sft": to_dict(config.sft),
-        "simulator": to_dict(config.simulator),
+
+def sft_settings(config: RunConfig) -> dict[str, Any]:
+    """Everything the SFT checkpoint depends on (model, data, SFT, simulator, seed)."""
+    return {
+        **{name: to_dict(getattr(config, name)) for name in SFT_SECTIONS},
         "seed": config.train.seed,
         "max_tool_response_tokens": config.rollout.max_tool_response_tokens,
     }
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def sft_fingerprint(config: RunConfig) -> str:
+    """A short hash of :func:`sft_settings`, for logs and summaries."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(sft_settings(config), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _same_sft_settings(saved: dict[str, Any], config: RunConfig) -> bool:
+    # Saved sections go through the loader, so a key they predate counts as its default.
+    wanted = sft_settings(config)
+    try:
+        loaded = {name: to_dict(from_dict(cls, saved[name])) for name, cls in SFT_SECTIONS.items()}
+    except (KeyError, TypeError, ValueError):
+        return False
+    scalars = ("seed", "max_tool_response_tokens")
+    return loaded == {name: wanted[name] for name in SFT_SECTIONS} and all(saved.get(k) == wanted[k] for k in scalars)
 
 
 def sft_is_current(config: RunConfig, out_dir: Path) -> bool:
@@ -194,9 +209,12 @@ def sft_is_current(config: RunConfig, out_dir: Path) -> bool:
     if not (out_dir / "sft" / "config.json").exists() or not summary.exists():
         return False
     try:
-        return json.loads(summary.read_text()).get("fingerprint") == sft_fingerprint(config)
+        saved = json.loads(summary.read_text())
     except (OSError, ValueError):
         return False
+    if isinstance(saved.get("settings"), dict):
+        return _same_sft_settings(saved["settings"], config)
+    return saved.get("fingerprint") == sft_fingerprint(config)  # summaries written before settings were kept
 
 
 def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_dir: Path, logger: MetricsLogger) -> Path:
@@ -221,6 +239,7 @@ def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_di
         json.dumps(
             {
                 "fingerprint": sft_fingerprint(config),
+                "settings": sft_settings(config),
                 "examples": len(examples),
                 "steps": len(losses),
                 "first_loss": losses[0],
