@@ -37,7 +37,14 @@ def _flat_eval_metrics(summary: dict[str, Any]) -> tuple[str, dict[str, float]]:
         return "bfcl", metrics
     if "success@0.9" in summary:
         return "indomain", {key: float(summary[key]) for key, _, _ in TABLE_COLUMNS if key in summary}
-    raise ValueError("summary.json is neither a training run, an in-domain, a BFCL nor a τ² evaluation")
+    if isinstance(summary.get("benchmark"), str) and isinstance(summary.get("metrics"), dict):
+        # Any other benchmark (e.g. a plugin's): {"benchmark": NAME, "metrics": {metric: value}}.
+        name = summary["benchmark"]
+        return name, {f"{name} {key}": float(value) for key, value in summary["metrics"].items()}
+    raise ValueError(
+        "summary.json is neither a training run, an in-domain, a BFCL, a τ² evaluation nor a "
+        '{"benchmark": NAME, "metrics": {...}} one'
+    )
 
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 # Each module exposes ``register(subparsers)``, adding parsers whose ``func(args) -> int`` runs the
 # command. Heavy imports (torch, servers) stay inside those functions so ``slca --help`` is fast.
@@ -17,6 +18,18 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slca_grpo.cli.rewards",
     "slca_grpo.cli.algos",
 )
+
+# Subcommands plugins add: (register(subparsers), the parent command or None for the top level).
+_PLUGIN_COMMANDS: list[tuple[Callable[[Any], Any], str | None]] = []
+
+
+def register_command(register: Callable[[Any], Any], *, under: str | None = None) -> Callable[[Any], Any]:
+    """Add a plugin's subcommands: ``register(subparsers)`` is called with the top-level subparsers,
+    or with those of ``slca eval`` when ``under="eval"`` (so a new benchmark is ``slca eval NAME``)."""
+    if under not in (None, "eval"):
+        raise ValueError(f"commands can be added at the top level or under 'eval', not under {under!r}")
+    _PLUGIN_COMMANDS.append((register, under))
+    return register
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,8 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
         "repeatable, allowed anywhere on the line",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    added = {name: importlib.import_module(name).register(subparsers) for name in COMMAND_MODULES}
+    groups = {None: subparsers, "eval": added["slca_grpo.cli.eval"]}  # eval's register returns its subparsers
+    for register, under in _PLUGIN_COMMANDS:
+        register(groups[under])
     return parser
 
 

@@ -10,8 +10,9 @@ from typing import Any
 from slca_grpo.cli.common import fail
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("eval", help="evaluate a policy: indomain, bfcl or tau2")
+def register(subparsers: Any) -> Any:
+    """Add ``slca eval`` and its benchmarks; return its subparsers, where plugin benchmarks go."""
+    parser = subparsers.add_parser("eval", help="evaluate a policy: indomain, bfcl, tau2 (or a plugin's benchmark)")
     eval_subparsers = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
 
     indomain = eval_subparsers.add_parser(
@@ -44,6 +45,7 @@ def register(subparsers: Any) -> None:
 
     register_bfcl(eval_subparsers)
     register_tau2(eval_subparsers)
+    return eval_subparsers
 
 
 def run_indomain(args: argparse.Namespace) -> int:
