@@ -273,6 +273,7 @@ def test_end_to_end_run_and_exact_resume(tmp_path):
     assert latest_checkpoint(checkpoints).name == "step-000001"
     resumed = train(smoke_config(resumed_dir), resume=True, echo=False)
     replayed = [m for m in read_metrics(resumed_dir / "metrics.jsonl") if m.get("step") == 2 and "reward/score" in m]
+    assert len(replayed) == 1  # the crashed run's step-2 line was dropped, not repeated
     original = steps[2]
     for key in (
         "reward/score",

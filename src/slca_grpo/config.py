@@ -7,6 +7,7 @@ preset or on the command line never passes silently.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -35,6 +36,20 @@ def one_of(config: Any, name: str, choices: Iterable[Any]) -> None:
     choices = tuple(choices)
     if getattr(config, name) not in choices:
         raise ConfigError(f"{name} must be one of {', '.join(map(str, choices))}, got {getattr(config, name)!r}")
+
+
+def _float(value: Any) -> float | None:
+    """``value`` as a float, also from the spellings YAML leaves as strings (``1e-3``, ``5E4``)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
 
 
 def _coerce(value: Any, hint: Any, key: str) -> Any:
@@ -80,9 +95,12 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
             return value
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
     if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise ConfigError(f"{key}: expected a number, got {value!r}")
+        number = _float(value)
+        if number is None:
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        if not math.isfinite(number):
+            raise ConfigError(f"{key} must be a finite number, got {value!r}")
+        return number
     if hint is str:
         if isinstance(value, str):
             return value

@@ -108,6 +108,6 @@ def run_study_command(args: argparse.Namespace) -> int:
 
             transformers_logging.disable_progress_bar()
         run_study(args.out, plan_from_args(args), verbose=args.verbose)
-    except (ConfigError, TaskFormatError, OSError) as exc:
+    except (ConfigError, TaskFormatError, OSError, FloatingPointError) as exc:  # FloatingPointError: diverged
         return fail(str(exc))
     return 0

@@ -50,6 +50,7 @@ def run_train(args: argparse.Namespace) -> int:
     from slca_grpo.data.tasks import TaskFormatError
     from slca_grpo.plugins import PluginError
     from slca_grpo.presets import resolve_config_path
+    from slca_grpo.trainer.optim import TrainingDiverged
     from slca_grpo.trainer.run import RunConfig, train
 
     try:
@@ -58,8 +59,8 @@ def run_train(args: argparse.Namespace) -> int:
         return fail(str(exc))
     try:
         summary = train(config, resume=args.resume)
-    except (ConfigError, TaskFormatError, OSError, PluginError) as exc:  # bad data files, unreadable checkpoints
-        return fail(str(exc))
+    except (ConfigError, TaskFormatError, OSError, PluginError, TrainingDiverged) as exc:
+        return fail(str(exc))  # bad data files, unreadable checkpoints, a run that diverged
     print(f"final held-out evaluation: {summary.get('final_eval')}")
     return 0
 
@@ -79,7 +80,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
             estimators=tuple(args.estimators) if args.estimators else None,
             overrides=tuple(args.overrides),
         )
-    except (ConfigError, TaskFormatError, OSError, SmolLM2NotInstalled, PluginError) as exc:
+    except (ConfigError, TaskFormatError, OSError, SmolLM2NotInstalled, PluginError, FloatingPointError) as exc:
         return fail(str(exc))
     return 0
 

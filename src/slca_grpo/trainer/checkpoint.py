@@ -1,9 +1,11 @@
 """Atomic checkpoints: a temporary folder renamed into place, the last K kept.
 
 A checkpoint is ``step-NNNNNN/`` holding ``model/`` (Hugging Face ``save_pretrained`` format with
-the tokenizer), ``state.pt`` (optimizer, scheduler, RNG states) and ``trainer_state.json``. The
-file ``latest`` names the newest complete one; a crash mid-write leaves only a ``.tmp-*`` folder
-that the next save removes.
+the tokenizer), ``state.pt`` (optimizer, scheduler, RNG states: tensors and plain values only, so
+it loads with ``weights_only=True`` and a crafted file cannot run code) and ``trainer_state.json``.
+The file ``latest`` names the newest complete one; a crash mid-write leaves only a ``.tmp-*``
+folder that the next save removes. Loading checks every file; a damaged newest checkpoint falls
+back to the newest intact one, and says so.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +23,28 @@ import numpy as np
 import torch
 
 PREFIX = "step-"
+NAME = re.compile(r"step-\d{6,}")
+
+
+class CheckpointError(OSError):
+    """No intact checkpoint to resume from (one line saying which file is damaged, and how)."""
 
 
 def rng_state() -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    """The RNG states as tensors and plain values (numpy's array becomes a tensor)."""
+    name, keys, position, has_gauss, cached = np.random.get_state()
+    numpy_state = {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(position)}
+    numpy_state.update(has_gauss=int(has_gauss), cached_gaussian=float(cached))
+    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": numpy_state}
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    n = state["numpy"]
+    keys = n["keys"].numpy().astype(np.uint32)
+    np.random.set_state((n["name"], keys, n["pos"], n["has_gauss"], n["cached_gaussian"]))
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -94,20 +110,75 @@ def save_checkpoint(
     return final
 
 
-def latest_checkpoint(root: str | Path) -> Path | None:
-    root = Path(root)
+def _candidates(root: Path) -> list[Path]:
+    """Checkpoint folders, newest first: the one ``latest`` names (if it is a plain ``step-N``
+    name inside ``root``), then every ``step-N`` folder by step."""
+    found = sorted((p for p in root.glob(f"{PREFIX}*") if p.is_dir() and NAME.fullmatch(p.name)), reverse=True)
     pointer = root / "latest"
-    if pointer.exists():
-        candidate = root / pointer.read_text(encoding="utf-8").strip()
-        if (candidate / "state.pt").exists():
-            return candidate
-    complete = sorted(p for p in root.glob(f"{PREFIX}*") if (p / "state.pt").exists())
-    return complete[-1] if complete else None
+    try:
+        named = pointer.read_text(encoding="utf-8").strip() if pointer.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        named = ""
+    if NAME.fullmatch(named) and (root / named).is_dir():  # never a path: "../other" is ignored
+        found = [root / named, *(p for p in found if p.name != named)]
+    return found
+
+
+def latest_checkpoint(root: str | Path) -> Path | None:
+    """The newest checkpoint folder with a ``state.pt`` (not checked further: see ``load_checkpoint``)."""
+    return next((p for p in _candidates(Path(root)) if (p / "state.pt").is_file()), None)
+
+
+def _check_model_files(folder: Path) -> None:
+    weights = sorted(folder.glob("*.safetensors"))
+    if not (folder / "config.json").is_file() or not weights:
+        raise CheckpointError(f"{folder} has no config.json or no *.safetensors weights")
+    from safetensors import safe_open
+
+    for path in weights:
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                for key in handle.keys():  # reads every tensor: a truncated file fails here
+                    handle.get_slice(key)[:]
+        except Exception as exc:  # safetensors raises its own error types for damaged files
+            raise CheckpointError(f"{path} is damaged ({type(exc).__name__}: {exc})") from None
 
 
 def load_checkpoint_state(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(torch state incl. ``rng``, JSON info incl. ``step``) of a checkpoint folder."""
+    """(torch state incl. ``rng``, JSON info incl. ``step``) of one checkpoint folder, every file
+    checked; ``CheckpointError`` names the damaged one. Never unpickles code (``weights_only``)."""
     path = Path(path)
-    state = torch.load(path / "state.pt", map_location="cpu", weights_only=False)
-    info = json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
+    try:
+        state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError... for bad files
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{path / 'state.pt'} cannot be loaded safely ({first})") from None
+    try:
+        info = json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CheckpointError(f"{path / 'trainer_state.json'} is unreadable ({exc})") from None
+    if not isinstance(state, dict) or "rng" not in state or not isinstance(info, dict):
+        raise CheckpointError(f"{path} does not hold a training state (state.pt or trainer_state.json malformed)")
+    if not isinstance(info.get("step"), int) or info["step"] < 0:
+        raise CheckpointError(f"{path / 'trainer_state.json'} has no valid step")
+    _check_model_files(path / "model")
     return state, info
+
+
+def load_latest_checkpoint(root: str | Path) -> tuple[Path, dict[str, Any], dict[str, Any]] | None:
+    """(folder, state, info) of the newest intact checkpoint under ``root``; None when there is
+    none at all. A damaged newer one is skipped with a warning on stderr; ``CheckpointError`` when
+    every one is damaged."""
+    problems = []
+    for folder in _candidates(Path(root)):
+        try:
+            state, info = load_checkpoint_state(folder)
+        except CheckpointError as exc:
+            problems.append(str(exc))
+            continue
+        for problem in problems:
+            print(f"warning: skipping a damaged checkpoint: {problem}; resuming from {folder.name}", file=sys.stderr)
+        return folder, state, info
+    if problems:
+        raise CheckpointError(f"no intact checkpoint under {root}: {problems[0]}")
+    return None

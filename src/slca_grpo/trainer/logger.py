@@ -25,10 +25,14 @@ class MetricsLogger:
         run_name: str | None = None,
         config: dict[str, Any] | None = None,
         resume: bool = False,
+        resume_step: int | None = None,
     ):
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.out_dir / f"{name}.jsonl"
+        if resume and resume_step is not None and self.path.exists():
+            # Steps logged after the checkpoint (before a crash) are redone: drop their old lines.
+            keep_metrics_through(self.path, resume_step)
         self._file = open(self.path, "a" if resume else "w", encoding="utf-8")
         self._stdout = stdout
         self._tensorboard = None
@@ -77,6 +81,21 @@ class MetricsLogger:
             self._tensorboard.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def keep_metrics_through(path: Path, step: int) -> None:
+    """Rewrite a metrics file without the lines of steps after ``step`` (and any torn last line)."""
+    kept = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
+            kept.append(line + "\n")
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text("".join(kept), encoding="utf-8")
+    temporary.replace(path)
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

@@ -40,3 +40,16 @@ def build_scheduler(
     warmup_steps = int(round(warmup_ratio * total_steps))
     lr_factor(0, kind, total_steps, warmup_steps)  # validates the kind before training starts
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, kind, total_steps, warmup_steps))
+
+
+class TrainingDiverged(FloatingPointError):
+    """A loss or gradient became NaN/inf; the optimizer step that would spread it was not taken."""
+
+
+def clip_gradients(model: torch.nn.Module, max_norm: float) -> float:
+    """Clip the gradient norm to ``max_norm`` and return the norm before clipping;
+    ``TrainingDiverged`` (no parameter touched) when it is not finite."""
+    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+    if not math.isfinite(norm):
+        raise TrainingDiverged(f"the gradient norm is {norm}; no optimizer step was taken")
+    return norm

@@ -23,7 +23,7 @@ from slca_grpo.rewards.noise import summary_noise
 from slca_grpo.rollout.loop import AgentLoop
 from slca_grpo.trainer.batch import TokenBatch, token_logprobs, trajectory_batch
 from slca_grpo.trainer.diagnostics import segment_gradient_cosine
-from slca_grpo.trainer.optim import SCHEDULES, build_optimizer, build_scheduler
+from slca_grpo.trainer.optim import SCHEDULES, TrainingDiverged, build_optimizer, build_scheduler, clip_gradients
 from slca_grpo.types import Task, Trajectory
 
 
@@ -184,7 +184,10 @@ class RLTrainer:
         )
 
         started = time.perf_counter()
-        train_metrics = self._update(batch, advantages, len(tasks), group_size, generator)
+        try:
+            train_metrics = self._update(batch, advantages, len(tasks), group_size, generator)
+        except TrainingDiverged as exc:
+            raise TrainingDiverged(f"RL step {step_index}: {exc}") from None
         if config.diagnostics_every and step_index % config.diagnostics_every == 0:
             train_metrics.update(self._diagnostics(batch, advantages))
         train_seconds = time.perf_counter() - started
@@ -277,7 +280,7 @@ class RLTrainer:
                         count = metrics[f"tokens/{segment}"]
                         segment_tokens[segment] += count
                         segment_advantage[segment] += metrics[f"adv_mean/{segment}"] * count
-                grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)))
+                grad_norms.append(clip_gradients(self.model, config.grad_clip))
                 self.optimizer.step()
                 self.scheduler.step()
         out = {f"train/{k}": v / max(token_total, 1.0) for k, v in totals.items()}

@@ -32,13 +32,14 @@ from slca_grpo.simulator import SimulatorConfig, build_simulator
 from slca_grpo.simulator.config import SimulatorServiceConfig
 from slca_grpo.trainer.checkpoint import (
     latest_checkpoint,
-    load_checkpoint_state,
+    load_latest_checkpoint,
     save_checkpoint,
     save_pretrained_atomic,
     set_rng_state,
 )
 from slca_grpo.trainer.diagnostics import std
 from slca_grpo.trainer.logger import MetricsLogger
+from slca_grpo.trainer.optim import TrainingDiverged
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
 from slca_grpo.trainer.sft import SFTConfig, build_example, train_sft
 from slca_grpo.types import Task
@@ -295,7 +296,8 @@ def train(
     eval_tasks = test_tasks[: config.train.eval_tasks]
 
     checkpoints = out_dir / "checkpoints"
-    resume_from = latest_checkpoint(checkpoints) if resume else None
+    resumed = load_latest_checkpoint(checkpoints) if resume else None
+    resume_from = resumed[0] if resumed is not None else None
     logger = MetricsLogger(
         out_dir,
         stdout=None if not echo else __import__("sys").stdout,
@@ -304,7 +306,8 @@ def train(
         wandb_project=config.train.wandb_project,
         run_name=out_dir.name,
         config=to_dict(config),
-        resume=resume_from is not None,
+        resume=resumed is not None,
+        resume_step=resumed[2]["step"] if resumed is not None else None,
     )
     sft_logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
 
@@ -347,8 +350,8 @@ def train(
     )
     history: dict[str, list] = {"grad_norms": [], "evals": []}
     start_step = 0
-    if resume_from is not None:
-        state, info = load_checkpoint_state(resume_from)
+    if resumed is not None:
+        _, state, info = resumed
         trainer.load_state_dict(state["trainer"])
         set_rng_state(state["rng"])
         start_step = info["step"] + 1
@@ -380,7 +383,12 @@ def train(
         initial=start_step,
         total=config.rl.steps,
     ):
-        metrics, _ = trainer.step(tasks_for_step(step), step)
+        try:
+            metrics, _ = trainer.step(tasks_for_step(step), step)
+        except TrainingDiverged as exc:
+            kept = latest_checkpoint(checkpoints)
+            where = f"the newest checkpoint, {kept}, is intact" if kept else "no RL checkpoint was written yet"
+            raise TrainingDiverged(f"training stopped: {exc}; {where} (lower rl.lr, then --resume)") from None
         history["grad_norms"].append(metrics["train/grad_norm"])
         metrics["train/grad_norm_std"] = std(history["grad_norms"])
         logger.log(step, metrics, echo=echo)

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import torch
 
 from slca_grpo.chat.template import render_tool_calls
-from slca_grpo.config import ConfigError
+from slca_grpo.config import ConfigError, at_least, one_of
 from slca_grpo.rollout.environment import find_fixture
 from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.trainer.batch import pad_sequences, token_logprobs
-from slca_grpo.trainer.optim import build_optimizer, build_scheduler
+from slca_grpo.trainer.optim import SCHEDULES, TrainingDiverged, build_optimizer, build_scheduler, clip_gradients
 from slca_grpo.types import Task, ToolCall
 
 
@@ -42,9 +42,11 @@ class SFTConfig:
 
     def __post_init__(self) -> None:
         # Checked when the config is loaded, not after the gold trajectories have been built.
-        for name in ("steps", "batch_size", "bucket_batches", "max_length"):
-            if getattr(self, name) < (0 if name == "steps" else 1):
-                raise ConfigError(f"{name} must be {'>= 0' if name == 'steps' else '>= 1'}, got {getattr(self, name)}")
+        at_least(self, 0, "steps", "lr", "weight_decay", "warmup_ratio", "grad_clip")
+        at_least(self, 1, "batch_size", "bucket_batches", "max_length")
+        if self.warmup_ratio >= 1:
+            raise ConfigError(f"warmup_ratio must be < 1, got {self.warmup_ratio!r}")
+        one_of(self, "schedule", SCHEDULES)
 
 
 @dataclass
@@ -141,14 +143,17 @@ def train_sft(
         chosen = planned.pop()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
             loss = sft_loss(model, [usable[i] for i in chosen], pad_id)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        scheduler.step()
         value = float(loss.detach())
         if not math.isfinite(value):
-            raise FloatingPointError(f"SFT loss is {value} at step {step}")
+            raise TrainingDiverged(f"SFT step {step}: the loss is {value}; no optimizer step was taken")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        try:
+            grad_norm = clip_gradients(model, config.grad_clip)
+        except TrainingDiverged as exc:
+            raise TrainingDiverged(f"SFT step {step}: {exc}") from None
+        optimizer.step()
+        scheduler.step()
         losses.append(value)
         if on_step is not None:
             on_step(step, {"sft/loss": value, "sft/grad_norm": float(grad_norm), "sft/lr": scheduler.get_last_lr()[0]})
