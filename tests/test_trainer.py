@@ -1,5 +1,4 @@
 import json
-import re
 import shutil
 
 import pytest
@@ -187,38 +186,6 @@ def test_config_loading_checks_keys_and_types(tmp_path):
         load_yaml_config(RunConfig, bad)
     for preset in ("demo", "demo-quick", "demo-smollm2", "smollm2", "qwen2.5-7b"):
         load_yaml_config(RunConfig, resolve_config_path(preset))
-    # Values that would only fail deep into a run are refused when the config is loaded, by one
-    # loader, as one error type, with a message that names the key in full.
-    for override, message in (
-        ("sft.bucket_batches=0", "sft.bucket_batches must be >= 1, got 0"),
-        ("sft.batch_size=0", "sft.batch_size must be >= 1"),
-        ("simulator_service.url=ftp://host", "simulator_service.url must be an http(s) URL"),
-        ("simulator_service.timeout_s=0", "simulator_service.timeout_s must be > 0"),
-        ("simulator_service.max_retries=-1", "max_retries >= 0"),
-        ("model.dtype=float16", "model.dtype must be one of float32, bfloat16, got 'float16'"),
-        ("data.n_train=0", "data.n_train must be >= 1, got 0"),
-        ("data.tools_per_task=[3, 1]", "data.tools_per_task must be [min, max]"),
-        ("rollout.group_size=0", "rollout.group_size must be >= 1, got 0"),
-        ("rollout.top_p=0", "rollout.top_p must be in (0, 1]"),
-        ("rl.prompts_per_step=0", "rl.prompts_per_step must be >= 1"),
-        ("rl.clip=1.5", "rl.clip must be in (0, 1)"),
-        ("rl.schedule=step", "rl.schedule must be one of constant, linear, cosine, got 'step'"),
-        ("rl.lr=-1", "rl.lr must be >= 0"),
-        ("rl.advantage.eps=-1", "rl.advantage.eps must be >= 0"),
-        ("reward.rltr_checks=0", "reward.rltr_checks must be >= 1"),
-        ("reward.weights.fmt=-1", "reward.weights.fmt must be >= 0"),
-        ("simulator.backend=''", "simulator.backend must name a registered simulator backend"),
-        ("simulator.errors.timeout_rate=2", "simulator.errors.timeout_rate must be in [0, 1]"),
-        ("train.keep_last=0", "train.keep_last must be >= 1"),
-    ):
-        with pytest.raises(ConfigError, match=re.escape(message)):
-            load_yaml_config(RunConfig, resolve_config_path("demo-quick"), [override])
-    # A backend name is checked when the simulator is built (a plugin may register it later).
-    from slca_grpo.trainer.run import make_simulator
-
-    magic = load_yaml_config(RunConfig, resolve_config_path("demo-quick"), ["simulator.backend=magic"])
-    with pytest.raises(ConfigError, match="simulator.backend: unknown backend 'magic'; registered: schema, openai"):
-        make_simulator(magic)
 
 
 def smoke_config(out_dir, **extra):

@@ -170,6 +170,8 @@ def load_yaml_config(cls: type[T], path: str | Path, overrides: Iterable[str] = 
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text (UTF-8) YAML file") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML ({exc})") from None
     if not isinstance(data, Mapping):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 
-from slca_grpo.config import at_least, from_dict, save_yaml_config, to_dict
+from slca_grpo.config import ConfigError, at_least, from_dict, save_yaml_config, to_dict
 from slca_grpo.data.config import DataConfig
 from slca_grpo.data.tasks import load_tasks
 from slca_grpo.eval.indomain import evaluate_loop
@@ -126,17 +127,20 @@ def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
         suite = generate_suite(
             seed=config.seed, n_train=config.n_train, n_test=config.n_test, tools_per_task=tuple(config.tools_per_task)
         )
-    train = (
-        suite.train
-        if config.train == "synthetic"
-        else load_tasks(config.train, on_error=on_error, limit=config.n_train).tasks
-    )
-    test = (
-        suite.test
-        if config.test == "synthetic"
-        else load_tasks(config.test, on_error=on_error, limit=config.n_test).tasks
-    )
-    return list(train), list(test)
+    def from_file(key: str, path: str, limit: int) -> list[Task]:
+        report = load_tasks(path, on_error=on_error, limit=limit)
+        if report.skipped:
+            print(
+                f"warning: {key}: skipped {report.skipped} bad row(s) of {path} (first: {report.errors[0]})",
+                file=sys.stderr,
+            )
+        return list(report.tasks)
+
+    train = list(suite.train) if config.train == "synthetic" else from_file("data.train", config.train, config.n_train)
+    test = list(suite.test) if config.test == "synthetic" else from_file("data.test", config.test, config.n_test)
+    if not train:
+        raise ConfigError(f"data.train: {config.train} holds no tasks (it is empty, or every row was skipped)")
+    return train, test
 
 
 TOKENIZER_CORPUS_TASKS = 400
@@ -227,7 +231,10 @@ def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_di
 
     examples = [e for e in (build_example(t, formatter, observe) for t in train_tasks) if e is not None]
     if not examples:
-        raise ValueError("no training task has a reference answer to learn from (SFT needs gold trajectories)")
+        raise ConfigError(
+            "no training task has a reference answer to learn from (SFT needs gold trajectories; "
+            "set sft.steps=0 to skip SFT)"
+        )
     started = time.perf_counter()
 
     def on_step(step: int, metrics: dict[str, float]) -> None:
