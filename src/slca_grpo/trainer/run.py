@@ -127,6 +127,7 @@ def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
         suite = generate_suite(
             seed=config.seed, n_train=config.n_train, n_test=config.n_test, tools_per_task=tuple(config.tools_per_task)
         )
+
     def from_file(key: str, path: str, limit: int) -> list[Task]:
         report = load_tasks(path, on_error=on_error, limit=limit)
         if report.skipped:
