@@ -108,10 +108,15 @@ def strip_think(text: str) -> str:
     return result
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _decode_json(body: str) -> tuple[Any, str | None]:
+    # NaN/Infinity are refused: echoed into a tool response they would make it invalid JSON.
     try:
-        return json.loads(body), None
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, int-digit limit, deep nesting
+        return json.loads(body, parse_constant=_not_json), None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, int-digit limit, deep nesting, NaN
         return None, f"invalid JSON: {str(exc)[:200]}"
 
 

@@ -54,6 +54,13 @@ def register(subparsers: Any) -> None:
         help="allow serving on a non-loopback address without a token",
     )
     serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024)
+    serve.add_argument(
+        "--request-budget",
+        type=float,
+        default=30.0,
+        help="seconds the service may spend on one request; past it, error observations of kind "
+        "over_budget (default 30)",
+    )
     serve.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
     _add_simulator_arguments(serve)
     serve.set_defaults(func=run_serve)
@@ -212,6 +219,7 @@ def run_serve(args: argparse.Namespace) -> int:
             token=token,
             allow_no_token=args.allow_no_token,
             max_body_bytes=args.max_body_bytes,
+            request_timeout_s=args.request_budget,
             log_level=args.log_level,
         )
     return 0

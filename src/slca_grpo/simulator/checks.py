@@ -20,6 +20,7 @@ from jsonschema.exceptions import SchemaError, best_match
 
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.intent import Intent, read_intent
+from slca_grpo.simulator.safety import NO_RETRIEVAL, SAFE_KEYWORDS, SchemaRefused, check_schema_limits
 from slca_grpo.simulator.words import canonical_json, digest
 from slca_grpo.types import Observation, ToolCall, tool_function, tool_name
 
@@ -72,21 +73,37 @@ def tool_returns(tool: dict[str, Any]) -> Any:
     return tool.get("returns") if isinstance(tool, dict) else None
 
 
-def compile_validator(schema: Any) -> Any:
-    """A validator for ``schema``; raises SchemaError when the schema itself is broken."""
+_SAFE_CLASSES: dict[type, type] = {}
+
+
+def _safe_class(cls: type) -> type:
+    # The draft's validator with pattern keywords on the time-limited engine (see safety.py).
+    if cls not in _SAFE_CLASSES:
+        _SAFE_CLASSES[cls] = jsonschema.validators.extend(cls, SAFE_KEYWORDS)
+    return _SAFE_CLASSES[cls]
+
+
+def compile_validator(schema: Any, part: str = "parameters") -> Any:
+    """A validator for ``schema``: SchemaError when the schema itself is broken, SchemaRefused when
+    it breaks the simulator's limits. It never fetches a reference."""
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"schema must be an object, got {type(schema).__name__}")
+    check_schema_limits(schema, part)
     cls = jsonschema.validators.validator_for(schema, default=Draft202012Validator)
     cls.check_schema(schema)
-    return cls(schema, format_checker=FORMAT_CHECKER)
+    return _safe_class(cls)(schema, format_checker=FORMAT_CHECKER, registry=NO_RETRIEVAL)
 
 
 class ToolChecker:
-    """Finds the called tool and checks the call against it; thread-safe, bounded cache."""
+    """Finds the called tool and checks the call against it; thread-safe. Compiled tools are cached
+    (least recently used first out) up to ``max_cached_tools`` and ``max_cached_bytes`` of tool JSON
+    (a compiled validator's memory grows with its schema's size)."""
 
-    def __init__(self, max_cached_tools: int = 4096) -> None:
+    def __init__(self, max_cached_tools: int = 4096, max_cached_bytes: int = 32 * 1024 * 1024) -> None:
         self._specs: OrderedDict[str, ToolSpec | Observation] = OrderedDict()
         self._max = max_cached_tools
+        self._max_bytes = max_cached_bytes
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def check(self, call: ToolCall, tools: list[Any]) -> ToolSpec | Observation:
@@ -127,10 +144,17 @@ class ToolChecker:
                 return cached
         built = self._build(tool, key)
         with self._lock:
+            if key not in self._specs:
+                self._bytes += len(key)
             self._specs[key] = built
-            while len(self._specs) > self._max:
-                self._specs.popitem(last=False)
+            while self._specs and (len(self._specs) > self._max or self._bytes > self._max_bytes):
+                evicted, _ = self._specs.popitem(last=False)
+                self._bytes -= len(evicted)
         return built
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._bytes
 
     def _build(self, tool: dict[str, Any], key: str) -> ToolSpec | Observation:
         fn = tool_function(tool)
@@ -139,16 +163,20 @@ class ToolChecker:
         if parameters is None:
             parameters = {"type": "object", "properties": {}}
         returns = tool_returns(tool)
-        try:
-            arguments_validator = compile_validator(parameters)
-        except SchemaError as exc:
-            return _schema_error(name, "parameters", exc)
-        returns_validator = None
-        if returns is not None:
+        validators: dict[str, Any] = {}
+        for part, schema in (("parameters", parameters), ("returns", returns)):
+            if schema is None:
+                validators[part] = None
+                continue
             try:
-                returns_validator = compile_validator(returns)
+                validators[part] = compile_validator(schema, part)
             except SchemaError as exc:
-                return _schema_error(name, "returns", exc)
+                return _schema_error(name, part, exc)
+            except SchemaRefused as exc:
+                return E.error_observation(E.INVALID_SCHEMA, _short(f"Tool {name!r} is refused: {exc}"), tool=name)
+            except RecursionError:
+                return E.error_observation(E.INVALID_SCHEMA, f"Tool {name!r} has a {part} schema nested too deeply")
+        arguments_validator, returns_validator = validators["parameters"], validators["returns"]
         description = fn.get("description") if isinstance(fn.get("description"), str) else ""
         return ToolSpec(
             name=name,

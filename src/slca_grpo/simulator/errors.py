@@ -26,6 +26,7 @@ EMPTY_RESULT = "empty_result"
 # The simulator's own backend failed (retries exhausted / unusable answer).
 BACKEND_ERROR = "backend_error"
 INVALID_RESPONSE = "invalid_response"
+OVER_BUDGET = "over_budget"  # the service's time budget for one request ran out
 
 ERROR_KINDS = (
     UNKNOWN_TOOL,
@@ -39,6 +40,7 @@ ERROR_KINDS = (
     EMPTY_RESULT,
     BACKEND_ERROR,
     INVALID_RESPONSE,
+    OVER_BUDGET,
 )
 INJECTED_KINDS = (TIMEOUT, SERVER_ERROR, RATE_LIMITED, EMPTY_RESULT)
 

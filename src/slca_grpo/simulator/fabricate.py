@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from slca_grpo.simulator.regexgen import string_from_pattern
+from slca_grpo.simulator.safety import PatternTimeout, search
 from slca_grpo.simulator.values import (
     MISSING,
     ValueContext,
@@ -199,9 +200,9 @@ class SchemaFaker:
         if key is not None:
             for pattern, sub in (schema.get("patternProperties") or {}).items():
                 try:
-                    if re.search(pattern, key):
+                    if search(pattern, key):
                         return sub
-                except re.error:
+                except PatternTimeout:  # too slow or invalid: the pattern does not apply
                     continue
         extra = schema.get("additionalProperties", True)
         return True if extra is None else extra
@@ -369,9 +370,9 @@ def _fits(value: Any, schema: Mapping[str, Any], kind: str) -> bool:
             return False
         if isinstance(schema.get("pattern"), str):
             try:
-                if not re.search(schema["pattern"], value):
+                if not search(schema["pattern"], value):
                     return False
-            except re.error:
+            except PatternTimeout:
                 return False
         fmt = schema.get("format")
         if fmt == "date" and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):

@@ -11,6 +11,8 @@ import re
 import string
 from typing import Any
 
+from slca_grpo.simulator.safety import PatternTimeout, search
+
 try:  # Python 3.11+
     import re._parser as _sre  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - Python 3.10
@@ -38,7 +40,6 @@ def string_from_pattern(pattern: str, rng: DetRng) -> str | None:
     """A string that ``re.search(pattern, …)`` accepts, or None when this walker cannot build one."""
     try:
         parsed = _sre.parse(pattern)
-        compiled = re.compile(pattern)
     except (re.error, TypeError, ValueError, OverflowError, RecursionError):
         return None
     for _ in range(4):
@@ -47,8 +48,11 @@ def string_from_pattern(pattern: str, rng: DetRng) -> str | None:
             text = _emit(parsed, rng, groups)
         except (ValueError, IndexError, KeyError, RecursionError):
             continue
-        if compiled.search(text):
-            return text
+        try:
+            if search(pattern, text):  # time-limited: a catastrophic pattern gives up, not hangs
+                return text
+        except PatternTimeout:
+            return None
     return None
 
 

@@ -3,12 +3,16 @@
 Endpoints: ``POST /v1/simulate``, ``POST /v1/simulate_batch``, ``POST /v1/sessions/{id}/reset``,
 ``GET /healthz`` (open), ``GET /metrics`` (Prometheus text). A bearer token, when set, guards all
 but ``/healthz``; bodies beyond ``max_body_bytes`` get 413 (checked on Content-Length and on the
-bytes actually received); a malformed request gets 400 naming the field. Nothing a client sends
-can raise out of a handler.
+bytes actually received); a malformed request gets 400 naming the field. Simulation runs on worker
+threads with a time budget per request (``request_timeout_s``): the event loop, and so ``/healthz``
+and every other client, stays responsive while one request is slow, and a request whose budget
+runs out gets error observations of kind ``over_budget``. Nothing a client sends can raise out of a
+handler.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
@@ -20,6 +24,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.core import Simulator
 from slca_grpo.simulator.metrics import CONTENT_TYPE, ServiceMetrics
 from slca_grpo.types import Observation, ToolCall
@@ -28,7 +33,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_BATCH = 1024
+DEFAULT_REQUEST_TIMEOUT_S = 30.0
 MAX_SESSION_ID_CHARS = 256
+MAX_JSON_DEPTH = 100
 
 
 class HttpError(Exception):
@@ -53,8 +60,11 @@ def create_app(
     token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_batch: int = DEFAULT_MAX_BATCH,
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
 ) -> FastAPI:
     """A FastAPI app serving ``simulator``; ``token`` None or "" means no authentication."""
+    if request_timeout_s <= 0:
+        raise ValueError(f"request_timeout_s must be > 0, got {request_timeout_s}")
     app = FastAPI(title="slca-grpo tool simulator", docs_url=None, redoc_url=None, openapi_url=None)
     metrics = ServiceMetrics()
     expected = token.encode() if token else None
@@ -98,9 +108,19 @@ def create_app(
             "latency_ms": round(observation.latency_ms, 4),
         }
 
+    async def bounded(work: Callable[..., Any], *args: Any, count: int) -> list[Observation]:
+        # Off the event loop, with a deadline; a worker that overruns finishes in the background.
+        try:
+            result = await asyncio.wait_for(asyncio.to_thread(work, *args), timeout=request_timeout_s)
+        except TimeoutError:
+            message = f"the simulator spent more than {request_timeout_s:g} s on this request"
+            return [E.error_observation(E.OVER_BUDGET, message) for _ in range(count)]
+        return result if isinstance(result, list) else [result]
+
     async def simulate(request: Request) -> Response:
         call, tools, session_id = _parse_item(await _read_json(request, max_body_bytes), "body")
-        return _json(record(await simulator.asimulate(call, tools, session_id)))
+        (observation,) = await bounded(simulator.simulate, call, tools, session_id, count=1)
+        return _json(record(observation))
 
     async def simulate_batch(request: Request) -> Response:
         body = await _read_json(request, max_body_bytes)
@@ -110,7 +130,7 @@ def create_app(
         if len(items) > max_batch:
             raise HttpError(400, f"at most {max_batch} requests per batch, got {len(items)}")
         parsed = [_parse_item(item, f"requests[{i}]") for i, item in enumerate(items)]
-        observations = await simulator.asimulate_many(parsed)
+        observations = await bounded(simulator.simulate_many, parsed, count=len(parsed))
         return _json({"results": [record(o) for o in observations]})
 
     async def reset(request: Request) -> Response:
@@ -159,13 +179,38 @@ async def _read_json(request: Request, limit: int) -> Any:
     if not body:
         raise HttpError(400, "request body is empty; expected a JSON object")
     try:
-        return json.loads(body.decode("utf-8"))  # RFC 8259: JSON between systems is UTF-8
+        # RFC 8259: JSON between systems is UTF-8, and NaN/Infinity are not JSON.
+        data = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
     except UnicodeDecodeError:
         raise HttpError(400, "request body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise HttpError(
             400, f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise HttpError(400, f"request body is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:  # NaN/Infinity, integers beyond Python's digit limit
+        raise HttpError(400, f"request body is not valid JSON: {exc}") from None
+    if _too_deep(data, MAX_JSON_DEPTH):
+        raise HttpError(400, f"request body is nested deeper than {MAX_JSON_DEPTH} levels")
+    return data
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _too_deep(data: Any, limit: int) -> bool:
+    stack = [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(node, dict):
+            stack.extend((value, depth + 1) for value in node.values())
+        elif isinstance(node, list):
+            stack.extend((value, depth + 1) for value in node)
+    return False
 
 
 def _parse_item(obj: Any, where: str) -> tuple[ToolCall, list[Any], str | None]:
@@ -216,6 +261,7 @@ def serve(
     token: str | None = None,
     allow_no_token: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
     log_level: str = "warning",
 ) -> None:
     """Run the service until interrupted (blocking)."""
@@ -226,5 +272,5 @@ def serve(
             f"refusing to serve on non-loopback host {host!r} without a token "
             "(set --token / $SLCA_SIM_TOKEN, or pass --allow-no-token)"
         )
-    app = create_app(simulator, token=token, max_body_bytes=max_body_bytes)
+    app = create_app(simulator, token=token, max_body_bytes=max_body_bytes, request_timeout_s=request_timeout_s)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, server_header=False)

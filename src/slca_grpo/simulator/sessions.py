@@ -9,6 +9,7 @@ digest that goes into the cache key, so replay is exact for the same sequence of
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import OrderedDict, deque
@@ -24,6 +25,10 @@ EntityKey = tuple[str, str]
 _GENERIC_CONTAINERS = frozenset("results result data records entries matches hits response items_found".split())
 _MAX_DEPTH = 5
 HISTORY_LENGTH = 32
+# Bounds on one session's memory: past either, the oldest records are forgotten (a lookup of one
+# then reads like a record the session never saw).
+MAX_SESSION_RECORDS = 5_000
+MAX_SESSION_BYTES = 8 * 1024 * 1024
 
 
 @dataclass
@@ -50,9 +55,10 @@ class SessionState:
         self.session_id = session_id
         self.digest = ""
         self.calls = 0
-        self.entities: dict[EntityKey, dict[str, Any]] = {}
+        self.entities: dict[EntityKey, dict[str, Any]] = {}  # oldest first
         self.by_value: dict[str, set[EntityKey]] = {}
-        self.deleted: set[EntityKey] = set()
+        self.deleted: dict[EntityKey, None] = {}  # an ordered set, oldest first
+        self.approx_bytes = 0  # of the answers folded in since the last trim: an upper bound
         self.history: deque[tuple[dict[str, Any], str]] = deque(maxlen=HISTORY_LENGTH)
         self.last_used = now
 
@@ -111,6 +117,27 @@ class SessionState:
             self._apply_verb(intent, call.get("arguments") or {}, target)
         self.history.append((call, text))
         self.digest = digest(self.digest, canonical_json(call), text)
+        self.approx_bytes += len(text)
+        if len(self.entities) > MAX_SESSION_RECORDS or self.approx_bytes > MAX_SESSION_BYTES:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Forget the oldest records until the session holds at most 3/4 of both bounds."""
+        sizes = {key: len(json.dumps(fields, default=str)) for key, fields in self.entities.items()}
+        total = sum(sizes.values())
+        for key in list(self.entities):
+            if len(self.entities) <= MAX_SESSION_RECORDS * 3 // 4 and total <= MAX_SESSION_BYTES * 3 // 4:
+                break
+            del self.entities[key]
+            total -= sizes[key]
+            keys = self.by_value.get(key[1])
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.by_value[key[1]]
+        while len(self.deleted) > MAX_SESSION_RECORDS:
+            del self.deleted[next(iter(self.deleted))]
+        self.approx_bytes = total
 
     def _index(self, node: Any, entity: str, parent_key: str | None, depth: int) -> None:
         if depth > _MAX_DEPTH:
@@ -134,7 +161,7 @@ class SessionState:
                 self.entities[key] = fields
             else:
                 stored.update(fields)
-            self.deleted.discard(key)
+            self.deleted.pop(key, None)
             self.by_value.setdefault(key[1], set()).add(key)
         for child_key, child in node.items():
             if isinstance(child, (dict, list)):
@@ -144,7 +171,7 @@ class SessionState:
         key = target.key
         if intent.verb == I.DELETE:
             self.entities.pop(key, None)
-            self.deleted.add(key)
+            self.deleted[key] = None
             keys = self.by_value.get(key[1])
             if keys is not None:
                 keys.discard(key)

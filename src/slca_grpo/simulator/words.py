@@ -62,8 +62,9 @@ def humanize(name: str) -> str:
 
 
 def canonical_json(value: Any) -> str:
-    """Stable JSON text: sorted keys, no whitespace, UTF-8 kept (the basis of every digest)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Stable JSON text: sorted keys, no whitespace, UTF-8 kept (the basis of every digest).
+    NaN and Infinity raise ValueError: they are not JSON, and would be echoed into answers."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def digest(*parts: str) -> str:

@@ -1,0 +1,176 @@
+"""Limits on what a tool schema may make the simulator do. Schemas come from policies and datasets,
+so they are hostile input:
+
+- references resolve only inside the schema itself (``#/...``): nothing is fetched, no file is read;
+- ``pattern`` / ``patternProperties`` run on the ``regex`` engine with a time limit per match, so a
+  catastrophic pattern costs at most ``PATTERN_TIMEOUT_S``, not the server;
+- a schema whose smallest valid value is huge (``minLength: 1000000``, nested ``minItems``) is
+  refused before anything is generated;
+- schemas are bounded in nesting depth.
+
+Each refusal is a ``SchemaRefused`` with a message for the error observation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import regex
+from jsonschema import ValidationError
+from referencing import Registry
+
+PATTERN_TIMEOUT_S = 0.05  # per match; ordinary patterns take microseconds
+MAX_SCHEMA_DEPTH = 64
+MAX_GENERATED_UNITS = 100_000  # characters + values of the smallest value a schema allows
+MAX_SIZING_STEPS = 10_000  # schema nodes visited to size it (references make it a graph)
+REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+# Validators get an empty registry without a retrieve function: any reference that is not inside
+# the schema is unresolvable instead of being fetched over HTTP or read from a file.
+NO_RETRIEVAL = Registry()
+
+
+class SchemaRefused(ValueError):
+    """A schema the simulator will not apply (the message says why)."""
+
+
+class PatternTimeout(RuntimeError):
+    """A ``pattern`` took longer than ``PATTERN_TIMEOUT_S`` to match."""
+
+
+def search(pattern: str, text: str) -> bool:
+    try:
+        return regex.search(pattern, text, timeout=PATTERN_TIMEOUT_S) is not None
+    except TimeoutError:
+        raise PatternTimeout(f"pattern {pattern[:80]!r} took longer than {PATTERN_TIMEOUT_S:g} s to match") from None
+    except regex.error as exc:
+        raise PatternTimeout(f"pattern {pattern[:80]!r} is not a valid regular expression ({exc})") from None
+
+
+# -- jsonschema keywords on the time-limited engine (same semantics as jsonschema's own) ----------
+
+
+def pattern_keyword(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not search(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def pattern_properties_keyword(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def additional_properties_keyword(
+    validator: Any, allowed: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = [
+        key for key in instance if key not in properties and not any(search(pattern, key) for pattern in patterns)
+    ]
+    if validator.is_type(allowed, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], allowed, path=extra)
+    elif not allowed and extras:
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            joined = ", ".join(repr(each) for each in sorted(extras))
+            regexes = ", ".join(map(repr, sorted(patterns)))
+            yield ValidationError(f"{joined} {verb} not match any of the regexes: {regexes}")
+        else:
+            names = ", ".join(repr(each) for each in sorted(extras, key=str))
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(f"Additional properties are not allowed ({names} {verb} unexpected)")
+
+
+SAFE_KEYWORDS = {
+    "pattern": pattern_keyword,
+    "patternProperties": pattern_properties_keyword,
+    "additionalProperties": additional_properties_keyword,
+}
+
+
+# -- schema pre-checks --------------------------------------------------------------------------
+
+
+def check_schema_limits(schema: Any, part: str) -> None:
+    """Refuse references outside the schema, nesting beyond ``MAX_SCHEMA_DEPTH``, and schemas whose
+    smallest valid value exceeds ``MAX_GENERATED_UNITS``."""
+    _check_references(schema, part, depth=0)
+    steps = [MAX_SIZING_STEPS]
+    units = minimum_units(schema, schema, 0, steps)
+    if steps[0] <= 0:
+        raise SchemaRefused(f"its {part} schema is too complex to size (over {MAX_SIZING_STEPS:,} nodes to visit)")
+    if units > MAX_GENERATED_UNITS:
+        raise SchemaRefused(
+            f"its {part} schema asks for values of at least {units:,} characters or items "
+            f"(the simulator's limit is {MAX_GENERATED_UNITS:,})"
+        )
+
+
+def _check_references(node: Any, part: str, depth: int) -> None:
+    if depth > MAX_SCHEMA_DEPTH:
+        raise SchemaRefused(f"its {part} schema is nested deeper than {MAX_SCHEMA_DEPTH} levels")
+    if isinstance(node, dict):
+        for key in REF_KEYS:
+            target = node.get(key)
+            if target is not None and (not isinstance(target, str) or not target.startswith("#")):
+                raise SchemaRefused(
+                    f"its {part} schema refers outside itself ({key}: {str(target)[:100]!r}); "
+                    "only references inside the schema (#/...) are allowed"
+                )
+        for value in node.values():
+            _check_references(value, part, depth + 1)
+    elif isinstance(node, list):
+        for value in node:
+            _check_references(value, part, depth + 1)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def minimum_units(schema: Any, root: Any, depth: int, steps: list[int]) -> int:
+    """A lower bound on the size (characters plus values) of the smallest value ``schema`` allows,
+    following local references; saturates just above the limit. ``steps`` is a shared budget of
+    nodes to visit (a cyclic schema would otherwise be walked forever)."""
+    steps[0] -= 1
+    if not isinstance(schema, dict) or depth > MAX_SCHEMA_DEPTH or steps[0] <= 0:
+        return 1
+    reference = schema.get("$ref")
+    if isinstance(reference, str) and reference.startswith("#"):
+        target = _pointer(root, reference)
+        if target is not None and target is not schema:
+            return minimum_units(target, root, depth + 1, steps)
+    units = max(1, _count(schema.get("minLength")), _count(schema.get("minProperties")))
+    need = _count(schema.get("minItems"))
+    if need:
+        items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+        units = max(units, need * minimum_units(items, root, depth + 1, steps))
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    needed = [properties.get(key, {}) for key in required if isinstance(key, str)]
+    units = max(units, sum(minimum_units(sub, root, depth + 1, steps) for sub in needed))
+    for sub in schema.get("allOf") if isinstance(schema.get("allOf"), list) else []:
+        units = max(units, minimum_units(sub, root, depth + 1, steps))
+    return min(units, MAX_GENERATED_UNITS + 1)
+
+
+def _pointer(root: Any, reference: str) -> Any:
+    node = root
+    for part in reference[1:].split("/")[1:] if reference != "#" else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
