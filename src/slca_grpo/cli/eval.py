@@ -64,6 +64,8 @@ def run_indomain(args: argparse.Namespace) -> int:
             tasks = generate_suite(seed=0, n_train=0, n_test=args.limit or 200).test
         else:
             tasks = load_tasks(args.tasks, limit=args.limit).tasks
+        if not tasks:
+            raise ValueError(f"{args.tasks} holds no tasks: nothing to evaluate")
         agent = TaskOracleAgent(tasks) if args.policy == "oracle" else resolve_model_agent(args.policy)
         judge = make_judge(args.judge)
         simulator_token = None

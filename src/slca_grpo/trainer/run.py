@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -145,6 +146,10 @@ def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
 
 
 TOKENIZER_CORPUS_TASKS = 400
+# A fresh tokenizer learns from a bounded corpus: each text is cut to this many characters and runs
+# without whitespace to MAX_WORD_CHARS (one 10 MB "word" otherwise stalls BPE training for minutes).
+MAX_CORPUS_TEXT_CHARS = 100_000
+MAX_WORD_CHARS = 200
 
 
 def tokenizer_corpus(tasks: list[Task]) -> list[str]:
@@ -158,7 +163,8 @@ def tokenizer_corpus(tasks: list[Task]) -> list[str]:
             texts.append(render_gold(task))
         except ValueError:
             texts.append(render_chat(task.messages, task.tools) + (task.reference_answer or ""))
-    return texts
+    long_word = re.compile(rf"\S{{{MAX_WORD_CHARS + 1},}}")
+    return [long_word.sub(lambda m: m.group(0)[:MAX_WORD_CHARS], text[:MAX_CORPUS_TEXT_CHARS]) for text in texts]
 
 
 def load_policy(config: ModelConfig, corpus_tasks: list[Task] | None = None):
