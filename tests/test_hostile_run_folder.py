@@ -161,3 +161,32 @@ def test_a_run_whose_gradients_blow_up_stops_at_that_step_and_keeps_the_last_goo
     from safetensors.torch import load_file
 
     assert all(torch.isfinite(t).all() for t in load_file(folder / "model" / "model.safetensors").values())
+
+
+def test_a_save_that_fails_midway_leaves_the_run_resumable(tmp_path, tiny, monkeypatch):
+    import errno
+
+    import slca_grpo.trainer.checkpoint as checkpoint
+
+    root = tmp_path / "checkpoints"
+    write(root, 1, tiny)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(checkpoint.torch, "save", disk_full)
+        with pytest.raises(OSError, match="No space left"):
+            write(root, 2, tiny)
+    assert any(p.name.startswith(".tmp-") for p in root.iterdir())  # the half-written one
+    folder, _, info = load_latest_checkpoint(root)
+    assert folder.name == "step-000001" and info["step"] == 1 and (root / "latest").read_text().strip() == folder.name
+    write(root, 2, tiny)  # the next save clears the debris
+    assert not any(p.name.startswith(".tmp-") for p in root.iterdir())
+    assert load_latest_checkpoint(root)[2]["step"] == 2
+
+
+def test_a_cache_path_that_is_a_directory_is_a_one_line_error(tmp_path, capsys):
+    assert main(["train", "demo-quick", "--set", f"simulator.cache_path={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: simulator.cache_path '{tmp_path}' is a directory; give the SQLite file's path"

@@ -50,12 +50,14 @@ class ResponseCache:
         self._connections: list[sqlite3.Connection] = []
         self.errors = 0
         self.recoveries = 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise OSError(f"the simulator cache path {self.path} is a directory; give a file path")
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._connection().execute("SELECT key FROM responses LIMIT 1").fetchall()
         except sqlite3.DatabaseError as exc:
             if not _is_corruption(exc):
-                raise
+                raise OSError(f"cannot open the simulator cache {self.path}: {exc}") from None
             self._recover(exc)
 
     # -- connections -------------------------------------------------------------------------

@@ -70,6 +70,8 @@ class SimulatorConfig:
             raise ConfigError(f"backend must name a registered simulator backend, got {self.backend!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+        if self.cache_path is not None and os.path.isdir(self.cache_path):
+            raise ConfigError(f"cache_path {self.cache_path!r} is a directory; give the SQLite file's path")
         if self.session_ttl_s <= 0:
             raise ConfigError("session_ttl_s must be > 0")
         if self.max_sessions < 1:
