@@ -10,6 +10,7 @@ from slca_grpo.chat.template import render_chat
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.rollout.formatter import TOOL_CALL_STOP, ChatFormatter, prompt_tools
 from slca_grpo.rollout.sampling import SamplingConfig, sample
+from slca_grpo.trainer.device import bf16_autocast, model_device
 
 
 class HFChatAgent:
@@ -60,7 +61,7 @@ class HFChatAgent:
         self.last_token_counts = []
         for start in range(0, len(requests), self.batch_size):
             chunk = requests[start : start + self.batch_size]
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            with bf16_autocast(model_device(self.model), self.bf16):
                 generations = sample(
                     self.model,
                     [self._prompt(r) for r in chunk],

@@ -192,7 +192,11 @@ def sample(
             # Inverse-CDF draw: one uniform per row and a binary search, far cheaper on CPU than
             # torch.multinomial or a noise tensor the size of the vocabulary.
             cumulative = probs.cumsum(dim=-1)
-            uniform = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device) * cumulative[:, -1:]
+            # Drawn where the generator lives (the CPU by default), so a seed gives the same
+            # tokens whichever device the model is on.
+            draw_device = generator.device if generator is not None else probs.device
+            uniform = torch.rand((probs.shape[0], 1), generator=generator, device=draw_device).to(probs.device)
+            uniform = uniform * cumulative[:, -1:]
             tokens = torch.searchsorted(cumulative, uniform, right=True).squeeze(1).clamp_(max=probs.shape[-1] - 1)
         else:
             logprobs_all = torch.log_softmax(logits, dim=-1)

@@ -32,11 +32,16 @@ class TokenBatch:
         columns = self.loss_mask.any(dim=0).nonzero()
         return int(columns[0]) if len(columns) else 0
 
+    @property
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return self.input_ids, self.attention_mask, self.loss_mask, self.segment_ids
+
+    def to(self, device: torch.device | str) -> TokenBatch:
+        return TokenBatch(*(t.to(device) for t in self.tensors))
+
     def select(self, rows: torch.Tensor | Sequence[int]) -> TokenBatch:
-        index = torch.as_tensor(rows, dtype=torch.long)
-        return TokenBatch(
-            *(t.index_select(0, index) for t in (self.input_ids, self.attention_mask, self.loss_mask, self.segment_ids))
-        )
+        index = torch.as_tensor(rows, dtype=torch.long).to(self.input_ids.device)
+        return TokenBatch(*(t.index_select(0, index) for t in self.tensors))
 
 
 def pad_sequences(sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], pad_id: int) -> TokenBatch:

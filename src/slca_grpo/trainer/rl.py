@@ -22,6 +22,7 @@ from slca_grpo.rewards.judge_base import Judge
 from slca_grpo.rewards.noise import summary_noise
 from slca_grpo.rollout.loop import AgentLoop
 from slca_grpo.trainer.batch import TokenBatch, token_logprobs, trajectory_batch
+from slca_grpo.trainer.device import bf16_autocast, model_device, peak_memory_gb
 from slca_grpo.trainer.diagnostics import segment_gradient_cosine
 from slca_grpo.trainer.optim import SCHEDULES, TrainingDiverged, build_optimizer, build_scheduler, clip_gradients
 from slca_grpo.types import Task, Trajectory
@@ -109,6 +110,7 @@ class RLTrainer:
     ):
         estimator_spec(config.estimator)  # fail fast on an unknown name
         self.model = model
+        self.device = model_device(model)  # the reference model and every batch go where it is
         self.ref_model = ref_model if config.kl_coef > 0 else None
         self.loop = loop
         self.judge = judge
@@ -148,7 +150,7 @@ class RLTrainer:
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + step_index)
 
         started = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
+        with bf16_autocast(self.device, config.bf16):
             trajectories = self.loop.run(tasks, generator=generator, session_prefix=f"s{step_index}")
         rollout_seconds = time.perf_counter() - started
 
@@ -173,7 +175,7 @@ class RLTrainer:
                 "noise/train_summary": float(reward_tensors["summary"].mean()),
                 "noise/train_score": float(reward_tensors["score"].mean()),
             }
-        batch = trajectory_batch(trajectories, self.loop.formatter.pad_id)
+        batch = trajectory_batch(trajectories, self.loop.formatter.pad_id).to(self.device)
         group_ids = torch.arange(len(tasks)).repeat_interleave(group_size)
         advantages = compute_advantages(
             config.estimator,
@@ -205,12 +207,13 @@ class RLTrainer:
             / max(rollout_seconds, 1e-9),
             "throughput/train_tokens_per_s": tokens * config.ppo_epochs / max(train_seconds, 1e-9),
             "lr": self.scheduler.get_last_lr()[0],
+            "memory/peak_gb": peak_memory_gb(self.device),
         }
         return metrics, trajectories
 
     def _logprobs(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         temperature = self.loop.config.temperature
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.config.bf16):
+        with bf16_autocast(self.device, self.config.bf16):
             return token_logprobs(
                 model,
                 batch.input_ids,

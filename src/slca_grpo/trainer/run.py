@@ -39,6 +39,7 @@ from slca_grpo.trainer.checkpoint import (
     save_pretrained_atomic,
     set_rng_state,
 )
+from slca_grpo.trainer.device import DEVICE_SPEC, resolve_device
 from slca_grpo.trainer.diagnostics import std
 from slca_grpo.trainer.logger import MetricsLogger
 from slca_grpo.trainer.optim import TrainingDiverged
@@ -62,8 +63,11 @@ class TrainConfig:
     progress: bool = True
     torch_threads: int = 0  # 0: torch's default
     plugins: list[str] = field(default_factory=list)  # your modules (names or .py files) imported first
+    device: str = "auto"  # auto (CUDA when there is one), cpu, cuda or cuda:N
 
     def __post_init__(self) -> None:
+        if not DEVICE_SPEC.fullmatch(self.device):
+            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         at_least(self, 0, "eval_every", "eval_tasks", "save_every", "torch_threads")
         at_least(self, 1, "eval_batch_size", "keep_last")
 
@@ -281,7 +285,7 @@ def ensure_sft(config: RunConfig, out_dir: Path, *, announce: str | None = None)
         model, tokenizer = load_policy(config.model, train_tasks)
         logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
         try:
-            run_sft(config, model, tokenizer, train_tasks, out_dir, logger)
+            run_sft(config, model.to(resolve_device(config.train.device)), tokenizer, train_tasks, out_dir, logger)
         finally:
             logger.close()
     return out_dir / "sft"
@@ -306,6 +310,7 @@ def train(
     if config.train.torch_threads:
         torch.set_num_threads(config.train.torch_threads)
     torch.manual_seed(config.train.seed)
+    device = resolve_device(config.train.device)
     train_tasks, test_tasks = load_data(config.data)
     eval_tasks = test_tasks[: config.train.eval_tasks]
 
@@ -335,10 +340,11 @@ def train(
         and not (resume_from and (sft_dir / "config.json").exists())
     ):
         model, tokenizer = load_policy(config.model, train_tasks)
-        run_sft(config, model, tokenizer, train_tasks, out_dir, sft_logger)
+        run_sft(config, model.to(device), tokenizer, train_tasks, out_dir, sft_logger)
     reference_spec = str(sft_dir) if config.sft.steps > 0 else config.model.name
     start_spec = str(resume_from / "model") if resume_from is not None else reference_spec
     model, tokenizer = load_policy(ModelConfig(start_spec, config.model.dtype), train_tasks)
+    model.to(device)
     ref_model = None
     if config.rl.kl_coef > 0 and config.rl.steps > 0:
         ref_model = (
@@ -346,7 +352,7 @@ def train(
             if resume_from is None
             else load_policy(ModelConfig(reference_spec, config.model.dtype), train_tasks)[0]
         )
-        ref_model.eval().requires_grad_(False)
+        ref_model.to(device).eval().requires_grad_(False)
 
     formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.rollout.max_tool_response_tokens)
     environment = ToolEnvironment(make_simulator(config))

@@ -19,6 +19,7 @@ from slca_grpo.config import ConfigError, at_least, one_of
 from slca_grpo.rollout.environment import find_fixture
 from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.trainer.batch import pad_sequences, token_logprobs
+from slca_grpo.trainer.device import bf16_autocast, model_device
 from slca_grpo.trainer.optim import SCHEDULES, TrainingDiverged, build_optimizer, build_scheduler, clip_gradients
 from slca_grpo.types import Task, ToolCall
 
@@ -93,6 +94,7 @@ def build_example(
 def sft_loss(model: torch.nn.Module, examples: Sequence[SFTExample], pad_id: int) -> torch.Tensor:
     """Token-mean negative log-likelihood over the examples' assistant tokens."""
     batch = pad_sequences([e.input_ids for e in examples], [e.loss_mask for e in examples], pad_id)
+    batch = batch.to(model_device(model))
     logprobs = token_logprobs(
         model, batch.input_ids, batch.attention_mask, start=batch.first_learnable, positions=batch.loss_mask > 0
     )
@@ -141,7 +143,7 @@ def train_sft(
         if not planned:
             planned = length_bucketed_batches(lengths, config.batch_size, config.bucket_batches, rng)
         chosen = planned.pop()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
+        with bf16_autocast(model_device(model), config.bf16):
             loss = sft_loss(model, [usable[i] for i in chosen], pad_id)
         value = float(loss.detach())
         if not math.isfinite(value):
