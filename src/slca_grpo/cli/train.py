@@ -37,6 +37,17 @@ def register(subparsers: Any) -> None:
     demo.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     demo.set_defaults(func=run_demo_command)
 
+    export = subparsers.add_parser(
+        "export",
+        help="merge a LoRA checkpoint's adapters into a plain Hugging Face folder",
+        description="Merge the adapters of a LoRA training checkpoint into their base model and save "
+        "the result as a plain Hugging Face folder (for slca eval --policy hf:OUT, or serving).",
+    )
+    export.add_argument("checkpoint", help="a checkpoint folder (runs/X/checkpoints/step-N) or its model/ folder")
+    export.add_argument("--out", required=True, help="the folder to write")
+    export.add_argument("--base", help="the base model (default: recorded in the checkpoint)")
+    export.set_defaults(func=run_export)
+
     report = subparsers.add_parser(
         "report", help="compare finished runs side by side: training runs, or eval runs (indomain, bfcl, tau2)"
     )
@@ -62,6 +73,17 @@ def run_train(args: argparse.Namespace) -> int:
     except (ConfigError, TaskFormatError, OSError, PluginError, TrainingDiverged) as exc:
         return fail(str(exc))  # bad data files, unreadable checkpoints, a run that diverged
     print(f"final held-out evaluation: {summary.get('final_eval')}")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from slca_grpo.models.lora import export_merged
+
+    try:
+        target = export_merged(args.checkpoint, args.out, base=args.base)
+    except (OSError, ValueError, ImportError) as exc:
+        return fail(str(exc))
+    print(f"wrote {target}")
     return 0
 
 

@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from slca_grpo.config import one_of
+from slca_grpo.config import ConfigError, at_least, one_of
 
 DTYPES = ("float32", "bfloat16")
+
+
+@dataclass
+class LoraConfig:
+    """LoRA adapters for RL (``r: 0`` trains the whole model). Only the adapters train; the
+    reference policy is the same model with its adapters switched off."""
+
+    r: int = 0
+    alpha: float = 16.0
+    dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+    def __post_init__(self) -> None:
+        at_least(self, 0, "r", "alpha", "dropout")
+        if self.dropout >= 1:
+            raise ConfigError(f"dropout must be < 1, got {self.dropout!r}")
+        if self.r and not self.target_modules:
+            raise ConfigError("target_modules must name at least one module when r > 0")
+
+    @property
+    def enabled(self) -> bool:
+        return self.r > 0
 
 
 @dataclass
@@ -15,6 +37,7 @@ class ModelConfig:
     # Hugging Face checkpoint folder.
     name: str = "tiny"
     dtype: str = "float32"
+    lora: LoraConfig = field(default_factory=LoraConfig)
 
     def __post_init__(self) -> None:
         one_of(self, "dtype", DTYPES)

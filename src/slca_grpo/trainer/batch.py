@@ -77,6 +77,8 @@ PLAIN_HEAD_MODEL_TYPES = frozenset({"llama", "qwen2", "qwen3", "mistral"})
 
 
 def _plain_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    if hasattr(model, "get_base_model"):  # a peft (LoRA) model: its adapters live inside these modules
+        model = model.get_base_model()
     config = getattr(model, "config", None)
     if getattr(config, "model_type", None) not in PLAIN_HEAD_MODEL_TYPES:
         return None

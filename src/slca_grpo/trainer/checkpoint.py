@@ -131,7 +131,8 @@ def latest_checkpoint(root: str | Path) -> Path | None:
 
 def _check_model_files(folder: Path) -> None:
     weights = sorted(folder.glob("*.safetensors"))
-    if not (folder / "config.json").is_file() or not weights:
+    described = (folder / "config.json").is_file() or (folder / "adapter_config.json").is_file()  # LoRA
+    if not described or not weights:
         raise CheckpointError(f"{folder} has no config.json or no *.safetensors weights")
     from safetensors import safe_open
 

@@ -232,6 +232,16 @@ class RLTrainer:
         width = batch.input_ids.shape[1]
         return torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1])) for c in chunks])
 
+    def _reference_logprobs(self, batch: TokenBatch) -> torch.Tensor | None:
+        """The frozen reference's log-probs for the KL term: the reference model's, or, for a LoRA
+        policy without one, the policy's with its adapters switched off."""
+        if self.ref_model is not None:
+            return self._frozen_logprobs(self.ref_model, batch)
+        if self.config.kl_coef > 0 and hasattr(self.model, "disable_adapter"):
+            with self.model.disable_adapter():
+                return self._frozen_logprobs(self.model, batch)
+        return None
+
     def _update(
         self, batch: TokenBatch, advantages: torch.Tensor, prompts: int, group_size: int, generator
     ) -> dict[str, float]:
@@ -241,7 +251,7 @@ class RLTrainer:
         # log-probs equal the current ones (detached) and need no extra forward pass.
         on_policy = config.ppo_epochs == 1 and minibatches == 1
         old_logp = None if on_policy else self._frozen_logprobs(self.model, batch)
-        ref_logp = self._frozen_logprobs(self.ref_model, batch) if self.ref_model is not None else None
+        ref_logp = self._reference_logprobs(batch)
 
         self.model.train()
         totals: dict[str, float] = {}

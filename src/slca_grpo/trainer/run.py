@@ -192,10 +192,15 @@ def _task_sampler(tasks: list[Task], seed: int, per_step: int):
 SFT_SECTIONS = {"model": ModelConfig, "data": DataConfig, "sft": SFTConfig, "simulator": SimulatorConfig}
 
 
+def _without_rl_only(section: str, data: dict[str, Any]) -> dict[str, Any]:
+    # LoRA adapters are an RL setting: SFT trains the whole model, whatever model.lora says.
+    return {k: v for k, v in data.items() if not (section == "model" and k == "lora")}
+
+
 def sft_settings(config: RunConfig) -> dict[str, Any]:
     """Everything the SFT checkpoint depends on (model, data, SFT, simulator, seed)."""
     return {
-        **{name: to_dict(getattr(config, name)) for name in SFT_SECTIONS},
+        **{name: _without_rl_only(name, to_dict(getattr(config, name))) for name in SFT_SECTIONS},
         "seed": config.train.seed,
         "max_tool_response_tokens": config.rollout.max_tool_response_tokens,
     }
@@ -212,7 +217,9 @@ def _same_sft_settings(saved: dict[str, Any], config: RunConfig) -> bool:
     # Saved sections go through the loader, so a key they predate counts as its default.
     wanted = sft_settings(config)
     try:
-        loaded = {name: to_dict(from_dict(cls, saved[name])) for name, cls in SFT_SECTIONS.items()}
+        loaded = {
+            name: _without_rl_only(name, to_dict(from_dict(cls, saved[name]))) for name, cls in SFT_SECTIONS.items()
+        }
     except (KeyError, TypeError, ValueError):
         return False
     scalars = ("seed", "max_tool_response_tokens")
@@ -291,6 +298,31 @@ def ensure_sft(config: RunConfig, out_dir: Path, *, announce: str | None = None)
     return out_dir / "sft"
 
 
+def _rl_models(config: RunConfig, reference_spec: str, resume_from: Path | None, train_tasks: list[Task], device):
+    """(policy, tokenizer, frozen reference or None) for RL. With LoRA the policy is the reference
+    model plus adapters (fresh, or the checkpoint's) and the reference is the same model with its
+    adapters switched off, so no second copy is held."""
+    lora = config.model.lora
+    if lora.enabled:
+        from slca_grpo.models.lora import add_adapters, load_adapters
+
+        base, tokenizer = load_policy(ModelConfig(reference_spec, config.model.dtype), train_tasks)
+        model = load_adapters(base, resume_from / "model") if resume_from is not None else add_adapters(base, lora)
+        return model.to(device), tokenizer, None
+    start_spec = str(resume_from / "model") if resume_from is not None else reference_spec
+    model, tokenizer = load_policy(ModelConfig(start_spec, config.model.dtype), train_tasks)
+    model.to(device)
+    ref_model = None
+    if config.rl.kl_coef > 0 and config.rl.steps > 0:
+        ref_model = (
+            copy.deepcopy(model)
+            if resume_from is None
+            else load_policy(ModelConfig(reference_spec, config.model.dtype), train_tasks)[0]
+        )
+        ref_model.to(device).eval().requires_grad_(False)
+    return model, tokenizer, ref_model
+
+
 def train(
     config: RunConfig, *, resume: bool = False, echo: bool = True, start_eval: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -342,17 +374,17 @@ def train(
         model, tokenizer = load_policy(config.model, train_tasks)
         run_sft(config, model.to(device), tokenizer, train_tasks, out_dir, sft_logger)
     reference_spec = str(sft_dir) if config.sft.steps > 0 else config.model.name
-    start_spec = str(resume_from / "model") if resume_from is not None else reference_spec
-    model, tokenizer = load_policy(ModelConfig(start_spec, config.model.dtype), train_tasks)
-    model.to(device)
-    ref_model = None
-    if config.rl.kl_coef > 0 and config.rl.steps > 0:
-        ref_model = (
-            copy.deepcopy(model)
-            if resume_from is None
-            else load_policy(ModelConfig(reference_spec, config.model.dtype), train_tasks)[0]
-        )
-        ref_model.to(device).eval().requires_grad_(False)
+    lora_base = None
+    if config.model.lora.enabled:
+        # Adapters need their base to be merged later (slca export): keep it as a folder.
+        if not Path(reference_spec).is_dir():
+            base_dir = out_dir / "lora_base"
+            if not (base_dir / "config.json").is_file():
+                base, base_tokenizer = load_policy(ModelConfig(reference_spec, config.model.dtype), train_tasks)
+                save_pretrained_atomic(base, base_tokenizer, base_dir)
+            reference_spec = str(base_dir)
+        lora_base = str(Path(reference_spec).resolve())
+    model, tokenizer, ref_model = _rl_models(config, reference_spec, resume_from, train_tasks, device)
 
     formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.rollout.max_tool_response_tokens)
     environment = ToolEnvironment(make_simulator(config))
@@ -422,7 +454,7 @@ def train(
                 model=model,
                 tokenizer=tokenizer,
                 state={"trainer": trainer.state_dict()},
-                info={"history": history},
+                info={"history": history, "lora_base": lora_base},
                 keep_last=config.train.keep_last,
             )
     final = history["evals"][-1] if history["evals"] else {}
