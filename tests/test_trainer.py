@@ -184,7 +184,7 @@ def test_config_loading_checks_keys_and_types(tmp_path):
     bad.write_text("rl: [1, 2\n")
     with pytest.raises(ConfigError, match="invalid YAML"):
         load_yaml_config(RunConfig, bad)
-    for preset in ("demo", "demo-quick", "demo-smollm2", "smollm2", "qwen2.5-7b"):
+    for preset in ("demo", "demo-quick", "demo-smollm2", "smollm2", "qwen2.5-7b", "qwen2.5-0.5b", "qwen2.5-7b-lora"):
         load_yaml_config(RunConfig, resolve_config_path(preset))
 
 

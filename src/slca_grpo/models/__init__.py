@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,27 @@ def load_tokenizer(path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
     return AutoTokenizer.from_pretrained(folder, local_files_only=True)
 
 
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def _load_from_hub(name: str, dtype: torch.dtype, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """A model by Hugging Face id: from the local cache, or downloaded when the Hub is reachable."""
+    if kwargs:
+        raise TypeError(f"unexpected keyword(s) for a Hugging Face model: {', '.join(sorted(kwargs))}")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+    except OSError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(
+            f"cannot load {name!r} from the Hugging Face Hub or its local cache ({first[:160]}); "
+            f"on a machine without the Hub, download it elsewhere (huggingface-cli download {name} "
+            "--local-dir DIR), copy DIR here and set model.name to DIR"
+        ) from None
+    model.eval()
+    return model, tokenizer
+
+
 def load_model(
     spec: str | os.PathLike[str], *, dtype: torch.dtype = torch.float32, **kwargs: Any
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -94,10 +116,12 @@ def load_model(
     if name == "smollm2":
         return load_smollm2(dtype=dtype, **kwargs)
     folder = Path(name).expanduser()
+    if not folder.is_dir() and HUB_ID.fullmatch(name):
+        return _load_from_hub(name, dtype, kwargs)
     if not folder.is_dir():
         raise ValueError(
-            f"unknown model {name!r}: expected one of {', '.join([*PRESETS, 'smollm2'])} "
-            "or a local checkpoint folder (save_pretrained format)"
+            f"unknown model {name!r}: expected one of {', '.join([*PRESETS, 'smollm2'])}, "
+            "a local checkpoint folder (save_pretrained format) or a Hugging Face id (org/name)"
         )
     if not (folder / "config.json").is_file():
         raise ValueError(f"{folder} is not a checkpoint folder: it has no config.json")

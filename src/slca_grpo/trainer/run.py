@@ -42,6 +42,7 @@ from slca_grpo.trainer.checkpoint import (
 from slca_grpo.trainer.device import DEVICE_SPEC, resolve_device
 from slca_grpo.trainer.diagnostics import std
 from slca_grpo.trainer.logger import MetricsLogger
+from slca_grpo.trainer.memory import check_fits, estimate_memory
 from slca_grpo.trainer.optim import TrainingDiverged
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
 from slca_grpo.trainer.sft import SFTConfig, build_example, train_sft
@@ -190,6 +191,10 @@ def _task_sampler(tasks: list[Task], seed: int, per_step: int):
 
 
 SFT_SECTIONS = {"model": ModelConfig, "data": DataConfig, "sft": SFTConfig, "simulator": SimulatorConfig}
+
+
+def start_step_of(resumed: tuple[Path, dict[str, Any], dict[str, Any]] | None) -> int:
+    return resumed[2]["step"] + 1 if resumed is not None else 0
 
 
 def _without_rl_only(section: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -385,6 +390,15 @@ def train(
             reference_spec = str(base_dir)
         lora_base = str(Path(reference_spec).resolve())
     model, tokenizer, ref_model = _rl_models(config, reference_spec, resume_from, train_tasks, device)
+    if config.rl.steps > start_step_of(resumed):
+        estimate = estimate_memory(
+            model,
+            rollouts=config.rl.prompts_per_step * config.rollout.group_size,
+            response_tokens=config.rollout.max_response_tokens,
+            micro_batch_rollouts=config.rl.micro_batch_rollouts,
+            reference_copy=ref_model is not None,
+        )
+        check_fits(estimate, device)
 
     formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.rollout.max_tool_response_tokens)
     environment = ToolEnvironment(make_simulator(config))
