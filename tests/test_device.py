@@ -69,3 +69,32 @@ def test_auto_and_an_explicit_cpu_train_identically_on_a_cpu_machine(tmp_path):
         for key in ("reward/score", "train/pg_loss", "train/grad_norm", "rollout/generated_tokens"):
             assert auto[key] == cpu[key], key
         assert auto["memory/peak_gb"] > 0
+
+
+def test_gradient_checkpointing_gives_the_same_update():
+    from slca_grpo.models import build_tiny
+    from slca_grpo.rewards.config import RewardConfig
+    from slca_grpo.rewards.rule_judge import RuleJudge
+    from slca_grpo.rollout.environment import ToolEnvironment
+    from slca_grpo.rollout.formatter import ChatFormatter
+    from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
+    from slca_grpo.trainer.batch import pad_sequences
+    from slca_grpo.trainer.rl import RLConfig, RLTrainer
+
+    results = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        model, tokenizer = build_tiny("tiny", corpus_texts=["hello tool world"] * 20, vocab_size=300)
+        loop = AgentLoop(model, ChatFormatter(tokenizer), ToolEnvironment(simulator=None), RolloutConfig(group_size=2))
+        config = RLConfig(estimator="grpo", prompts_per_step=2, mini_batch_prompts=2, kl_coef=0.0,
+                          gradient_checkpointing=checkpointing)  # fmt: skip
+        trainer = RLTrainer(model, None, loop, RuleJudge(), RewardConfig(), config)
+        ids = [[(7 * i + j) % 250 + 5 for j in range(16)] for i in range(4)]
+        batch = pad_sequences(ids, [[0.0] * 6 + [1.0] * 10] * 4, 0)
+        advantages = torch.tensor([1.0, -1.0, 0.5, -0.5])[:, None] * batch.loss_mask
+        metrics = trainer._update(
+            batch, advantages, prompts=2, group_size=2, generator=torch.Generator().manual_seed(0)
+        )
+        results.append((metrics["train/grad_norm"], [p.detach().clone() for p in model.parameters()]))
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(results[0][1], results[1][1]))
