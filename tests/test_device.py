@@ -98,3 +98,27 @@ def test_gradient_checkpointing_gives_the_same_update():
         results.append((metrics["train/grad_norm"], [p.detach().clone() for p in model.parameters()]))
     assert results[0][0] == pytest.approx(results[1][0], rel=1e-5)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(results[0][1], results[1][1]))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (benchmarks/gpu_check.sh)")
+def test_a_short_run_on_cuda_keeps_everything_on_the_gpu(tmp_path):
+    overrides = [
+        "train.device=cuda",
+        f"train.out_dir={tmp_path}",
+        "data.n_train=40",
+        "data.n_test=2",
+        "sft.steps=3",
+        "sft.batch_size=4",
+        "rl.steps=2",
+        "rl.prompts_per_step=2",
+        "rl.mini_batch_prompts=2",
+        "rl.bf16=true",
+        "rollout.group_size=2",
+        "rollout.max_response_tokens=24",
+        "train.eval_tasks=2",
+        "train.save_every=1",
+        "train.progress=false",
+    ]
+    summary = train(load_yaml_config(RunConfig, resolve_config_path("demo-quick"), overrides), echo=False)
+    steps = [m for m in read_metrics(tmp_path / "metrics.jsonl") if "reward/score" in m]
+    assert summary["steps"] == 2 and len(steps) == 2 and steps[-1]["memory/peak_gb"] > 0
