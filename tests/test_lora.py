@@ -133,3 +133,23 @@ def test_a_lora_run_checkpoints_adapters_resumes_exactly_and_exports_a_merged_mo
 def test_export_refuses_a_folder_without_adapters(tmp_path, capsys):
     assert main(["export", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "holds no LoRA adapters" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_lora_on_smollm2_trains_only_adapters_with_the_base_as_reference():
+    model, tokenizer = load_model("smollm2")
+    base_logits_input = torch.tensor([tokenizer.encode("<tool_call> get weather in Oslo")])
+    with torch.no_grad():
+        expected = token_logprobs(model, base_logits_input, torch.ones_like(base_logits_input))
+    policy = add_adapters(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    frozen = {n: p.detach().clone() for n, p in policy.named_parameters() if "lora_" not in n and "layers.0." in n}
+    trainer = trainer_for(policy, tokenizer)
+    batch = batch_of(tokenizer, rows=2, width=16)
+    advantages = torch.tensor([1.0, -1.0])[:, None] * batch.loss_mask
+    trainer._update(batch, advantages, prompts=1, group_size=2, generator=torch.Generator().manual_seed(0))
+    params = dict(policy.named_parameters())
+    assert all(torch.equal(params[n], p) for n, p in frozen.items())
+    assert any("lora_B" in n and p.abs().sum() > 0 for n, p in params.items())
+    with torch.no_grad(), policy.disable_adapter():
+        reference = token_logprobs(policy, base_logits_input, torch.ones_like(base_logits_input))
+    assert torch.allclose(reference, expected, atol=1e-5)

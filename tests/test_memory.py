@@ -63,3 +63,48 @@ def test_a_hub_id_that_cannot_be_reached_is_one_line_saying_how_to_point_at_a_lo
     last = result.stderr.strip().splitlines()[-1]
     assert "ValueError: cannot load 'nobody-here/no-such-model-xyz' from the Hugging Face Hub" in last
     assert "set model.name to DIR" in last
+
+
+MEASURE = """
+import os, threading, time, torch
+from slca_grpo.models import load_model
+from slca_grpo.trainer.memory import estimate_memory
+from slca_grpo.trainer.batch import pad_sequences, token_logprobs
+from slca_grpo.trainer.optim import build_optimizer
+
+def rss():
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+model, _ = load_model("smollm2")
+reference = __import__("copy").deepcopy(model).requires_grad_(False)
+rows, width = 4, 1024 + 64
+ids = torch.randint(5, 40000, (rows, width))
+batch = pad_sequences(ids.tolist(), [[0.0] * 1024 + [1.0] * 64] * rows, 0)
+before, peak, done = rss(), [0], threading.Event()
+
+def sample():
+    while not done.is_set():
+        peak[0] = max(peak[0], rss())
+        time.sleep(0.005)
+
+watcher = threading.Thread(target=sample)
+watcher.start()
+optimizer = build_optimizer(model, lr=1e-6)
+loss = -token_logprobs(model, batch.input_ids, batch.attention_mask, start=1024, positions=batch.loss_mask > 0).sum()
+loss.backward()
+optimizer.step()
+done.set()
+watcher.join()
+estimate = estimate_memory(model, rollouts=rows, response_tokens=64, micro_batch_rollouts=rows, reference_copy=True)
+print(max(peak[0], rss()) - before, estimate.total - estimate.weights - estimate.reference - estimate.kv_cache)
+"""
+
+
+@pytest.mark.slow
+def test_the_estimate_is_the_right_size_against_measured_rss_on_smollm2():
+    # What one update adds on top of the loaded weights and reference: gradients, AdamW moments,
+    # activations and logits (no generation here, so no KV cache).
+    result = subprocess.run([sys.executable, "-c", MEASURE], capture_output=True, text=True, timeout=600)
+    measured, estimated = map(float, result.stdout.split()[-2:])
+    assert 0.5 < estimated / measured < 2.0, (measured / 2**30, estimated / 2**30)
