@@ -447,3 +447,22 @@ def test_demo_evaluates_the_shared_start_once(tmp_path, monkeypatch):
     assert len(calls) == 3  # the start once, then each estimator's end
     starts = [json.loads((tmp_path / e / "summary.json").read_text())["evals"][0] for e in ("grpo", "slca")]
     assert starts[0]["step"] == -1 and starts[0] == starts[1] == report["start_eval"]
+
+
+def test_each_evaluation_of_a_run_uses_fresh_simulator_sessions(tmp_path, monkeypatch):
+    # A later evaluation reusing an earlier one's session names would meet the records its calls
+    # created, so evaluating the same model twice could give different numbers.
+    import slca_grpo.eval.indomain as indomain
+
+    prefixes = []
+    real_run = AgentLoop.run
+
+    def spy(self, tasks, **kwargs):
+        if kwargs.get("group_size") == 1:
+            prefixes.append(kwargs["session_prefix"])
+        return real_run(self, tasks, **kwargs)
+
+    monkeypatch.setattr(AgentLoop, "run", spy)
+    train(smoke_config(tmp_path / "run", **{"train.eval_every": 1, "rl.steps": 2}), echo=False)
+    assert len(prefixes) == 3 and len(set(prefixes)) == 3  # start, after step 0, after step 1
+    assert indomain.evaluate_loop.__kwdefaults__["session_prefix"] == "eval"

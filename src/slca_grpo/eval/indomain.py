@@ -112,8 +112,12 @@ def evaluate_loop(
     temperature: float = 0.0,
     seed: int = 0,
     progress: bool = False,
+    session_prefix: str = "eval",
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Roll out each task once (greedy by default) with an ``AgentLoop`` and score it."""
+    """Roll out each task once (greedy by default) with an ``AgentLoop`` and score it.
+
+    Simulator sessions are named from ``session_prefix``: give each evaluation of a run its own
+    prefix, or a later evaluation meets the records an earlier one's calls created."""
     from tqdm.auto import tqdm
 
     sampling = SamplingConfig(temperature=temperature)
@@ -123,7 +127,7 @@ def evaluate_loop(
     for start in tqdm(chunks, desc="eval", disable=not progress, leave=False):
         chunk = list(tasks[start : start + batch_size])
         trajectories += loop.run(
-            chunk, group_size=1, sampling=sampling, generator=generator, session_prefix=f"eval{start}"
+            chunk, group_size=1, sampling=sampling, generator=generator, session_prefix=f"{session_prefix}-{start}"
         )
     items, summary, _ = score_trajectories(trajectories, tasks, judge, reward_config)
     return items, summary

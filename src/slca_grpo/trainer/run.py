@@ -424,7 +424,14 @@ def train(
         history = info.get("history", history)
 
     def evaluate(step: int) -> dict[str, Any]:
-        items, summary = evaluate_loop(loop, eval_tasks, judge, config.reward, batch_size=config.train.eval_batch_size)
+        items, summary = evaluate_loop(
+            loop,
+            eval_tasks,
+            judge,
+            config.reward,
+            batch_size=config.train.eval_batch_size,
+            session_prefix=f"eval-step{step}",  # fresh simulator sessions for every evaluation
+        )
         record = {"step": step, **{k: v for k, v in summary.items() if k not in ("by_kind", "slots")}}
         history["evals"].append(record)
         logger.log(step, {f"eval/{k}": v for k, v in record.items() if k != "step"}, echo=echo)
