@@ -200,5 +200,5 @@ def test_a_briefly_locked_new_file_is_waited_for_not_counted_as_an_error(tmp_pat
     assert cache.put("k", "v") == "v" and cache.get("k") == "v"
     assert refusals["left"] == 0 and cache.errors == 0
     refusals["left"] = 10**6  # locked for good: a clear error at start-up once the busy timeout passes
-    with pytest.raises(sqlite3.OperationalError, match="locked"):
+    with pytest.raises(OSError, match="cannot open the simulator cache .*other.sqlite: database is locked"):
         ResponseCache(tmp_path / "other.sqlite", busy_timeout_s=0.05)
