@@ -190,3 +190,15 @@ def test_a_cache_path_that_is_a_directory_is_a_one_line_error(tmp_path, capsys):
     assert main(["train", "demo-quick", "--set", f"simulator.cache_path={tmp_path}"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: simulator.cache_path '{tmp_path}' is a directory; give the SQLite file's path"
+
+
+def test_no_progress_bars_when_progress_is_off(tmp_path, capfd):
+    from slca_grpo.config import load_yaml_config
+    from slca_grpo.presets import resolve_config_path
+    from slca_grpo.trainer.run import RunConfig, train
+
+    overrides = [f"train.out_dir={tmp_path}", "data.n_train=20", "data.n_test=2", "sft.steps=1", "sft.batch_size=4",
+                 "rl.steps=0", "train.eval_tasks=0", "train.progress=false"]  # fmt: skip
+    train(load_yaml_config(RunConfig, resolve_config_path("demo-quick"), overrides), echo=False)
+    err = capfd.readouterr().err
+    assert "Writing model shards" not in err and "Loading weights" not in err

@@ -348,6 +348,10 @@ def train(
         torch.set_num_threads(config.train.torch_threads)
     torch.manual_seed(config.train.seed)
     device = resolve_device(config.train.device)
+    if not config.train.progress:  # transformers' own bars (loading and saving weights) too
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
     train_tasks, test_tasks = load_data(config.data)
     eval_tasks = test_tasks[: config.train.eval_tasks]
 
