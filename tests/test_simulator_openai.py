@@ -207,12 +207,9 @@ def test_batches_run_concurrently_within_the_limit_and_sessions_in_order():
     items = [(ToolCall("get_weather", {"city": f"C{i}"}), [WEATHER_TOOL], f"s{i % 3}") for i in range(9)]
     with FakeChatServer(reply) as server:
         sim = make_sim(server, concurrency=2)
-        start = time.perf_counter()
         results = sim.simulate_many(items)
-        elapsed = time.perf_counter() - start
     assert [json.loads(o.text)["city"] for o in results] == [f"C{i}" for i in range(9)]
-    assert active["peak"] == 2  # bounded by the semaphore …
-    assert elapsed < 9 * 0.15  # … yet concurrent
+    assert active["peak"] == 2  # two in flight at once (concurrent), never more (bounded); no wall-clock race
     by_session = {}
     for body in server.requests:
         system = body["messages"][0]["content"]
