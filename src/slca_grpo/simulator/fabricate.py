@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from slca_grpo.simulator.regexgen import string_from_pattern
-from slca_grpo.simulator.safety import PatternTimeout, search
+from slca_grpo.simulator.safety import PatternTimeout, local_pointer, search
 from slca_grpo.simulator.values import (
     MISSING,
     ValueContext,
@@ -95,7 +95,7 @@ class SchemaFaker:
 
     def _resolve(self, schema: Any, hops: int = 0) -> Any:
         while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str) and hops < 20:
-            target = _pointer(self.root, schema["$ref"])
+            target = local_pointer(self.root, schema["$ref"])
             if target is None:
                 return {k: v for k, v in schema.items() if k != "$ref"} or True
             extra = {k: v for k, v in schema.items() if k != "$ref"}
@@ -404,21 +404,6 @@ def _closest_enum(wanted: str, options: list[Any]) -> Any:
             if isinstance(option, str) and re.sub(r"[^a-z]", "", option.lower())[:5] == key[:5]:
                 return option
     return MISSING
-
-
-def _pointer(root: Any, ref: str) -> Any:
-    if not ref.startswith("#"):
-        return None
-    node = root
-    for part in [p for p in ref[1:].split("/") if p]:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node
 
 
 def _norm(name: str) -> str:

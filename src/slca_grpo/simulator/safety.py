@@ -13,7 +13,7 @@ Each refusal is a ``SchemaRefused`` with a message for the error observation.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import regex
@@ -146,7 +146,7 @@ def minimum_units(schema: Any, root: Any, depth: int, steps: list[int]) -> int:
         return 1
     reference = schema.get("$ref")
     if isinstance(reference, str) and reference.startswith("#"):
-        target = _pointer(root, reference)
+        target = local_pointer(root, reference)
         if target is not None and target is not schema:
             return minimum_units(target, root, depth + 1, steps)
     units = max(1, _count(schema.get("minLength")), _count(schema.get("minProperties")))
@@ -163,11 +163,14 @@ def minimum_units(schema: Any, root: Any, depth: int, steps: list[int]) -> int:
     return min(units, MAX_GENERATED_UNITS + 1)
 
 
-def _pointer(root: Any, reference: str) -> Any:
+def local_pointer(root: Any, ref: str) -> Any:
+    """The part of ``root`` a local reference (``#/$defs/x``) names; None for anything else."""
+    if not ref.startswith("#"):
+        return None
     node = root
-    for part in reference[1:].split("/")[1:] if reference != "#" else []:
+    for part in [p for p in ref[1:].split("/") if p]:
         part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
+        if isinstance(node, Mapping) and part in node:
             node = node[part]
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
