@@ -225,14 +225,14 @@ class HTTPClient:
         self, method: str, url: str, *, json: Any = None, parse: Callable[[httpx.Response], T] = decode_json
     ) -> T:
         """Send and return ``parse(response)``; ``RequestFailed`` when there is no usable reply."""
-        client = self._sync_client()
+        client, body = self._sync_client(), _body(json)  # serialised once, sent on every attempt
         try:
             for attempt in Retrying(sleep=self._sleep, **self._retrying_kwargs()):
                 with attempt:
                     self._count("requests")
                     try:
                         with self._sync_slots:
-                            response = client.request(method, url, **_body(json))
+                            response = client.request(method, url, **body)
                     except httpx.TransportError as exc:
                         raise RetryableReply(f"{type(exc).__name__}: {exc}") from None
                     return self._interpret(response, parse)
@@ -247,14 +247,14 @@ class HTTPClient:
         self, method: str, url: str, *, json: Any = None, parse: Callable[[httpx.Response], T] = decode_json
     ) -> T:
         """Async twin of :meth:`request`."""
-        client, slots = self._async_client()
+        (client, slots), body = self._async_client(), _body(json)
         try:
             async for attempt in AsyncRetrying(sleep=self._asleep, **self._retrying_kwargs()):
                 with attempt:
                     self._count("requests")
                     try:
                         async with slots:
-                            response = await client.request(method, url, **_body(json))
+                            response = await client.request(method, url, **body)
                     except httpx.TransportError as exc:
                         raise RetryableReply(f"{type(exc).__name__}: {exc}") from None
                     return self._interpret(response, parse)
