@@ -52,9 +52,10 @@ class RLConfig:
     # Rewards to compute and log beside the ones the estimator reads (e.g. [score] to chart HierR
     # for a ToolPO run); each costs its family's judge or checker calls.
     log_rewards: list[str] = field(default_factory=list)
-    # Recompute activations in the backward pass instead of keeping them: less memory, ~30% more
-    # compute. For models that do not fit otherwise.
+    # Recompute activations in the backward pass instead of keeping them: less memory, one more
+    # forward pass of compute. For models that do not fit otherwise.
     gradient_checkpointing: bool = False
+    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
 
     def __post_init__(self) -> None:
         at_least(self, 0, "steps", "lr", "weight_decay", "grad_clip", "warmup_ratio", "kl_coef", "diagnostics_every")
@@ -64,8 +65,6 @@ class RLConfig:
         if self.warmup_ratio >= 1:
             raise ConfigError(f"warmup_ratio must be < 1, got {self.warmup_ratio!r}")
         one_of(self, "schedule", SCHEDULES)
-
-    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
 
 
 def _segment_stats(advantages: torch.Tensor, segment_ids: torch.Tensor) -> dict[str, float]:

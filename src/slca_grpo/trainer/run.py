@@ -108,7 +108,6 @@ def check_estimators(names, log_rewards=()) -> None:
     """Fail before any training on an estimator the registry does not know, or a reward (read by
     an estimator or asked for in ``rl.log_rewards``) that no reward family provides."""
     from slca_grpo.algos import estimator_spec, list_estimators
-    from slca_grpo.config import ConfigError
     from slca_grpo.rewards import list_rewards
 
     unknown = [n for n in names if n not in list_estimators()]
@@ -191,10 +190,6 @@ def _task_sampler(tasks: list[Task], seed: int, per_step: int):
 
 
 SFT_SECTIONS = {"model": ModelConfig, "data": DataConfig, "sft": SFTConfig, "simulator": SimulatorConfig}
-
-
-def start_step_of(resumed: tuple[Path, dict[str, Any], dict[str, Any]] | None) -> int:
-    return resumed[2]["step"] + 1 if resumed is not None else 0
 
 
 def _without_rl_only(section: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -358,6 +353,7 @@ def train(
     checkpoints = out_dir / "checkpoints"
     resumed = load_latest_checkpoint(checkpoints) if resume else None
     resume_from = resumed[0] if resumed is not None else None
+    start_step = resumed[2]["step"] + 1 if resumed is not None else 0
     logger = MetricsLogger(
         out_dir,
         stdout=None if not echo else __import__("sys").stdout,
@@ -367,7 +363,7 @@ def train(
         run_name=out_dir.name,
         config=to_dict(config),
         resume=resumed is not None,
-        resume_step=resumed[2]["step"] if resumed is not None else None,
+        resume_step=start_step - 1 if resumed is not None else None,
     )
     sft_logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
 
@@ -394,7 +390,7 @@ def train(
             reference_spec = str(base_dir)
         lora_base = str(Path(reference_spec).resolve())
     model, tokenizer, ref_model = _rl_models(config, reference_spec, resume_from, train_tasks, device)
-    if config.rl.steps > start_step_of(resumed):
+    if config.rl.steps > start_step:
         estimate = estimate_memory(
             model,
             rollouts=config.rl.prompts_per_step * config.rollout.group_size,
@@ -419,12 +415,10 @@ def train(
         checker=make_checker(config=config.reward),
     )
     history: dict[str, list] = {"grad_norms": [], "evals": []}
-    start_step = 0
     if resumed is not None:
         _, state, info = resumed
         trainer.load_state_dict(state["trainer"])
         set_rng_state(state["rng"])
-        start_step = info["step"] + 1
         history = info.get("history", history)
 
     def evaluate(step: int) -> dict[str, Any]:
