@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.cli.common import add_chat_format_arguments, chat_format_options
 from slca_grpo.eval.agent import ChatAgent
 
 
@@ -86,6 +87,7 @@ def register_bfcl(eval_subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="local models: generate under bfloat16 autocast (faster on CPUs with AMX / avx512_bf16)",
     )
+    add_chat_format_arguments(parser)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run_bfcl_command)
     return parser
@@ -106,7 +108,9 @@ def run_bfcl_command(args: argparse.Namespace) -> int:
     try:
         if args.max_new_tokens < 1:
             raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
-        agent = resolve_agent(args.policy, max_new_tokens=args.max_new_tokens, bf16=args.bf16)
+        agent = resolve_agent(
+            args.policy, max_new_tokens=args.max_new_tokens, bf16=args.bf16, **chat_format_options(args)
+        )
         report = run_bfcl(
             agent,
             categories=args.categories,

@@ -2,10 +2,36 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import Any
 
 
 def fail(message: str, code: int = 2) -> int:
     """Print a one-line error (no traceback) and return the exit status."""
     print(f"error: {message}", file=sys.stderr)
     return code
+
+
+def add_chat_format_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--chat-format`` and ``--tool-parser`` for local models (as ``model.chat_format`` and
+    ``model.tool_parser`` of a run config)."""
+    from slca_grpo.chat.syntax import CHAT_FORMATS, TOOL_PARSERS
+
+    parser.add_argument(
+        "--chat-format",
+        choices=CHAT_FORMATS,
+        default="auto",
+        help="local models: render with the model's own chat template (native) or the Hermes format; "
+        "auto: native when the checkpoint's template is not the built-in Hermes one",
+    )
+    parser.add_argument(
+        "--tool-parser",
+        choices=TOOL_PARSERS,
+        default="auto",
+        help="local models, native format: the syntax calls are written in (auto: found from the template)",
+    )
+
+
+def chat_format_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {"chat_format": args.chat_format, "tool_parser": args.tool_parser}

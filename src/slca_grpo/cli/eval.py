@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.cli.common import fail
+from slca_grpo.cli.common import add_chat_format_arguments, chat_format_options, fail
 
 
 def register(subparsers: Any) -> Any:
@@ -37,6 +37,7 @@ def register(subparsers: Any) -> Any:
         default=None,
         help="deprecated: shows the token in ps; use --simulator-token-file or $SLCA_SIM_TOKEN",
     )
+    add_chat_format_arguments(indomain)
     indomain.add_argument("--out", default="runs/eval-indomain")
     indomain.set_defaults(func=run_indomain)
 
@@ -66,7 +67,10 @@ def run_indomain(args: argparse.Namespace) -> int:
             tasks = load_tasks(args.tasks, limit=args.limit).tasks
         if not tasks:
             raise ValueError(f"{args.tasks} holds no tasks: nothing to evaluate")
-        agent = TaskOracleAgent(tasks) if args.policy == "oracle" else resolve_model_agent(args.policy)
+        if args.policy == "oracle":
+            agent = TaskOracleAgent(tasks)
+        else:
+            agent = resolve_model_agent(args.policy, **chat_format_options(args))
         judge = make_judge(args.judge)
         simulator_token = None
         if args.simulator != "schema":

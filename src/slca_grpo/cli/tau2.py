@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.cli.common import fail
+from slca_grpo.cli.common import add_chat_format_arguments, chat_format_options, fail
 
 # slca_grpo.eval.tau2.DOMAINS, spelled out so that building the parser (slca --help) does not
 # import τ² and litellm (~3 s); a test keeps the two equal.
@@ -25,7 +25,7 @@ class UnknownPolicy(ValueError):
     """A ``--policy`` spec this command cannot build."""
 
 
-def resolve_agent(spec: str, domain: str) -> Any:
+def resolve_agent(spec: str, domain: str, **model_options: Any) -> Any:
     """The :class:`~slca_grpo.eval.agent.ChatAgent` named by ``spec`` for ``domain``.
 
     ``oracle`` replays gold answers; model specs (local checkpoints, SmolLM2, endpoints)
@@ -39,7 +39,7 @@ def resolve_agent(spec: str, domain: str) -> Any:
     from slca_grpo.eval.policies import UnknownPolicySpec, resolve_model_agent
 
     try:
-        return resolve_model_agent(name)
+        return resolve_model_agent(name, **model_options)
     except UnknownPolicySpec as exc:
         raise UnknownPolicy(f"{exc} (for τ²: {', '.join(POLICY_SPECS)})") from None
 
@@ -68,6 +68,7 @@ def register_tau2(eval_subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=300, help="seed of the per-trial seeds (τ²'s default)")
     parser.add_argument("--concurrency", type=int, default=1, help="simulations in parallel (agent turns batched)")
     parser.add_argument("--out", default=None, help="output directory (default runs/tau2/<domain>_<policy>_<time>)")
+    add_chat_format_arguments(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_tau2_command)
     return parser
@@ -96,7 +97,7 @@ def run_tau2_command(args: argparse.Namespace) -> int:
         from slca_grpo.eval.tau2.runner import run_tau2
         from slca_grpo.eval.tau2.tasks import TaskSelectionError
 
-        agent = resolve_agent(args.policy, args.domain)
+        agent = resolve_agent(args.policy, args.domain, **chat_format_options(args))
         out_dir = Path(args.out) if args.out else _default_out(args.domain, args.policy)
         report = run_tau2(
             agent,

@@ -6,19 +6,22 @@ from typing import Any
 
 import torch
 
-from slca_grpo.chat.template import render_chat
 from slca_grpo.eval.agent import AgentRequest
-from slca_grpo.rollout.formatter import TOOL_CALL_STOP, ChatFormatter, prompt_tools
+from slca_grpo.rollout.formatter import build_formatter
 from slca_grpo.rollout.sampling import SamplingConfig, sample
 from slca_grpo.trainer.device import bf16_autocast, model_device
+from slca_grpo.types import tool_name
 
 
 class HFChatAgent:
     """Answers each request with one assistant turn, sampled in batches with a KV cache.
 
-    A turn ends at ``</tool_call>`` (one block of calls; parallel calls are a JSON list inside it)
-    or at the end-of-turn token, as in training. Prompts longer than ``max_prompt_tokens`` keep
-    their end (the system prompt is cut first), so a long benchmark episode cannot crash the model.
+    Turns are rendered and read as in training (``chat_format``, ``tool_parser``: see
+    :func:`slca_grpo.rollout.formatter.build_formatter`): in the Hermes format a turn ends at
+    ``</tool_call>`` (one block of calls; parallel calls are a JSON list inside it) or at the
+    end-of-turn token; through a model's own template at its end-of-turn token, and the answer is
+    the turn's Hermes view. Prompts longer than ``max_prompt_tokens`` keep their end (the system
+    prompt is cut first), so a long benchmark episode cannot crash the model.
     """
 
     def __init__(
@@ -33,10 +36,12 @@ class HFChatAgent:
         batch_size: int = 8,
         seed: int = 0,
         bf16: bool = False,
+        chat_format: str = "auto",
+        tool_parser: str = "auto",
     ):
         self.name = name
         self.model = model.eval()
-        self.formatter = ChatFormatter(tokenizer)
+        self.formatter = build_formatter(tokenizer, chat_format=chat_format, tool_parser=tool_parser)
         self.max_new_tokens = max_new_tokens
         limit = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 4096
         self.max_prompt_tokens = max_prompt_tokens or max(64, limit - max_new_tokens)
@@ -48,9 +53,7 @@ class HFChatAgent:
         self.last_token_counts: list[int] = []  # tokens generated per request of the last call
 
     def _prompt(self, request: AgentRequest) -> list[int]:
-        ids = self.formatter.encode(
-            render_chat(request.messages, prompt_tools(request.tools), add_generation_prompt=True)
-        )
+        ids = self.formatter.prompt_ids(request.messages, request.tools)
         if len(ids) > self.max_prompt_tokens:
             self.prompts_truncated += 1
             ids = ids[-self.max_prompt_tokens :]
@@ -69,15 +72,13 @@ class HFChatAgent:
                     config=self.sampling,
                     stop_token_ids=self.formatter.stop_token_ids,
                     pad_id=self.formatter.pad_id,
-                    stop_strings=(TOOL_CALL_STOP,),
+                    stop_strings=self.formatter.stop_strings,
                     decode=self.formatter.decode,
                     encode=self.formatter.encode,
                     generator=self.generator,
                 )
-            for generation in generations:
-                ids = generation.token_ids
-                self.last_token_counts.append(len(ids))
-                if ids and ids[-1] in self.formatter.stop_token_ids:
-                    ids = ids[:-1]  # the end-of-turn marker is not part of the answer
-                texts.append(self.formatter.decode(ids))
+            for request, generation in zip(chunk, generations):
+                self.last_token_counts.append(len(generation.token_ids))
+                names = [n for n in (tool_name(t) for t in request.tools) if n is not None]
+                texts.append(self.formatter.answer_text(generation, names))
         return texts

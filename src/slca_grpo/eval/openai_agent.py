@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from slca_grpo.aio import run_sync
-from slca_grpo.chat.parser import parse_tool_calls
+from slca_grpo.chat.messages import arguments_dict, structured_messages
 from slca_grpo.chat.template import render_tool_calls
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.rewards.openai_chat import ChatEndpoint, EndpointError
@@ -22,52 +22,13 @@ from slca_grpo.rollout.formatter import prompt_tools
 MODES = ("native", "prompt")
 
 
-def _arguments_dict(raw: Any) -> Any:
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            return raw  # left as a string: the parser reports it as bad arguments
-    return raw if raw is not None else {}
-
-
 def to_api_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Our messages (assistant calls as Hermes text or ``tool_calls``; tool results without ids)
     in the strict OpenAI shape: every call has an id and every tool result names it."""
-    out: list[dict[str, Any]] = []
-    pending_ids: list[str] = []
-    for index, message in enumerate(messages):
-        role = message.get("role")
-        content = message.get("content") or ""
-        if role == "assistant":
-            calls = [c.get("function", c) for c in message.get("tool_calls") or []]
-            text = content
-            if not calls and "<tool_call>" in content:
-                parsed = parse_tool_calls(content)
-                calls = [c.to_dict() for c in parsed.calls]
-                text = parsed.final_answer if calls else content
-            item: dict[str, Any] = {"role": "assistant", "content": text or None}
-            if calls:
-                pending_ids = [
-                    c.get("id") or f"call_{index}_{j}" for j, c in enumerate(message.get("tool_calls") or calls)
-                ]
-                item["tool_calls"] = [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {
-                            "name": c["name"],
-                            "arguments": json.dumps(_arguments_dict(c.get("arguments", {}))),
-                        },
-                    }
-                    for call_id, c in zip(pending_ids, calls)
-                ]
-            out.append(item)
-        elif role == "tool":
-            call_id = message.get("tool_call_id") or (pending_ids.pop(0) if pending_ids else f"call_{index}")
-            out.append({"role": "tool", "tool_call_id": call_id, "content": content})
-        else:
-            out.append({"role": role, "content": content})
+    out = structured_messages(messages, json_arguments=True)
+    for message in out:
+        if message["role"] == "assistant":
+            message["content"] = message["content"] or None
     return out
 
 
@@ -83,7 +44,7 @@ def reply_to_text(data: Any) -> str:
     for call in (message.get("tool_calls") or []) if isinstance(message, dict) else []:
         function = call.get("function", {}) if isinstance(call, dict) else {}
         if isinstance(function.get("name"), str):
-            calls.append({"name": function["name"], "arguments": _arguments_dict(function.get("arguments"))})
+            calls.append({"name": function["name"], "arguments": arguments_dict(function.get("arguments"))})
     if calls:
         if all(isinstance(c["arguments"], dict) for c in calls):
             block = render_tool_calls(calls)

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 MODEL_SPECS = ("hf:PATH", "smollm2", "openai:BASE_URL#MODEL")
+HF_OPTIONS = ("max_new_tokens", "batch_size", "temperature", "bf16", "chat_format", "tool_parser")
 
 
 class UnknownPolicySpec(ValueError):
@@ -33,7 +34,7 @@ def resolve_model_agent(spec: str, **options: Any) -> Any:
             model,
             tokenizer,
             name=spec,
-            **{k: v for k, v in options.items() if k in ("max_new_tokens", "batch_size", "temperature", "bf16")},
+            **{k: v for k, v in options.items() if k in HF_OPTIONS},
         )
     if spec.startswith("openai:"):
         from slca_grpo.eval.openai_agent import OpenAIChatAgent

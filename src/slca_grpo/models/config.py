@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slca_grpo.chat.syntax import CHAT_FORMATS, TOOL_PARSERS
 from slca_grpo.config import ConfigError, at_least, one_of
 
 DTYPES = ("float32", "bfloat16")
@@ -38,6 +39,16 @@ class ModelConfig:
     name: str = "tiny"
     dtype: str = "float32"
     lora: LoraConfig = field(default_factory=LoraConfig)
+    # How conversations become tokens: "native" renders with the model's own chat template (and
+    # reads calls in its tool syntax), "hermes" with the built-in Hermes/ChatML format; "auto" is
+    # native when the tokenizer has a template other than the built-in one (docs/models.md).
+    chat_format: str = "auto"
+    chat_template: str = ""  # a Jinja file that replaces the tokenizer's own template
+    tool_parser: str = "auto"  # native only: the call syntax; auto = found by rendering a probe call
 
     def __post_init__(self) -> None:
         one_of(self, "dtype", DTYPES)
+        one_of(self, "chat_format", CHAT_FORMATS)
+        one_of(self, "tool_parser", TOOL_PARSERS)
+        if self.chat_template and self.chat_format == "hermes":
+            raise ConfigError("chat_template is a native-format setting; it cannot be used with chat_format: hermes")

@@ -1,18 +1,33 @@
 """Token-level chat formatting shared by rollouts and SFT, so both see the same ids.
 
-Prompts are rendered in the Hermes/ChatML format and tokenised once; everything injected into a
-rollout (turn ends, tool responses, the next assistant header) is tokenised piece by piece and
-appended with mask 0, never re-tokenised together with sampled text.
+Two formats implement one interface. :class:`ChatFormatter` is the built-in Hermes/ChatML format
+(our tiny models, SmolLM2, any model set to ``chat_format: hermes``): a turn that calls tools
+stops at ``</tool_call>`` and the turn end is injected. :class:`~slca_grpo.rollout.native_format.NativeFormatter`
+renders through the model's own chat template. In both, prompts are tokenised once; everything
+injected into a rollout (turn ends, tool responses, the next assistant header) is tokenised piece
+by piece and appended with mask 0, never re-tokenised together with sampled text.
+
+A turn is also read into the Hermes view (``<tool_call>`` blocks), the text that rewards, metrics
+and the benchmark harnesses parse, whatever syntax the model writes its calls in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from slca_grpo.chat.parser import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
-from slca_grpo.chat.template import IM_END, generation_prompt, render_chat
-from slca_grpo.types import Task
+from slca_grpo.chat.parser import (
+    TOOL_RESPONSE_CLOSE,
+    TOOL_RESPONSE_OPEN,
+    BlockStatus,
+    ToolCallBlock,
+    parse_tool_calls,
+)
+from slca_grpo.chat.syntax import CHAT_FORMATS
+from slca_grpo.chat.template import IM_END, generation_prompt, render_chat, render_tool_calls
+from slca_grpo.rollout.sampling import STOP_STRING, Generation
+from slca_grpo.types import Task, ToolCall
 
 TOOL_CALL_STOP = "</tool_call>"
 TRUNCATION_MARKER = "\n...[truncated]...\n"
@@ -32,7 +47,39 @@ def prompt_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return shown
 
 
+@dataclass
+class Dialogue:
+    """One conversation as it grows: the chat messages so far (for formats that render them with
+    a template) and the prompt ids it started from."""
+
+    prompt_ids: list[int]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    rendered: str = ""  # the template's text of ``messages`` with the generation prompt
+    turns: int = 0  # assistant turns so far
+
+    def fork(self) -> Dialogue:
+        """A copy that grows on its own (one per rollout of a shared prompt)."""
+        return Dialogue(list(self.prompt_ids), list(self.messages), self.tools, self.rendered, self.turns)
+
+
+@dataclass(frozen=True)
+class TurnReading:
+    """One sampled assistant turn, read: its Hermes view, whether it asks for tool results, and the
+    block to execute (``None`` when it asks but closed no block)."""
+
+    text: str
+    calls_tools: bool
+    block: ToolCallBlock | None = None
+
+
 class ChatFormatter:
+    """The Hermes/ChatML format, rendered by :func:`slca_grpo.chat.render_chat`."""
+
+    chat_format = "hermes"
+    stop_strings: tuple[str, ...] = (TOOL_CALL_STOP,)
+    max_calls_per_turn: int | None = None  # None: as many as the rollout allows
+
     def __init__(self, tokenizer: Any, *, max_tool_response_tokens: int = 2048):
         self.tokenizer = tokenizer
         self.max_tool_response_tokens = max_tool_response_tokens
@@ -60,6 +107,45 @@ class ChatFormatter:
     def task_prompt_ids(self, task: Task) -> list[int]:
         return self.prompt_ids(task.messages, task.tools)
 
+    def dialogue(self, task: Task, prompt_ids: Sequence[int] | None = None) -> Dialogue:
+        """A conversation starting at ``task``'s prompt (``prompt_ids`` when already computed)."""
+        ids = list(prompt_ids) if prompt_ids is not None else self.task_prompt_ids(task)
+        return Dialogue(ids, [dict(m) for m in task.messages], prompt_tools(task.tools))
+
+    def read_turn(self, generation: Generation, tool_names: Sequence[str]) -> TurnReading:
+        """A turn asks for tools when it stopped at ``</tool_call>``; it executes its last block."""
+        text = self.decode(generation.token_ids)
+        if generation.stop_reason != STOP_STRING:
+            return TurnReading(text, calls_tools=False)
+        parsed = parse_tool_calls(text, tool_names)
+        return TurnReading(text, calls_tools=True, block=parsed.blocks[-1] if parsed.blocks else None)
+
+    def answer_text(self, generation: Generation, tool_names: Sequence[str]) -> str:
+        """A text-level agent's answer: the turn's Hermes view without its end-of-turn token."""
+        ids = generation.token_ids
+        if ids and ids[-1] in self.stop_token_ids:
+            ids = ids[:-1]
+        return self.decode(ids)
+
+    def turn_results(
+        self, dialogue: Dialogue, calls: Sequence[ToolCall], observations: Sequence[str]
+    ) -> tuple[list[int], str]:
+        """Ids and Hermes text injected after a turn that called tools (see :meth:`tool_results`)."""
+        dialogue.turns += 1
+        return self.tool_results(observations, close_turn=True)
+
+    def call_turns(self, step: Sequence[ToolCall]) -> list[list[ToolCall]]:
+        """The assistant turns that make one gold step of parallel calls (one turn here)."""
+        return [list(step)]
+
+    def call_ids(self, dialogue: Dialogue, calls: Sequence[ToolCall]) -> list[int]:
+        """SFT: the learnable ids of a turn making ``calls``, up to the ``</tool_call>`` stop."""
+        return self.encode(render_tool_calls(calls))
+
+    def answer_ids(self, dialogue: Dialogue, answer: str) -> list[int]:
+        """SFT: the learnable ids of a final answer, with the end-of-turn token."""
+        return self.encode(answer) + [self.end_of_turn_id]
+
     def truncate_middle(self, ids: list[int]) -> list[int]:
         limit = self.max_tool_response_tokens
         if len(ids) <= limit:
@@ -86,3 +172,44 @@ class ChatFormatter:
         tail = IM_END + "\n" + generation_prompt()
         ids += self.encode(tail)
         return ids, text + tail
+
+
+def executable_block(blocks: Sequence[ToolCallBlock]) -> ToolCallBlock | None:
+    """The block a turn with several blocks executes: the first one that cannot run (so the model
+    sees its error), else all calls of the turn as one step of parallel calls."""
+    if not blocks:
+        return None
+    runnable = (BlockStatus.VALID, BlockStatus.UNKNOWN_TOOL)
+    for block in blocks:
+        if block.status not in runnable:
+            return block
+    if len(blocks) == 1:
+        return blocks[0]
+    calls = tuple(call for block in blocks for call in block.calls)
+    unknown = [block.error for block in blocks if block.status is BlockStatus.UNKNOWN_TOOL]
+    status = BlockStatus.UNKNOWN_TOOL if unknown else BlockStatus.VALID
+    return ToolCallBlock(
+        body="\n".join(block.body for block in blocks),
+        status=status,
+        calls=calls,
+        error="; ".join(e for e in unknown if e) or None,
+    )
+
+
+def build_formatter(
+    tokenizer: Any, *, chat_format: str = "auto", tool_parser: str = "auto", max_tool_response_tokens: int = 2048
+) -> ChatFormatter:
+    """The formatter for ``tokenizer``. ``auto``: the model's own chat template when it has one
+    other than our Hermes template, else the Hermes format."""
+    from slca_grpo.chat.jinja import hermes_chat_template
+
+    if chat_format not in CHAT_FORMATS:
+        raise ValueError(f"chat_format must be one of {', '.join(CHAT_FORMATS)}, got {chat_format!r}")
+    template = getattr(tokenizer, "chat_template", None)
+    if chat_format == "auto":
+        chat_format = "native" if template and template != hermes_chat_template() else "hermes"
+    if chat_format == "hermes":
+        return ChatFormatter(tokenizer, max_tool_response_tokens=max_tool_response_tokens)
+    from slca_grpo.rollout.native_format import NativeFormatter
+
+    return NativeFormatter(tokenizer, tool_parser=tool_parser, max_tool_response_tokens=max_tool_response_tokens)

@@ -15,8 +15,8 @@ import torch
 from slca_grpo.chat.parser import parse_tool_calls
 from slca_grpo.config import ConfigError, at_least
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, malformed_turn_observation, plan_block_calls
-from slca_grpo.rollout.formatter import TOOL_CALL_STOP, ChatFormatter
-from slca_grpo.rollout.sampling import STOP_STRING, SamplingConfig, sample
+from slca_grpo.rollout.formatter import ChatFormatter, Dialogue, TurnReading
+from slca_grpo.rollout.sampling import STOP_LENGTH, SamplingConfig, sample
 from slca_grpo.types import Observation, Task, Trajectory, Turn
 
 
@@ -51,6 +51,7 @@ class _Rollout:
     task: Task
     trajectory: Trajectory
     session_id: str
+    dialogue: Dialogue
     done: bool = False
     pending: list[Observation | None] = field(default_factory=list)  # see plan_block_calls
 
@@ -82,10 +83,11 @@ class AgentLoop:
         sampling = self.config.sampling if sampling is None else sampling
         rollouts = []
         for task in tasks:
-            prompt = self.formatter.task_prompt_ids(task)
+            start = self.formatter.dialogue(task)
             for _ in range(group_size):
-                trajectory = Trajectory(task_id=task.id, prompt_ids=list(prompt))
-                rollouts.append(_Rollout(task, trajectory, session_id=f"{prefix}-{len(rollouts)}"))
+                trajectory = Trajectory(task_id=task.id, prompt_ids=list(start.prompt_ids))
+                session_id = f"{prefix}-{len(rollouts)}"
+                rollouts.append(_Rollout(task, trajectory, session_id=session_id, dialogue=start.fork()))
         was_training = self.model.training
         self.model.eval()
         try:
@@ -110,7 +112,7 @@ class AgentLoop:
             config=sampling,
             stop_token_ids=self.formatter.stop_token_ids,
             pad_id=self.formatter.pad_id,
-            stop_strings=(TOOL_CALL_STOP,),
+            stop_strings=self.formatter.stop_strings,
             decode=self.formatter.decode,
             encode=self.formatter.encode,
             generator=generator,
@@ -120,29 +122,31 @@ class AgentLoop:
             trajectory.response_ids += generation.token_ids
             trajectory.response_mask += [1] * len(generation.token_ids)
             trajectory.logprobs += generation.logprobs
-            text = self.formatter.decode(generation.token_ids)
-            trajectory.response_text += text
-            trajectory.turns.append(Turn(text=text))
+            reading = self.formatter.read_turn(generation, rollout.task.tool_names)
+            trajectory.response_text += reading.text
+            trajectory.turns.append(Turn(text=reading.text))
             trajectory.counters["generated_tokens"] = trajectory.counters.get("generated_tokens", 0) + len(
                 generation.token_ids
             )
             out_of_budget = len(trajectory.response_ids) >= self.config.max_response_tokens
-            if generation.stop_reason != STOP_STRING:
+            if not reading.calls_tools:
                 rollout.done = True  # end of turn (a final answer) or the token budget
-                trajectory.truncated = generation.stop_reason != "eos"
+                trajectory.truncated = generation.stop_reason == STOP_LENGTH
             elif last_turn or out_of_budget:
                 rollout.done, trajectory.truncated = True, True  # a call that the limits leave unanswered
             else:
-                self._collect_calls(rollout, text)
+                self._collect_calls(rollout, reading)
 
-    def _collect_calls(self, rollout: _Rollout, text: str) -> None:
-        parsed = parse_tool_calls(text, rollout.task.tool_names)
-        if not parsed.blocks:  # the stop string closed no block (a stray close tag)
+    def _collect_calls(self, rollout: _Rollout, reading: TurnReading) -> None:
+        if reading.block is None:  # the turn closed no block (a stray close tag)
             rollout.pending = [
                 malformed_turn_observation("invalid_tool_call/no_block", "no <tool_call> block before </tool_call>")
             ]
             return
-        calls, rollout.pending = plan_block_calls(parsed.blocks[-1], self.config.max_parallel_calls)
+        limit = self.config.max_parallel_calls
+        if self.formatter.max_calls_per_turn is not None:
+            limit = min(limit, self.formatter.max_calls_per_turn)
+        calls, rollout.pending = plan_block_calls(reading.block, limit)
         rollout.trajectory.turns[-1].calls = calls
 
     def _run_tools(self, rollouts: list[_Rollout]) -> None:
@@ -159,7 +163,7 @@ class AgentLoop:
             turn = rollout.trajectory.turns[-1]
             turn.observations = [slot if slot is not None else next(observations) for slot in rollout.pending]
             rollout.pending = []
-            ids, text = self.formatter.tool_results([o.text for o in turn.observations], close_turn=True)
+            ids, text = self.formatter.turn_results(rollout.dialogue, turn.calls, [o.text for o in turn.observations])
             trajectory = rollout.trajectory
             trajectory.response_ids += ids
             trajectory.response_mask += [0] * len(ids)

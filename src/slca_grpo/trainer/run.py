@@ -14,7 +14,7 @@ import random
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,9 @@ from slca_grpo.models.config import ModelConfig
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.factory import make_checker, make_judge
 from slca_grpo.rollout.environment import ToolEnvironment
-from slca_grpo.rollout.formatter import ChatFormatter
+from slca_grpo.rollout.formatter import ChatFormatter, build_formatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
+from slca_grpo.rollout.native_format import ChatTemplateError
 from slca_grpo.simulator import SimulatorConfig, build_simulator
 from slca_grpo.simulator.config import SimulatorServiceConfig
 from slca_grpo.trainer.checkpoint import (
@@ -172,14 +173,41 @@ def tokenizer_corpus(tasks: list[Task]) -> list[str]:
 
 
 def load_policy(config: ModelConfig, corpus_tasks: list[Task] | None = None):
-    """(model, tokenizer); a fresh tiny model's tokenizer is trained on ``corpus_tasks``."""
+    """(model, tokenizer); a fresh tiny model's tokenizer is trained on ``corpus_tasks``. The
+    tokenizer gets the chat template the run renders with (``model.chat_template``, or the Hermes
+    one under ``chat_format: hermes``), so checkpoints carry the format they were trained in."""
+    from slca_grpo.chat.jinja import hermes_chat_template
     from slca_grpo.models import PRESETS, load_model
 
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
     kwargs = {}
     if config.name in PRESETS and corpus_tasks:
         kwargs["corpus_texts"] = tokenizer_corpus(corpus_tasks)
-    return load_model(config.name, dtype=dtypes[config.dtype], **kwargs)
+    template = None
+    if config.chat_template:
+        try:
+            template = Path(config.chat_template).expanduser().read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"model.chat_template: cannot read {config.chat_template}: {exc}") from None
+    model, tokenizer = load_model(config.name, dtype=dtypes[config.dtype], **kwargs)
+    if template is not None:
+        tokenizer.chat_template = template
+    elif config.chat_format == "hermes":
+        tokenizer.chat_template = hermes_chat_template()
+    return model, tokenizer
+
+
+def make_formatter(config: RunConfig, tokenizer) -> ChatFormatter:
+    """The chat formatter ``config.model`` asks for; a template that cannot be used is a ConfigError."""
+    try:
+        return build_formatter(
+            tokenizer,
+            chat_format=config.model.chat_format,
+            tool_parser=config.model.tool_parser,
+            max_tool_response_tokens=config.rollout.max_tool_response_tokens,
+        )
+    except ChatTemplateError as exc:
+        raise ConfigError(f"model.chat_format: {config.model.name}: {exc}") from None
 
 
 def _task_sampler(tasks: list[Task], seed: int, per_step: int):
@@ -241,7 +269,7 @@ def sft_is_current(config: RunConfig, out_dir: Path) -> bool:
 
 
 def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_dir: Path, logger: MetricsLogger) -> Path:
-    formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.rollout.max_tool_response_tokens)
+    formatter = make_formatter(config, tokenizer)
     simulator = make_simulator(config)
 
     def observe(call, task):
@@ -306,18 +334,18 @@ def _rl_models(config: RunConfig, reference_spec: str, resume_from: Path | None,
     if lora.enabled:
         from slca_grpo.models.lora import add_adapters, load_adapters
 
-        base, tokenizer = load_policy(ModelConfig(reference_spec, config.model.dtype), train_tasks)
+        base, tokenizer = load_policy(replace(config.model, name=reference_spec), train_tasks)
         model = load_adapters(base, resume_from / "model") if resume_from is not None else add_adapters(base, lora)
         return model.to(device), tokenizer, None
     start_spec = str(resume_from / "model") if resume_from is not None else reference_spec
-    model, tokenizer = load_policy(ModelConfig(start_spec, config.model.dtype), train_tasks)
+    model, tokenizer = load_policy(replace(config.model, name=start_spec), train_tasks)
     model.to(device)
     ref_model = None
     if config.rl.kl_coef > 0 and config.rl.steps > 0:
         ref_model = (
             copy.deepcopy(model)
             if resume_from is None
-            else load_policy(ModelConfig(reference_spec, config.model.dtype), train_tasks)[0]
+            else load_policy(replace(config.model, name=reference_spec), train_tasks)[0]
         )
         ref_model.to(device).eval().requires_grad_(False)
     return model, tokenizer, ref_model
@@ -385,7 +413,7 @@ def train(
         if not Path(reference_spec).is_dir():
             base_dir = out_dir / "lora_base"
             if not (base_dir / "config.json").is_file():
-                base, base_tokenizer = load_policy(ModelConfig(reference_spec, config.model.dtype), train_tasks)
+                base, base_tokenizer = load_policy(replace(config.model, name=reference_spec), train_tasks)
                 save_pretrained_atomic(base, base_tokenizer, base_dir)
             reference_spec = str(base_dir)
         lora_base = str(Path(reference_spec).resolve())
@@ -400,7 +428,7 @@ def train(
         )
         check_fits(estimate, device)
 
-    formatter = ChatFormatter(tokenizer, max_tool_response_tokens=config.rollout.max_tool_response_tokens)
+    formatter = make_formatter(config, tokenizer)
     environment = ToolEnvironment(make_simulator(config))
     loop = AgentLoop(model, formatter, environment, config.rollout)
     judge = make_judge(config=config.reward)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import torch
 
-from slca_grpo.chat.template import render_tool_calls
 from slca_grpo.config import ConfigError, at_least, one_of
 from slca_grpo.rollout.environment import find_fixture
 from slca_grpo.rollout.formatter import ChatFormatter
@@ -68,24 +67,26 @@ def build_example(
     """
     if task.reference_answer is None:
         return None
-    ids = list(formatter.task_prompt_ids(task))
+    dialogue = formatter.dialogue(task)
+    ids = list(dialogue.prompt_ids)
     mask = [0] * len(ids)
     for step in task.gold_calls:
-        call_ids = formatter.encode(render_tool_calls(step))
-        ids += call_ids
-        mask += [1] * len(call_ids)
-        observations = []
-        for call in step:
-            response = find_fixture(task, call)
-            if response is None:
-                if observe is None:
-                    return None
-                response = observe(call, task)
-            observations.append(response)
-        injected, _ = formatter.tool_results(observations, close_turn=True)
-        ids += injected
-        mask += [0] * len(injected)
-    answer = formatter.encode(task.reference_answer) + [formatter.end_of_turn_id]
+        for calls in formatter.call_turns(step):
+            call_ids = formatter.call_ids(dialogue, calls)
+            ids += call_ids
+            mask += [1] * len(call_ids)
+            observations = []
+            for call in calls:
+                response = find_fixture(task, call)
+                if response is None:
+                    if observe is None:
+                        return None
+                    response = observe(call, task)
+                observations.append(response)
+            injected, _ = formatter.turn_results(dialogue, calls, observations)
+            ids += injected
+            mask += [0] * len(injected)
+    answer = formatter.answer_ids(dialogue, task.reference_answer)
     ids += answer
     mask += [1] * len(answer)
     return SFTExample(task.id, ids, mask)
