@@ -6,8 +6,10 @@ read from ``extra_info["task"]``; every call goes to our simulator (in the worke
 ``slca serve-sim`` service) after the task's fixtures, under one simulator session per rollout;
 and the response text with its chat markers goes to the reward in ``extra_fields``.
 
-``SLCAToolParser`` (``multi_turn.format=slca``) parses turns with our parser, so the calls a rollout
-executes are the calls HierR scores (one block per call, or a JSON list of parallel calls).
+It is registered as ``slca_tool_agent`` (``rollout.agent.default_agent_loop``) when this module is
+imported, which the Ray worker hook does in every worker. ``SLCAToolParser``
+(``multi_turn.format=slca``) parses turns with our parser, so the calls a rollout executes are the
+calls HierR scores (one block per call, or a JSON list of parallel calls).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import uuid
 from functools import partial
 from typing import Any
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 from verl.experimental.agent_loop.tool_parser import FunctionCall, ToolParser
 from verl.tools.base_tool import BaseTool
@@ -123,6 +125,7 @@ def _session_id(kwargs: dict[str, Any]) -> str:
     return f"{uid}-{rollout}" if rollout is not None else f"{uid}-{uuid.uuid4().hex[:8]}"
 
 
+@register(AGENT_NAME)
 class SLCAToolAgentLoop(ToolAgentLoop):
     """verl's ``ToolAgentLoop`` on our tasks and simulator; settings from the config's ``slca`` section."""
 
