@@ -12,7 +12,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 MODEL="${MODEL:-Qwen/Qwen2.5-7B-Instruct}"
-DATA="${DATA:-data/verl}"
+DATA="$(realpath -m "${DATA:-data/verl}")"  # Ray workers do not start in this folder
 NNODES="${NNODES:-1}"
 extra=()
 [[ -n "${SIMULATOR:-}" ]] && extra+=("slca.simulator_service.url=${SIMULATOR}")

@@ -7,7 +7,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 MODEL="${MODEL:-Qwen/Qwen2.5-0.5B-Instruct}"
-OUT="${OUT:-runs/verl-smoke}"
+OUT="$(realpath -m "${OUT:-runs/verl-smoke}")"  # Ray workers do not start in this folder
 slca verl data demo-quick --out "${OUT}/data" --set data.n_train=64 --set data.n_test=16
 exec python -m verl.trainer.main_ppo \
     --config-path="${HERE}/config" --config-name=smoke_1gpu \

@@ -109,7 +109,10 @@ class SLCAAdvantageMixin:
         advantages, segment_ids = self.slca_advantages(
             batch.keys, list(data["uid"]), torch.nested.to_padded_tensor(nested_mask, 0), list(data["extra_fields"])
         )
-        metrics.update(segment_advantage_stats(advantages, segment_ids))
+        # The rows verl appended to even out the batch (no learnable tokens) stay out of the metrics.
+        tags = batch.tags if len(batch.tags) == len(batch.keys) else [{}] * len(batch.keys)
+        real = [row for row, tag in enumerate(tags) if not tag.get("is_padding", False)]
+        metrics.update(segment_advantage_stats(advantages[real], segment_ids[real]))
         output = TensorDict(
             {
                 "advantages": response_to_nested(advantages, nested_mask),
