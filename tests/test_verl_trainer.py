@@ -32,6 +32,7 @@ from slca_grpo.rewards import RewardConfig
 from slca_grpo.rewards.batch import compute_rewards
 from slca_grpo.rewards.rule_judge import RuleJudge
 from slca_grpo.trainer.batch import trajectory_batch
+from slca_grpo.trainer.rl import segment_advantage_stats
 from slca_grpo.types import Trajectory
 
 GROUP = 3
@@ -185,7 +186,8 @@ def test_advantages_through_verls_data_path_equal_our_trainers(tokenizer_dir, ro
             keys.append(f"{fields['uid']}_{kwargs['session_id']}_0")
 
     asyncio.run(put_all())
-    tags = [{"status": "success"}] * len(keys)
+    # The last row tagged as one of verl's padding rows: it keeps its advantages, leaves the metrics.
+    tags = [{"status": "success"}] * (len(keys) - 1) + [{"status": "success", "is_padding": True}]
     if estimator == "grpo":  # verl's step also reads the old policy's log-probs (computed before it)
         old = transfer_queue.kv_batch_get(keys=keys, partition_id=partition, select_fields=["rollout_log_probs"])
         transfer_queue.kv_batch_put(
@@ -210,6 +212,8 @@ def test_advantages_through_verls_data_path_equal_our_trainers(tokenizer_dir, ro
         torch.testing.assert_close(theirs, ours[row, start : start + len(output.response_ids)])
     assert any(float(a.abs().sum()) > 0 for a in got.unbind())
     if estimator == "slca":
+        real = batch.segment_ids[:-1]
+        assert metrics == pytest.approx(segment_advantage_stats(ours[:-1], real))
         assert {"adv/tool_mean", "adv/summary_mean", "adv/tool_present"} <= set(metrics)
 
 
