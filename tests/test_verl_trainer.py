@@ -229,3 +229,61 @@ def test_the_worker_hook_registers_our_trainers_and_parser_in_ray_workers(transf
         return sorted(name for name in TRAINER_REGISTRY if name.startswith("slca")), "slca" in ToolParser._registry
 
     assert ray.get(registered.remote()) == (["slca_colocate_async", "slca_separate_async", "slca_sync"], True)
+
+
+PLUGIN = """
+from slca_grpo.algos import group_zscore, register_estimator, route_by_segment
+from slca_grpo.rewards import register_reward
+
+
+@register_reward("verl_plugin_calls")
+def calls(parsed, task, config):
+    return float(len(parsed.calls))
+
+
+@register_estimator("verl_plugin_grpo", rewards=("verl_plugin_calls",))
+def calls_grpo(group_index, segment_ids, rewards, config):
+    advantage = group_zscore(rewards["verl_plugin_calls"], group_index)
+    return route_by_segment(segment_ids, advantage, advantage.new_zeros(advantage.shape))
+"""
+
+
+def test_a_plugin_estimator_and_its_reward_run_on_verl(tokenizer_dir, rollouts, tmp_path):
+    from slca_grpo.algos import unregister_estimator
+    from slca_grpo.integrations.verl.advantages import batch_advantages
+    from slca_grpo.integrations.verl.reward import compute_score
+    from slca_grpo.rewards import unregister_reward_family
+
+    plugin = tmp_path / "verl_plugin.py"
+    plugin.write_text(PLUGIN)
+    try:
+        trainer = SLCATrainerSync(
+            slca_config(tokenizer_dir, "algorithm.adv_estimator=verl_plugin_grpo", f"+slca.plugins=[{plugin}]")
+        )
+        assert trainer.slca_estimator == "verl_plugin_grpo"
+        infos = [
+            compute_score(
+                "slca",
+                "",
+                None,
+                output.extra_fields | kwargs["extra_info"],
+                estimator="verl_plugin_grpo",
+                plugins=[str(plugin)],
+            )
+            for _, kwargs, output in rollouts
+        ]
+        assert [info["verl_plugin_calls"] for info in infos] == [1.0, 0.0, 1.0] * 2
+        mask = torch.nn.utils.rnn.pad_sequence(
+            [torch.tensor(o.response_mask) for _, _, o in rollouts], batch_first=True
+        )
+        advantages, _ = batch_advantages(
+            "verl_plugin_grpo",
+            group_ids=[kwargs["uid"] for _, kwargs, _ in rollouts],
+            response_mask=mask,
+            reward_infos=infos,
+            rollouts=[str(i) for i in range(len(rollouts))],
+        )
+        assert float(advantages[1].abs().sum()) == 0 and float(advantages[0].abs().sum()) > 0
+    finally:
+        unregister_estimator("verl_plugin_grpo")
+        unregister_reward_family("verl_plugin_calls")

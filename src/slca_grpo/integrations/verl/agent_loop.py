@@ -32,6 +32,7 @@ from slca_grpo.config import to_dict
 from slca_grpo.integrations.verl.config import VerlSLCAConfig, read_section
 from slca_grpo.integrations.verl.reward import RESPONSE_TEXT_FIELD
 from slca_grpo.integrations.verl.rows import task_from_extra_info
+from slca_grpo.plugins import load_plugins
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment
 from slca_grpo.rollout.formatter import prompt_tools
 from slca_grpo.simulator.text import truncate_middle
@@ -132,6 +133,7 @@ class SLCAToolAgentLoop(ToolAgentLoop):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.slca = read_section(self.config)
+        load_plugins(self.slca.plugins)  # e.g. a simulator backend of the user's
         self.environment = shared_environment(self.slca)
         self.count_tokens = partial(_count_tokens, self.tokenizer)
         _warn_if_cut_by_characters(self.max_tool_response_length, self.slca.max_tool_response_tokens)

@@ -34,7 +34,7 @@ class VerlSLCAConfig:
     # Tool responses are cut in the middle to this many policy tokens (the paper: 2,048).
     max_tool_response_tokens: int = 2048
     reward: RewardConfig = field(default_factory=RewardConfig)
-    plugins: list[str] = field(default_factory=list)  # modules or .py files registering estimators/rewards
+    plugins: list[str] = field(default_factory=list)  # modules or .py files: estimators, rewards, backends
 
     def __post_init__(self) -> None:
         at_least(self, 1, "max_tool_response_tokens")

@@ -14,7 +14,7 @@ is used only when a row comes from another agent loop.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -22,6 +22,7 @@ from slca_grpo.algos import estimator_spec, list_estimators
 from slca_grpo.integrations.verl.advantages import extra_key
 from slca_grpo.integrations.verl.config import SECTION, plain, read_section
 from slca_grpo.integrations.verl.rows import task_from_extra_info
+from slca_grpo.plugins import load_plugins
 from slca_grpo.rewards.batch import compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.factory import make_checker, make_judge
@@ -53,16 +54,19 @@ def compute_score(
     *,
     reward: Mapping[str, Any] | None = None,
     estimator: str | None = None,
+    plugins: Sequence[str] = (),
     reward_router_address: str | None = None,
     reward_model_tokenizer: Any = None,
 ) -> dict[str, float | bool]:
     """``{"score", "r_tool", "r_sum", "no_call", ...}`` of one rollout.
 
-    ``reward`` is the ``slca.reward`` section (our ``RewardConfig``: judge, weights, penalties) and
-    ``estimator`` verl's ``algorithm.adv_estimator``; both come from
+    ``reward`` is the ``slca.reward`` section (our ``RewardConfig``: judge, weights, penalties),
+    ``estimator`` verl's ``algorithm.adv_estimator`` and ``plugins`` the ``slca.plugins`` (imported
+    first, as they may register the estimator and its rewards); all come from
     ``reward.custom_reward_function.reward_kwargs``. The reward-model arguments verl passes when it
     runs a reward model are not used.
     """
+    load_plugins(plain(plugins))
     task = task_from_extra_info(extra_info)
     text = extra_info.get(RESPONSE_TEXT_FIELD) if isinstance(extra_info, Mapping) else None
     if not isinstance(text, str):
