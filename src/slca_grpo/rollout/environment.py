@@ -25,6 +25,8 @@ class BatchSimulator(Protocol):
         self, requests: Sequence[tuple[ToolCall, list[dict[str, Any]], str | None]]
     ) -> list[Observation]: ...
 
+    # ToolEnvironment.aexecute also needs ``async def asimulate_many`` (the simulator and its client have it).
+
 
 @dataclass(frozen=True)
 class CallRequest:
@@ -81,6 +83,24 @@ class ToolEnvironment:
 
     def execute(self, requests: Sequence[CallRequest]) -> list[Observation]:
         """Observations for a batch of calls, in order; simulator calls run as one batch."""
+        results, pending = self._fixtures(requests)
+        if pending:
+            start = time.perf_counter()
+            observations = self.simulator.simulate_many(self._items(requests, pending))
+            self._fill(results, pending, observations, start)
+        return [r for r in results if r is not None]
+
+    async def aexecute(self, requests: Sequence[CallRequest]) -> list[Observation]:
+        """``execute`` for a caller inside an event loop: the simulator's ``asimulate_many``."""
+        results, pending = self._fixtures(requests)
+        if pending:
+            start = time.perf_counter()
+            observations = await self.simulator.asimulate_many(self._items(requests, pending))  # type: ignore[attr-defined]
+            self._fill(results, pending, observations, start)
+        return [r for r in results if r is not None]
+
+    def _fixtures(self, requests: Sequence[CallRequest]) -> tuple[list[Observation | None], list[int]]:
+        """Observations of the calls a fixture answers, and the indices left for the simulator."""
         results: list[Observation | None] = [None] * len(requests)
         pending: list[int] = []
         for index, request in enumerate(requests):
@@ -90,15 +110,18 @@ class ToolEnvironment:
                 results[index] = Observation(text=fixture, cached=True, latency_ms=0.0)
             else:
                 pending.append(index)
-        if pending:
-            start = time.perf_counter()
-            observations = self.simulator.simulate_many(
-                [(requests[i].call, requests[i].task.tools, requests[i].session_id) for i in pending]
-            )
-            self.simulator_calls += len(pending)
-            elapsed_ms = (time.perf_counter() - start) * 1000.0
-            for i, observation in zip(pending, observations):
-                if not observation.latency_ms:
-                    observation.latency_ms = elapsed_ms / len(pending)
-                results[i] = observation
-        return [r for r in results if r is not None]
+        return results, pending
+
+    @staticmethod
+    def _items(requests: Sequence[CallRequest], pending: list[int]) -> list[tuple[ToolCall, list[dict[str, Any]], str]]:
+        return [(requests[i].call, requests[i].task.tools, requests[i].session_id) for i in pending]
+
+    def _fill(
+        self, results: list[Observation | None], pending: list[int], observations: list[Observation], start: float
+    ) -> None:
+        self.simulator_calls += len(pending)
+        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        for i, observation in zip(pending, observations):
+            if not observation.latency_ms:
+                observation.latency_ms = elapsed_ms / len(pending)
+            results[i] = observation

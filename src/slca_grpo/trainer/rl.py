@@ -67,7 +67,9 @@ class RLConfig:
         one_of(self, "schedule", SCHEDULES)
 
 
-def _segment_stats(advantages: torch.Tensor, segment_ids: torch.Tensor) -> dict[str, float]:
+def segment_advantage_stats(advantages: torch.Tensor, segment_ids: torch.Tensor) -> dict[str, float]:
+    """``adv/*`` metrics: per segment, the mean, mean absolute value and non-zero share of the rollouts'
+    advantages, and the share of rollouts that have the segment."""
     stats = {}
     for code, name in ((SEG_TOOL, "tool"), (SEG_SUMMARY, "summary")):
         rows = (segment_ids == code).any(dim=1)
@@ -202,7 +204,7 @@ class RLTrainer:
         metrics = {
             **rewards.metrics(),
             **noise_metrics,
-            **_segment_stats(advantages, batch.segment_ids),
+            **segment_advantage_stats(advantages, batch.segment_ids),
             **rollout_metrics(trajectories),
             **train_metrics,
             "time/rollout_s": rollout_seconds,

@@ -89,9 +89,13 @@ class RunConfig:
 
 def make_simulator(config: RunConfig):
     """The in-process simulator, or a client of the simulator service when one is configured."""
-    service = config.simulator_service
+    return simulator_from(config.simulator, config.simulator_service)
+
+
+def simulator_from(simulator: SimulatorConfig, service: SimulatorServiceConfig):
+    """The simulator of a ``simulator`` section, or a client of ``service`` when it has a URL."""
     if not service.url:
-        return build_simulator(config.simulator)
+        return build_simulator(simulator)
     from slca_grpo.simulator import SimulatorClient
 
     # Checked again: the fields may have changed since loading.
@@ -101,7 +105,7 @@ def make_simulator(config: RunConfig):
         timeout_s=service.timeout_s,
         max_retries=service.max_retries,
         batch_size=service.batch_size,
-        max_observation_tokens=config.simulator.max_observation_tokens,
+        max_observation_tokens=simulator.max_observation_tokens,
     )
 
 

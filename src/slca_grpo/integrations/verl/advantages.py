@@ -1,0 +1,75 @@
+"""Advantages of a verl batch from our registry: pure functions over tensors, no verl import.
+
+verl hands a registered advantage estimator only token-level rewards, the response mask and the
+group ids, so the trainer override (``trainer.py``) fetches the per-rollout rewards our reward
+function stored (``reward_extra_info``) and calls :func:`batch_advantages`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+from torch import Tensor
+
+from slca_grpo.algos import AdvantageConfig, compute_advantages, estimator_spec, segments_from_mask
+
+# Our reward names whose reward_extra_info keys read differently (HierR's R_tool and R_sum).
+EXTRA_KEYS = {"tool": "r_tool", "summary": "r_sum"}
+
+__all__ = ["EXTRA_KEYS", "batch_advantages", "extra_key", "rewards_from_extras", "rollout_segments"]
+
+
+def extra_key(reward: str) -> str:
+    """The ``reward_extra_info`` key that carries our reward ``reward``."""
+    return EXTRA_KEYS.get(reward, reward)
+
+
+def rollout_segments(response_mask: Tensor) -> Tensor:
+    """Segment ids ``[B, T]`` of verl responses: the one place the verl path derives segments.
+
+    verl's ``response_mask`` is 1 on generated tokens and 0 on tool responses and chat headers,
+    which is exactly the mask our segments are defined on.
+    """
+    return segments_from_mask(response_mask)
+
+
+def rewards_from_extras(
+    reward_infos: Sequence[Mapping[str, Any] | None], names: Sequence[str], rollouts: Sequence[str]
+) -> dict[str, list[Any]]:
+    """Reward name → one value per rollout, read from each rollout's ``reward_extra_info``.
+
+    ``rollouts`` names the rows (verl's batch keys) for the error a missing value raises.
+    """
+    rewards: dict[str, list[Any]] = {}
+    for name in names:
+        key = extra_key(name)
+        values = []
+        for info, rollout in zip(reward_infos, rollouts, strict=True):
+            if not isinstance(info, Mapping) or key not in info:
+                present = sorted(info) if isinstance(info, Mapping) else "no reward_extra_info"
+                raise KeyError(
+                    f"rollout {rollout}: reward_extra_info has no {key!r} (has {present}); set "
+                    "reward.custom_reward_function to slca_grpo.integrations.verl.reward.compute_score"
+                )
+            values.append(info[key])
+        rewards[name] = values
+    return rewards
+
+
+def batch_advantages(
+    estimator: str,
+    *,
+    group_ids: Sequence[Hashable],
+    response_mask: Tensor,
+    reward_infos: Sequence[Mapping[str, Any] | None],
+    rollouts: Sequence[str],
+    config: AdvantageConfig | None = None,
+) -> tuple[Tensor, Tensor]:
+    """``(advantages, segment_ids)``, both ``[B, T]`` over verl's response tokens."""
+    segment_ids = rollout_segments(response_mask)
+    rewards = rewards_from_extras(reward_infos, estimator_spec(estimator).rewards, rollouts)
+    advantages = compute_advantages(
+        estimator, group_ids=list(group_ids), segment_ids=segment_ids, rewards=rewards, config=config
+    )
+    return advantages, segment_ids

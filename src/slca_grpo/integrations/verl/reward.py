@@ -1,0 +1,76 @@
+"""The reward function verl calls (``reward.custom_reward_function``): HierR of one rollout.
+
+verl's reward manager calls ``compute_score(data_source, solution_str, ground_truth, extra_info,
+**reward_kwargs)`` once per rollout. It returns ``score`` (verl's scalar reward) together with
+``r_tool``, ``r_sum`` and ``no_call``; verl keeps the whole dict as the rollout's
+``reward_extra_info``, where the trainer override reads them back. No verl import.
+
+The text scored is the one our agent loop stores in ``extra_info["slca_response_text"]``: the
+response decoded with its chat markers, as our own trainer scores it. verl's ``solution_str`` drops
+special tokens (``<|im_start|>user`` becomes ``user``), which would leak into the final answer; it
+is used only when a row comes from another agent loop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from slca_grpo.algos import estimator_spec, list_estimators
+from slca_grpo.integrations.verl.advantages import extra_key
+from slca_grpo.integrations.verl.config import SECTION, plain, read_section
+from slca_grpo.integrations.verl.rows import task_from_extra_info
+from slca_grpo.plugins import load_plugins
+from slca_grpo.rewards.batch import compute_rewards
+from slca_grpo.rewards.config import RewardConfig
+from slca_grpo.rewards.factory import make_checker, make_judge
+from slca_grpo.rewards.hierarchical import HIERR_NAMES
+
+RESPONSE_TEXT_FIELD = "slca_response_text"
+
+__all__ = ["RESPONSE_TEXT_FIELD", "compute_score", "reward_names"]
+
+
+@lru_cache(maxsize=16)
+def _services(reward_json: str) -> tuple[RewardConfig, Any, Any]:
+    """The reward config with its judge and checker, built once per process and config."""
+    config = read_section({SECTION: {"reward": json.loads(reward_json)}}).reward
+    return config, make_judge(config=config), make_checker(config=config)
+
+
+def reward_names(estimator: str | None) -> tuple[str, ...]:
+    """HierR's values, plus those ``estimator`` reads when it is one of ours (e.g. ToolPO's)."""
+    extra = estimator_spec(estimator).rewards if estimator in list_estimators() else ()
+    return tuple(dict.fromkeys((*HIERR_NAMES, *extra)))
+
+
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    *,
+    reward: Mapping[str, Any] | None = None,
+    estimator: str | None = None,
+    plugins: Sequence[str] = (),
+    reward_router_address: str | None = None,
+    reward_model_tokenizer: Any = None,
+) -> dict[str, float | bool]:
+    """``{"score", "r_tool", "r_sum", "no_call", ...}`` of one rollout.
+
+    ``reward`` is the ``slca.reward`` section (our ``RewardConfig``: judge, weights, penalties),
+    ``estimator`` verl's ``algorithm.adv_estimator`` and ``plugins`` the ``slca.plugins`` (imported
+    first, as they may register the estimator and its rewards); all come from
+    ``reward.custom_reward_function.reward_kwargs``. The reward-model arguments verl passes when it
+    runs a reward model are not used.
+    """
+    load_plugins(plain(plugins))
+    task = task_from_extra_info(extra_info)
+    text = extra_info.get(RESPONSE_TEXT_FIELD) if isinstance(extra_info, Mapping) else None
+    if not isinstance(text, str):
+        text = solution_str
+    config, judge, checker = _services(json.dumps(plain(reward or {}), sort_keys=True))
+    batch = compute_rewards([text], [task], judge, config, names=reward_names(estimator), checker=checker)
+    return {extra_key(name): values[0] for name, values in batch.as_dict().items()}

@@ -1,0 +1,148 @@
+"""Our tasks as verl dataset rows (parquet), and a task read back from a row. No verl import.
+
+The row layout is the one of verl's RL datasets and of the paper's released data:
+
+- ``data_source``: a name (default ``"slca"``);
+- ``prompt``: the chat messages the policy sees (``{"role", "content"}``);
+- ``tools``: the task's OpenAI tool schemas, as a JSON string;
+- ``ability``: ``"tool_call"``;
+- ``reward_model``: ``{"style": "rule", "ground_truth": JSON string of {allowed_tools,
+  gold_tool_calls (steps × parallel calls), question_content, tool_schemas, subset_name}}``;
+- ``extra_info``: ``{"index", "task_id", "split", "task"}``, ``task`` being the whole task as JSON.
+
+Nested values that differ from row to row (tool schemas, call arguments) are JSON strings, so every
+row has the same parquet column types. The agent loop and the reward read the task back from
+``extra_info["task"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from slca_grpo.data.tasks import TaskFormatError, task_from_dict
+from slca_grpo.types import Task
+
+DEFAULT_DATA_SOURCE = "slca"
+ABILITY = "tool_call"
+TASK_FIELD = "task"  # extra_info key holding the task's JSON
+
+__all__ = [
+    "DEFAULT_DATA_SOURCE",
+    "task_from_extra_info",
+    "task_to_row",
+    "tasks_to_rows",
+    "write_rows",
+    "write_tasks_parquet",
+]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _prompt(task: Task) -> list[dict[str, str]]:
+    prompt = []
+    for index, message in enumerate(task.messages):
+        extra = sorted(set(message) - {"role", "content"})
+        if extra:
+            # A row's prompt column holds role and content only (one parquet type for every row).
+            raise ValueError(f"task {task.id!r}: messages[{index}] has {extra}; a verl row holds role and content only")
+        content = message.get("content")
+        prompt.append({"role": str(message["role"]), "content": "" if content is None else str(content)})
+    return prompt
+
+
+def task_to_row(task: Task, index: int, *, data_source: str = DEFAULT_DATA_SOURCE, split: str | None = None) -> dict:
+    """One verl row for ``task``; ``index`` becomes ``extra_info.index`` (verl's sample index)."""
+    ground_truth = {
+        "allowed_tools": task.tool_names,
+        "gold_tool_calls": [[call.to_dict() for call in step] for step in task.gold_calls],
+        "question_content": task.question,
+        "tool_schemas": task.tools,
+        "subset_name": task.subset,
+    }
+    return {
+        "data_source": data_source,
+        "prompt": _prompt(task),
+        "tools": _dumps(task.tools),
+        "ability": ABILITY,
+        "reward_model": {"style": "rule", "ground_truth": _dumps(ground_truth)},
+        "extra_info": {"index": int(index), "task_id": task.id, "split": split, TASK_FIELD: _dumps(task.to_dict())},
+    }
+
+
+def tasks_to_rows(
+    tasks: Iterable[Task], *, data_source: str = DEFAULT_DATA_SOURCE, split: str | None = None, start: int = 0
+) -> list[dict]:
+    return [
+        task_to_row(task, index, data_source=data_source, split=split) for index, task in enumerate(tasks, start=start)
+    ]
+
+
+def write_rows(rows: list[dict], path: str | os.PathLike[str]) -> int:
+    """Write rows as a parquet file atomically (temp file + rename); returns the count."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError("writing parquet needs pyarrow: pip install 'slca-grpo[verl]'") from None
+    if not rows:
+        raise ValueError(f"no rows to write to {path}")
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        pq.write_table(pa.Table.from_pylist(rows), temporary)
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return len(rows)
+
+
+def write_tasks_parquet(
+    tasks: Iterable[Task],
+    path: str | os.PathLike[str],
+    *,
+    data_source: str = DEFAULT_DATA_SOURCE,
+    split: str | None = None,
+) -> int:
+    """Convert ``tasks`` to verl rows and write them to ``path``; returns the count."""
+    return write_rows(tasks_to_rows(tasks, data_source=data_source, split=split), path)
+
+
+@lru_cache(maxsize=4096)
+def _task_from_json(text: str) -> Task:
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise TaskFormatError(f"not JSON: {str(exc)[:200]}") from None
+    return task_from_dict(data)
+
+
+def task_from_extra_info(extra_info: Mapping[str, Any] | None) -> Task:
+    """The task a row carries in ``extra_info["task"]`` (a JSON string or an object).
+
+    Tasks are cached by their JSON, as the G rollouts of a prompt and their rewards all read the
+    same one; callers must not change the returned task. A bad one raises ``TaskFormatError``
+    naming the row (its ``extra_info.index``) and the field.
+    """
+    where = f"row {extra_info.get('index')!r}" if isinstance(extra_info, Mapping) else "a row"
+    if not isinstance(extra_info, Mapping) or TASK_FIELD not in extra_info:
+        raise TaskFormatError(
+            f"{where} has no extra_info.{TASK_FIELD}; write the dataset with slca-grpo's converter "
+            "(`slca verl data`, or slca_grpo.integrations.verl.rows.write_tasks_parquet)"
+        )
+    raw = extra_info[TASK_FIELD]
+    try:
+        if isinstance(raw, Mapping):
+            return task_from_dict(dict(raw))
+        if not isinstance(raw, str):
+            raise TaskFormatError(f"must be a JSON string, got {type(raw).__name__}")
+        return _task_from_json(raw)
+    except TaskFormatError as exc:
+        raise TaskFormatError(f"{where}: extra_info.{TASK_FIELD}: {exc.problem}") from None

@@ -1,0 +1,116 @@
+"""Tasks as verl rows (the shared row layout), read back; the ``slca verl data`` command. No verl needed."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from slca_grpo.cli import main
+from slca_grpo.config import ConfigError
+from slca_grpo.data.synthetic import generate_tasks
+from slca_grpo.data.tasks import TaskFormatError
+from slca_grpo.integrations.verl.config import read_section
+from slca_grpo.integrations.verl.rows import task_from_extra_info, task_to_row, tasks_to_rows, write_tasks_parquet
+from slca_grpo.types import SUBSET_IRRELEVANT, Task, ToolCall
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "returns": {"type": "object", "properties": {"temp": {"type": "number"}}},
+    },
+}
+
+
+def weather_task(**overrides) -> Task:
+    fields = {
+        "id": "w1",
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}],
+        "tools": [TOOL],
+        "gold_calls": [[ToolCall("get_weather", {"city": "Paris"}), ToolCall("get_weather", {"city": "Lyon"})]],
+        "metadata": {"fixtures": [{"name": "get_weather", "arguments": {"city": "Paris"}, "response": {"temp": 21}}]},
+    }
+    return Task(**{**fields, **overrides})
+
+
+def test_a_row_has_the_shared_layout():
+    row = task_to_row(weather_task(), 7, split="train")
+    assert set(row) == {"data_source", "prompt", "tools", "ability", "reward_model", "extra_info"}
+    assert row["data_source"] == "slca" and row["ability"] == "tool_call"
+    assert row["prompt"] == weather_task().messages
+    assert json.loads(row["tools"]) == [TOOL]
+    assert row["reward_model"]["style"] == "rule"
+    assert json.loads(row["reward_model"]["ground_truth"]) == {
+        "allowed_tools": ["get_weather"],
+        "gold_tool_calls": [
+            [
+                {"name": "get_weather", "arguments": {"city": "Paris"}},
+                {"name": "get_weather", "arguments": {"city": "Lyon"}},
+            ]
+        ],
+        "question_content": "Weather in Paris?",
+        "tool_schemas": [TOOL],
+        "subset_name": "tool_call",
+    }
+    assert {k: row["extra_info"][k] for k in ("index", "task_id", "split")} == {
+        "index": 7,
+        "task_id": "w1",
+        "split": "train",
+    }
+
+
+def test_the_task_comes_back_whole_from_a_parquet_file(tmp_path):
+    tasks = [weather_task(), weather_task(id="w2", gold_calls=[], subset=SUBSET_IRRELEVANT, metadata={})]
+    tasks += generate_tasks(0, 5, "train")
+    assert write_tasks_parquet(tasks, tmp_path / "train.parquet", split="train") == len(tasks)
+    rows = pq.read_table(tmp_path / "train.parquet").to_pylist()
+    assert [row["extra_info"]["index"] for row in rows] == list(range(len(tasks)))
+    assert [task_from_extra_info(row["extra_info"]).to_dict() for row in rows] == [t.to_dict() for t in tasks]
+    assert task_from_extra_info({"task": tasks[0].to_dict()}).to_dict() == tasks[0].to_dict()  # an object works too
+
+
+@pytest.mark.parametrize(
+    ("extra_info", "message"),
+    [
+        ({"index": 3}, "row 3 has no extra_info.task"),
+        ({"index": 4, "task": "{oops"}, "row 4: extra_info.task: not JSON"),
+        ({"index": 5, "task": json.dumps({"id": "x", "messages": []})}, "row 5: extra_info.task: 'messages'"),
+        ({"index": 6, "task": 12}, "row 6: extra_info.task: must be a JSON string"),
+        (None, "a row has no extra_info.task"),
+    ],
+)
+def test_a_bad_row_names_its_index_and_field(extra_info, message):
+    with pytest.raises(TaskFormatError, match=message):
+        task_from_extra_info(extra_info)
+
+
+def test_a_prompt_message_beyond_role_and_content_is_refused():
+    calls = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": []}]
+    with pytest.raises(ValueError, match=r"task 'w1': messages\[1\] has \['tool_calls'\]"):
+        tasks_to_rows([weather_task(messages=calls)])
+
+
+def test_the_slca_section_is_checked_and_filled_from_defaults():
+    section = read_section({"slca": {"advantage": {"lambda_tool": 2}}}, defaults={"advantage": {"norm_std": False}})
+    assert (section.advantage.lambda_tool, section.advantage.norm_std) == (2.0, False)
+    assert read_section(None).max_tool_response_tokens == 2048
+    with pytest.raises(ConfigError, match="slca.simulatr"):
+        read_section({"slca": {"simulatr": {}}})
+    with pytest.raises(ConfigError, match="summary-reward noise"):
+        read_section({"slca": {"reward": {"summary_noise_std": 0.1}}})
+
+
+def test_slca_verl_data_writes_train_and_test_files(tmp_path, capsys):
+    code = main(
+        ["verl", "data", "demo-quick", "--out", str(tmp_path), "--set", "data.n_train=6", "--set", "data.n_test=2"]
+    )
+    assert code == 0, capsys.readouterr().err
+    train = pq.read_table(tmp_path / "train.parquet").to_pylist()
+    test = pq.read_table(tmp_path / "test.parquet").to_pylist()
+    assert (len(train), len(test)) == (6, 2)
+    assert {row["extra_info"]["split"] for row in train} == {"train"}
+    assert main(["verl", "data", "no-such-preset", "--out", str(tmp_path)]) == 2
