@@ -76,18 +76,15 @@ def _detect(path: Path, rows: Iterator[Row]) -> tuple[DataFormat | None, list[Ro
                 )
             return found, seen
         if len(seen) >= DETECTION_ROWS:
-            break
-    if not seen:
-        return None, seen
-    raise TaskFormatError(
-        f"no readable row among the first {len(seen)} to tell the format from ({seen[0].problem})", path
-    )
+            raise TaskFormatError(f"no readable row among the first {len(seen)} to tell the format from", path)
+    return None, seen  # an empty file, or one whose every row is broken (each then an error of its own)
 
 
 def _sources(
     source: str, chosen: DataFormat | None, purpose: str
-) -> Iterator[tuple[str, Iterable[Row], DataFormat, bool]]:
-    """(origin, rows, format, whether the rows are decoded file rows) per file or benchmark source."""
+) -> Iterator[tuple[str, Iterable[Row], DataFormat | None, bool]]:
+    """(origin, rows, format, whether the rows are decoded file rows) per file or benchmark source; the
+    format is None for a file with no readable row."""
     benchmark = benchmark_source(source)
     if benchmark is not None:
         data_format = get_format(benchmark)
@@ -105,15 +102,14 @@ def _sources(
     for path in dataset_files(source):
         rows = iter_rows(path)
         data_format, seen = (chosen, []) if chosen is not None else _detect(path, rows)
-        if data_format is None:
-            continue  # an empty file
-        _refuse(data_format, str(path), purpose)
+        if data_format is not None:
+            _refuse(data_format, str(path), purpose)
         yield str(path), itertools.chain(seen, rows), data_format, True
 
 
-def _convert(row: Row, data_format: DataFormat, from_file: bool) -> Task:
-    if row.problem is not None:
-        raise TaskFormatError(row.problem)
+def _convert(row: Row, data_format: DataFormat | None, from_file: bool) -> Task:
+    if row.problem is not None or data_format is None:
+        raise TaskFormatError(row.problem or "unreadable")
     if from_file and not isinstance(row.value, dict):
         raise TaskFormatError(f"a row must be a JSON object, got {type(row.value).__name__}")
     context = RowContext(row.path, row.where, row.index)
@@ -146,7 +142,8 @@ def read_tasks(
     chosen = None if data_format == AUTO else get_format(data_format)
     seen_ids: set[str] = set()
     for origin, rows, found, from_file in _sources(str(source), chosen, purpose):
-        report.formats[origin] = found.name
+        if found is not None:
+            report.formats[origin] = found.name
         for row in rows:
             report.rows += 1
             try:
