@@ -22,6 +22,7 @@ SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".jsonl.gz", ".ndjson.gz",
 PARQUET_BATCH_ROWS = 64
 _CHUNK_CHARS = 1 << 20
 _WHITESPACE = " \t\r\n"
+_DELIMITERS = _WHITESPACE + ",]"
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def _suffix(path: Path) -> str:
 
 def dataset_files(path: str | os.PathLike[str]) -> list[Path]:
     """The data files of ``path``: the file itself, or a folder's files with a known suffix (sorted,
-    not recursive). Raises ``FileNotFoundError`` when there are none."""
+    not recursive; hidden files left out). Raises ``FileNotFoundError`` when there are none."""
     target = Path(path)
     if target.is_dir():
         files = sorted(p for p in target.iterdir() if p.is_file() and _suffix(p) and not p.name.startswith("."))
@@ -51,9 +52,7 @@ def dataset_files(path: str | os.PathLike[str]) -> list[Path]:
         return files
     if not target.is_file():
         raise FileNotFoundError(f"{target}: no such file or folder")
-    if not _suffix(target):
-        raise TaskFormatError(f"unknown file type; dataset files end with {', '.join(SUFFIXES)}", target)
-    return [target]
+    return [target]  # a file of another name is read as JSON (an array, or one value per line)
 
 
 def iter_rows(path: Path) -> Iterator[Row]:
@@ -115,8 +114,8 @@ class _ArrayReader:
     def fail(self, problem: str, row: int) -> TaskFormatError:
         return TaskFormatError(f"{problem}; the rest of the JSON array cannot be read", self.path, f"row {row}")
 
-    def more(self, at_least: int = _CHUNK_CHARS) -> bool:
-        """Append at least ``at_least`` characters (fewer at the end); False at the end of the file."""
+    def more(self, at_least: int = 0) -> bool:
+        """Append a chunk, or ``at_least`` bytes if more (fewer at the end); False at the end of the file."""
         if self.eof:
             return False
         if self.position > _CHUNK_CHARS:  # drop what is decoded so the buffer stays one row long
@@ -152,8 +151,11 @@ class _ArrayReader:
                 raise self.fail(f"invalid JSON: {str(exc)[:200]}", row) from None
             except RecursionError:
                 raise self.fail("invalid JSON: nested too deeply", row) from None
-            if end == len(self.buffer) and self.more():
-                continue  # a number cut at the buffer's end decodes too: decode it again whole
+            # A number cut by the buffer's end ("3" of "3.5e10") decodes too: read on and decode it whole.
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            cut = end == len(self.buffer) or (number and self.buffer[end] not in _DELIMITERS)
+            if cut and self.more():
+                continue
             self.position = end
             return value
 

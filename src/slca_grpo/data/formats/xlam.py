@@ -85,6 +85,8 @@ def _node_schema(node: ast.expr) -> dict[str, Any] | None:
     if outer in _MAPPINGS:
         values = _node_schema(arguments[-1]) if len(arguments) == 2 else None
         return {"type": "object", **({"additionalProperties": values} if values else {})}
+    if outer in _ANY:  # Callable[[int], int]: JSON has no functions, any value goes
+        return {}
     if outer == "literal":
         constants = [a.value for a in arguments if isinstance(a, ast.Constant)]
         return {"enum": constants} if len(constants) == len(arguments) else None
