@@ -367,6 +367,33 @@ def test_release_rows_carrying_our_task_read_it_back_whole(tmp_path):
     assert task.metadata["fixtures"] == original.metadata["fixtures"]
 
 
+def as_release_row(task, index):
+    """A task in the release's row layout, as a verl row writer that stores no task dump would."""
+    return {
+        "data_source": "slca",
+        "prompt": task.messages,
+        "tools": json.dumps(task.tools),
+        "reward_model": {
+            "style": "rule",
+            "ground_truth": {
+                "allowed_tools": task.tool_names,
+                "gold_tool_calls": json.dumps([[c.to_dict() for c in step] for step in task.gold_calls]),
+                "question_content": task.question,
+                "tool_schemas": json.dumps(task.tools),
+                "subset_name": task.subset,
+            },
+        },
+        "extra_info": {"index": index, "task_id": task.id},
+    }
+
+
+def test_tasks_written_in_the_release_layout_read_back_as_the_same_tasks(tmp_path):
+    tasks = tasks_of("openai.jsonl") + tasks_of("xlam.json")
+    back = load_dataset(write_parquet(tmp_path / "rows.parquet", [as_release_row(t, i) for i, t in enumerate(tasks)]))
+    keys = ("id", "messages", "tools", "gold_calls", "subset")
+    assert [{k: t.to_dict()[k] for k in keys} for t in back.tasks] == [{k: t.to_dict()[k] for k in keys} for t in tasks]
+
+
 def test_release_sft_rows_read_a_qwen_style_system_turn(tmp_path):
     system = render_tools_system_prompt([WEATHER], "You are Toucan, a helpful agent.")
     row = {

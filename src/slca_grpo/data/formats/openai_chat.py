@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from slca_grpo.data.formats.conversation import Turn, build_task
-from slca_grpo.data.formats.fields import call_arguments, json_field, named_function, tool_list
+from slca_grpo.data.formats.fields import call_arguments, json_field, named_function, require, tool_list
 from slca_grpo.data.tasks import TaskFormatError
 from slca_grpo.types import Task, ToolCall
 
@@ -75,7 +75,7 @@ def read_messages(messages: list[Any], field: str = "messages") -> list[Turn]:
 
 
 def convert(row: dict[str, Any], task_id: str) -> Task:
-    messages = json_field(row.get("messages"), "messages", list)
+    messages = json_field(require(row, "messages", (list, str)), "messages", list)
     tools_key = "tools" if row.get("tools") not in (None, "") else "functions"
     tools = tool_list(row.get(tools_key), tools_key)
     metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}

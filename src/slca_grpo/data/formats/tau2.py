@@ -13,6 +13,7 @@ marked evaluation-only.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Iterator
 from typing import Any
@@ -35,11 +36,17 @@ def parse_spec(spec: str) -> tuple[str, str]:
 @functools.lru_cache(maxsize=4)
 def _domain(domain: str) -> tuple[str, list[dict[str, Any]]]:
     """(τ²'s agent system prompt, the tools as OpenAI schemas) of a domain."""
-    from slca_grpo.eval.tau2._tau2 import import_tau2
     from slca_grpo.eval.tau2.adapter import tau2_system_prompt
 
-    environment = import_tau2("tau2.registry").registry.get_env_constructor(domain)()
+    environment = _pristine(domain)
     return tau2_system_prompt(environment.get_policy()), [t.openai_schema for t in environment.get_tools()]
+
+
+@functools.lru_cache(maxsize=4)
+def _pristine(domain: str) -> Any:
+    from slca_grpo.eval.tau2._tau2 import import_tau2
+
+    return import_tau2("tau2.registry").registry.get_env_constructor(domain)()
 
 
 def _replay(domain: str, task: Any, actions: list[Any]) -> list[str]:
@@ -47,7 +54,7 @@ def _replay(domain: str, task: Any, actions: list[Any]) -> list[str]:
     from slca_grpo.eval.tau2._tau2 import import_tau2
 
     message = import_tau2("tau2.data_model.message")
-    environment = import_tau2("tau2.registry").registry.get_env_constructor(domain)()
+    environment = copy.deepcopy(_pristine(domain))  # 2.5x faster than loading the domain's database again
     state = task.initial_state
     environment.set_state(
         initialization_data=getattr(state, "initialization_data", None),

@@ -21,7 +21,6 @@ from slca_grpo.data.formats.conversation import Turn, build_task
 from slca_grpo.data.formats.fields import MAX_LITERAL_CHARS, openai_tool, require
 from slca_grpo.data.formats.sharegpt import turn_text
 from slca_grpo.data.tasks import TaskFormatError
-from slca_grpo.eval.bfcl.convert import convert_parameters
 from slca_grpo.types import Task, ToolCall
 
 _JSON_NAMES = {"true": True, "false": False, "null": None, "none": None}
@@ -40,6 +39,8 @@ def detect(row: dict[str, Any]) -> bool:
 
 def tools_in_text(text: str, field: str) -> list[dict[str, Any]]:
     """The first JSON list of objects with a ``name`` found in ``text``."""
+    from slca_grpo.eval.bfcl.convert import convert_parameters
+
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\[\s*\{", text):
         try:

@@ -146,7 +146,7 @@ def parameters_schema(parameters: dict[str, Any], field: str) -> dict[str, Any]:
 
 def convert(row: dict[str, Any], task_id: str) -> Task:
     query = require(row, "query", str)
-    raw_tools = json_field(row["tools"], "tools", list)
+    raw_tools = json_field(require(row, "tools", (list, str)), "tools", list)
     tools = []
     for index, raw in enumerate(raw_tools):
         field = f"tools[{index}]"
@@ -154,7 +154,7 @@ def convert(row: dict[str, Any], task_id: str) -> Task:
         if params is not None and not isinstance(params, dict):
             raise TaskFormatError(f"must be an object, got {type(params).__name__}", field=f"{field}.parameters")
         tools.append(openai_tool(raw, field, lambda p, f=field: parameters_schema(p, f"{f}.parameters")))
-    answers = json_field(row["answers"], "answers", (list, type(None))) or []
+    answers = json_field(require(row, "answers", (list, str)), "answers", (list, type(None))) or []
     calls = []
     for index, answer in enumerate(answers):
         field = f"answers[{index}]"
