@@ -132,13 +132,13 @@ def build_task(
     *,
     where: str = "conversation",
     metadata: dict[str, Any] | None = None,
-    subset: str | None = None,
 ) -> Task:
     """The task of a conversation (see the module docstring); ``where`` names the field it came from."""
     for turn in turns:
         if turn.role not in ROLES:
             raise TaskFormatError(f"role must be one of {', '.join(ROLES)}, got {turn.role!r}", field=turn.field)
-    replied = [i for i, t in enumerate(turns) if t.role == "user" and any(u.role == "assistant" for u in turns[i:])]
+    answers = [i for i, t in enumerate(turns) if t.role == "assistant"]
+    replied = [i for i, t in enumerate(turns[: answers[-1]] if answers else []) if t.role == "user"]
     if not replied:
         raise TaskFormatError("no user turn has an assistant reply", field=where)
     cut = replied[-1] + 1
@@ -185,8 +185,6 @@ def build_task(
         "reference_answer": reference,
         "metadata": extra,
     }
-    if subset is not None:
-        data["subset"] = subset
     return task_from_dict(data)
 
 

@@ -65,9 +65,9 @@ def split_tools_block(system: str) -> tuple[str, str | None]:
         return system, None
     listing = system[start + len(TOOLS_OPEN) : close]
     preamble = system.find(TOOLS_PREAMBLE)
-    postamble = system.find(TOOLS_POSTAMBLE, close - len(TOOLS_CLOSE) + 1)
-    if 0 <= preamble <= start and postamble >= 0:
-        head, tail = system[:preamble], system[postamble + len(TOOLS_POSTAMBLE) :]
+    standard = 0 <= preamble <= start and system.startswith(TOOLS_POSTAMBLE, close)
+    if standard:  # our (and Qwen2.5's) wording around the listing: the chat template writes it again
+        head, tail = system[:preamble], system[close + len(TOOLS_POSTAMBLE) :]
     else:
         head, tail = system[:start], system[close + len(TOOLS_CLOSE) :]
     return (head.rstrip() + ("\n\n" + tail.strip() if tail.strip() else "")).strip(), listing
