@@ -459,3 +459,9 @@ def test_detection_needs_a_known_shape():
     assert detect_format({"question": [], "function": []}).name == "bfcl"
     assert detect_format({"system": "x <tools>[]</tools>", "conversations": [{}]}).name == "sharegpt"
     assert detect_format({"text": "hello"}) is None and detect_format(["a"]) is None
+    # Our tasks may leave out gold_calls (an irrelevant task); a recorded reply makes a conversation.
+    prompt = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    assert detect_format({"id": "t", "messages": prompt, "tools": []}).name == "slca-tasks"
+    assert detect_format({"id": 1}).name == "slca-tasks"  # then its validation names what is missing
+    reply = [*prompt, {"role": "assistant", "content": "a"}]
+    assert detect_format({"id": "t", "messages": reply, "tools": []}).name == "openai"

@@ -122,7 +122,7 @@ def test_unknown_shapes_missing_files_and_damaged_parquet_are_one_line_errors(tm
     (tmp_path / "odd.jsonl").write_text('{"text": "hello", "label": 1}\n')
     with pytest.raises(TaskFormatError, match=r"odd.jsonl:1: cannot tell the format from this row \(label, text\)"):
         load_dataset(tmp_path / "odd.jsonl")
-    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+    with pytest.raises(FileNotFoundError, match="No such file or directory"):
         load_dataset(tmp_path / "missing.jsonl")
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="a folder with no data files"):

@@ -8,6 +8,7 @@ mid-file, a corrupt Parquet file) raises :class:`~slca_grpo.data.tasks.TaskForma
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import os
@@ -51,7 +52,7 @@ def dataset_files(path: str | os.PathLike[str]) -> list[Path]:
             raise FileNotFoundError(f"{target}: a folder with no data files ({', '.join(SUFFIXES)})")
         return files
     if not target.is_file():
-        raise FileNotFoundError(f"{target}: no such file or folder")
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(target))
     return [target]  # a file of another name is read as JSON (an array, or one value per line)
 
 

@@ -71,8 +71,19 @@ def _bfcl(row: Any, context: RowContext) -> Task:
     return bfcl.entry_task(row) if isinstance(row, BFCLEntry) else bfcl.convert(row, context.path)
 
 
+_TASK_KEYS = frozenset({"id", "messages", "tools", "gold_calls", "subset", "reference_answer", "metadata"})
+
+
 def _is_our_task(row: dict[str, Any]) -> bool:
-    return "messages" in row and "gold_calls" in row
+    """Our task fields only (``gold_calls`` and ``subset`` are ours alone), and no recorded reply: a
+    row of chat messages with assistant turns is an OpenAI conversation."""
+    if "gold_calls" in row or "subset" in row:
+        return True
+    messages = row.get("messages")
+    replies = isinstance(messages, list) and any(
+        isinstance(m, dict) and m.get("role") != "user" and m.get("role") != "system" for m in messages
+    )
+    return set(row) <= _TASK_KEYS and not replies
 
 
 FORMATS: tuple[DataFormat, ...] = (
