@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+import torch
 from verl_helpers import (
     ScriptedServer,
     make_agent_loop,
@@ -28,6 +29,7 @@ from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.simulator import build_simulator
 from slca_grpo.simulator.service import create_app
 from slca_grpo.simulator.text import truncate_middle
+from slca_grpo.types import Task
 
 ANSWER = "Here is what I found for you in the tool results."
 
@@ -81,18 +83,36 @@ def test_call_then_answer_gives_exact_masks_segments_and_our_prompt(config, verl
     # The second turn saw everything before it.
     assert server.prompts[1] == output.prompt_ids + output.response_ids[:answer_start]
 
-    segments = rollout_segments(__import__("torch").tensor([mask]))[0].tolist()
+    segments = rollout_segments(torch.tensor([mask]))[0].tolist()
     assert segments == [SEG_TOOL] * len(call_ids) + [SEG_NONE] * (gap_end - gap_start) + [SEG_SUMMARY] * len(answer_ids)
     fields = output.extra_fields
     assert fields[RESPONSE_TEXT_FIELD] == verl_tokenizer.decode(output.response_ids, skip_special_tokens=False)
     assert (fields[CALLS_FIELD], fields[ERRORS_FIELD]) == (1, 0)
 
 
+def test_a_prompt_with_earlier_calls_renders_them_as_our_trainer_does(config, verl_tokenizer, task):
+    earlier = task.flat_gold_calls[0]
+    history = Task(
+        id="with-history",
+        messages=[
+            *task.messages,
+            {"role": "assistant", "content": "", "tool_calls": [earlier.to_dict()]},
+            {"role": "tool", "content": find_fixture(task, earlier)},
+            {"role": "user", "content": "Thanks. Once more, please."},
+        ],
+        tools=task.tools,
+        gold_calls=task.gold_calls,
+        metadata=task.metadata,
+    )
+    output, _ = run_rollout(config, verl_tokenizer, lambda turn: ANSWER + IM_END, row_kwargs(history, 0, "u0", 2))
+    assert output.prompt_ids == ChatFormatter(verl_tokenizer).task_prompt_ids(history)
+
+
 def test_answer_without_call_is_one_summary_segment(config, verl_tokenizer, task):
     output, server = run_rollout(config, verl_tokenizer, lambda turn: ANSWER + IM_END, row_kwargs(task, 0, "u0", 1))
     assert len(server.prompts) == 1
     assert set(output.response_mask) == {1}
-    segments = rollout_segments(__import__("torch").tensor([output.response_mask]))[0]
+    segments = rollout_segments(torch.tensor([output.response_mask]))[0]
     assert set(segments.tolist()) == {SEG_SUMMARY}
     assert output.extra_fields[CALLS_FIELD] == 0
 

@@ -7,6 +7,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from slca_grpo.chat import parse_tool_calls
 from slca_grpo.cli import main
 from slca_grpo.config import ConfigError
 from slca_grpo.data.synthetic import generate_tasks
@@ -88,10 +89,17 @@ def test_a_bad_row_names_its_index_and_field(extra_info, message):
         task_from_extra_info(extra_info)
 
 
-def test_a_prompt_message_beyond_role_and_content_is_refused():
-    calls = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": []}]
-    with pytest.raises(ValueError, match=r"task 'w1': messages\[1\] has \['tool_calls'\]"):
-        tasks_to_rows([weather_task(messages=calls)])
+def test_earlier_calls_in_the_prompt_are_hermes_text_in_the_row_and_whole_in_its_task():
+    history = [
+        {"role": "user", "content": "Weather in Oslo, then Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]},
+        {"role": "tool", "content": '{"temp": 3}'},
+        {"role": "user", "content": "And Paris?"},
+    ]
+    (row,) = tasks_to_rows([weather_task(messages=history)])
+    assert all(set(message) == {"role", "content"} for message in row["prompt"])
+    assert parse_tool_calls(row["prompt"][1]["content"]).calls == [ToolCall("get_weather", {"city": "Oslo"})]
+    assert task_from_extra_info(row["extra_info"]).messages == history
 
 
 def test_the_slca_section_is_checked_and_filled_from_defaults():

@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slca_grpo.cli.rewards",
     "slca_grpo.cli.algos",
     "slca_grpo.cli.verl",
+    "slca_grpo.cli.data",
 )
 
 # Subcommands plugins add: (register(subparsers), the parent command or None for the top level).

@@ -21,7 +21,9 @@ def register(subparsers: Any) -> Any:
     )
     indomain.add_argument("--policy", required=True, help="oracle, hf:PATH, smollm2 or openai:BASE_URL#MODEL")
     indomain.add_argument(
-        "--tasks", required=True, help="a JSONL task file, or 'synthetic' for the built-in test split"
+        "--tasks",
+        required=True,
+        help="a dataset in any format of `slca data` (docs/data.md), or 'synthetic' for the built-in test split",
     )
     indomain.add_argument("--limit", type=int, default=None, help="evaluate the first N tasks")
     indomain.add_argument("--max-turns", type=int, default=4)
@@ -50,7 +52,8 @@ def register(subparsers: Any) -> Any:
 
 
 def run_indomain(args: argparse.Namespace) -> int:
-    from slca_grpo.data.tasks import TaskFormatError, load_tasks
+    from slca_grpo.data.loader import load_dataset
+    from slca_grpo.data.tasks import TaskFormatError
     from slca_grpo.eval.indomain import score_trajectories
     from slca_grpo.eval.policies import UnknownPolicySpec, resolve_model_agent
     from slca_grpo.eval.report import write_eval_report
@@ -64,7 +67,7 @@ def run_indomain(args: argparse.Namespace) -> int:
 
             tasks = generate_suite(seed=0, n_train=0, n_test=args.limit or 200).test
         else:
-            tasks = load_tasks(args.tasks, limit=args.limit).tasks
+            tasks = load_dataset(args.tasks, limit=args.limit, purpose="eval").tasks
         if not tasks:
             raise ValueError(f"{args.tasks} holds no tasks: nothing to evaluate")
         if args.policy == "oracle":

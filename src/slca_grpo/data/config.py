@@ -9,9 +9,12 @@ from slca_grpo.config import ConfigError, at_least
 
 @dataclass
 class DataConfig:
-    # "synthetic" (the built-in suite) or a JSONL file of tasks.
+    # "synthetic" (the built-in suite), a dataset file or folder in any format `slca data` reads
+    # (docs/data.md), or a benchmark source such as "bfcl:simple_python" (test only) or "tau2:airline".
     train: str = "synthetic"
     test: str = "synthetic"
+    train_format: str = "auto"  # "auto" (detected per file) or a format name
+    test_format: str = "auto"
     n_train: int = 1000
     n_test: int = 100
     seed: int = 0
@@ -21,6 +24,19 @@ class DataConfig:
     def __post_init__(self) -> None:
         at_least(self, 1, "n_train")
         at_least(self, 0, "n_test")
+        for key in ("train_format", "test_format"):
+            _check_format(key, getattr(self, key))
         bounds = list(self.tools_per_task)
         if len(bounds) != 2 or not 1 <= bounds[0] <= bounds[1]:
             raise ConfigError(f"tools_per_task must be [min, max] with 1 <= min <= max, got {self.tools_per_task!r}")
+
+
+def _check_format(key: str, name: object) -> None:
+    from slca_grpo.data.formats import AUTO, get_format
+
+    if name == AUTO:
+        return
+    try:
+        get_format(str(name))
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None

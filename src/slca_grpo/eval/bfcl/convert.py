@@ -126,11 +126,17 @@ def exposed_names(docs: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return mapping
 
 
-def doc_to_tool(doc: Mapping[str, Any], name: str | None = None) -> dict[str, Any]:
-    """One BFCL function doc as an OpenAI tool schema (``{"type": "function", "function": ...}``)."""
-    parameters = convert_schema(doc.get("parameters") or {})
+def convert_parameters(schema: Any) -> dict[str, Any]:
+    """A BFCL-style parameter object (top-level ``"type": "dict"``) as a JSON Schema object."""
+    parameters = convert_schema(schema or {})
     parameters["type"] = "object"  # BFCL writes "dict" at the top level
     parameters.setdefault("properties", {})
+    return parameters
+
+
+def doc_to_tool(doc: Mapping[str, Any], name: str | None = None) -> dict[str, Any]:
+    """One BFCL function doc as an OpenAI tool schema (``{"type": "function", "function": ...}``)."""
+    parameters = convert_parameters(doc.get("parameters"))
     function: dict[str, Any] = {
         "name": name if name is not None else str(doc.get("name", "")),
         "description": str(doc.get("description", "")),

@@ -67,6 +67,7 @@ class BFCL:
     multi_turn_utils: types.ModuleType  # holds the backend instances in its globals()
     load_dataset_entry: Callable[..., list[dict[str, Any]]]
     load_ground_truth_entry: Callable[[str], list[dict[str, Any]]]
+    add_language_hints: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]  # in place, by entry id
     language: Any  # the bfcl_eval.constants.enums.Language enum
     class_module_paths: dict[str, str]  # backend class name -> module path
     max_steps_per_turn: int
@@ -126,7 +127,11 @@ def load_bfcl() -> BFCL:
         from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
         from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
         from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
-        from bfcl_eval.utils import load_dataset_entry, load_ground_truth_entry
+        from bfcl_eval.utils import (
+            add_language_specific_hint_to_function_doc,
+            load_dataset_entry,
+            load_ground_truth_entry,
+        )
     except ImportError as exc:
         raise BFCLNotInstalledError(
             f"bfcl-eval {version} is installed but cannot be imported ({exc}); "
@@ -148,6 +153,7 @@ def load_bfcl() -> BFCL:
         multi_turn_utils=multi_turn_utils,
         load_dataset_entry=load_dataset_entry,
         load_ground_truth_entry=load_ground_truth_entry,
+        add_language_hints=add_language_specific_hint_to_function_doc,
         language=Language,
         class_module_paths=dict(CLASS_FILE_PATH_MAPPING),
         max_steps_per_turn=int(default_prompts.MAXIMUM_STEP_LIMIT),

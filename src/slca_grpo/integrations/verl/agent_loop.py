@@ -4,7 +4,9 @@
 response mask) with three changes: the tools offered and rendered in the prompt are the task's,
 read from ``extra_info["task"]``; every call goes to our simulator (in the worker process, or a
 ``slca serve-sim`` service) after the task's fixtures, under one simulator session per rollout;
-and the response text with its chat markers goes to the reward in ``extra_fields``.
+and the response text with its chat markers goes to the reward in ``extra_fields``. The prompt is
+rendered from the task's own messages (earlier calls as ``tool_calls``), not the row's flattened
+``prompt`` column.
 
 It is registered as ``slca_tool_agent`` (``rollout.agent.default_agent_loop``) when this module is
 imported, which the Ray worker hook does in every worker. ``SLCAToolParser``
@@ -27,6 +29,7 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionSchema, OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.ray_utils import get_event_loop
 
+from slca_grpo.chat.messages import structured_messages
 from slca_grpo.chat.parser import parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.config import to_dict
 from slca_grpo.integrations.verl.config import VerlSLCAConfig, read_section
@@ -150,6 +153,8 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         # This loop object serves this one rollout (verl builds one per trajectory).
         self.tools = {name: SimulatedTool(name, calls) for name in task.tool_names}
         self.tool_schemas = prompt_tools(task.tools)
+        # The task's own messages, earlier calls as tool_calls, for the model's chat template.
+        kwargs["raw_prompt"] = structured_messages(task.messages)
         output = await super().run(sampling_params, **kwargs)
         loop = get_event_loop()
         text = await loop.run_in_executor(

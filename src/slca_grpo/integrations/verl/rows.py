@@ -3,7 +3,7 @@
 The row layout is the one of verl's RL datasets and of the paper's released data:
 
 - ``data_source``: a name (default ``"slca"``);
-- ``prompt``: the chat messages the policy sees (``{"role", "content"}``);
+- ``prompt``: the chat messages the policy sees (``{"role", "content"}``; earlier calls as Hermes text);
 - ``tools``: the task's OpenAI tool schemas, as a JSON string;
 - ``ability``: ``"tool_call"``;
 - ``reward_model``: ``{"style": "rule", "ground_truth": JSON string of {allowed_tools,
@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.chat.template import render_tool_calls
 from slca_grpo.data.tasks import TaskFormatError, task_from_dict
 from slca_grpo.types import Task
 
@@ -46,14 +47,16 @@ def _dumps(value: Any) -> str:
 
 
 def _prompt(task: Task) -> list[dict[str, str]]:
+    """The prompt as role and content only (one parquet type for every row): calls made earlier in
+    the conversation become Hermes ``<tool_call>`` text. verl's dataset reads this column (e.g. to
+    drop over-long prompts); the agent loop renders the task's own messages, calls structured."""
     prompt = []
-    for index, message in enumerate(task.messages):
-        extra = sorted(set(message) - {"role", "content"})
-        if extra:
-            # A row's prompt column holds role and content only (one parquet type for every row).
-            raise ValueError(f"task {task.id!r}: messages[{index}] has {extra}; a verl row holds role and content only")
-        content = message.get("content")
-        prompt.append({"role": str(message["role"]), "content": "" if content is None else str(content)})
+    for message in task.messages:
+        content = "" if message.get("content") is None else str(message.get("content"))
+        calls = [call.get("function", call) for call in message.get("tool_calls") or []]
+        if calls:
+            content = "\n".join(part for part in (content, render_tool_calls(calls)) if part)
+        prompt.append({"role": str(message["role"]), "content": content})
     return prompt
 
 
