@@ -297,3 +297,18 @@ def test_a_run_trains_and_evaluates_through_a_native_template_file(tmp_path):
     formatter = build_formatter(saved)
     assert (formatter.tool_parser, formatter.max_calls_per_turn) == ("llama3_json", 1)
     assert summary["steps"] == 3 and [e["step"] for e in summary["evals"]] == [-1, 1, 2]
+
+
+@pytest.mark.parametrize("style", ["hermes", *sorted(STYLES)])
+def test_text_said_alongside_a_call_is_learned_and_replayed_exactly(base_tokenizer, formatters, tasks, style):
+    formatter = ChatFormatter(base_tokenizer) if style == "hermes" else formatters[style]
+    task = copy.deepcopy(tasks["two_step"])
+    task.metadata["step_texts"] = ["Let me look that up first.", ""]
+    example = build_example(task, formatter)
+    learned = formatter.decode([i for i, m in zip(example.input_ids, example.loss_mask) if m])
+    renders_text = style in ("hermes", "chatml_blocks", "pythonic")  # the others drop it, as Llama's and Mistral's do
+    assert learned.count("Let me look that up first.") == int(renders_text)
+    trajectory = replay(formatter, task, example)
+    assert trajectory.prompt_ids + trajectory.response_ids == example.input_ids
+    assert trajectory.turns[0].text.startswith("Let me look that up first.") == renders_text
+    assert [t.calls for t in trajectory.turns[:-1]] == task.gold_calls

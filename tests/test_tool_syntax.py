@@ -63,7 +63,7 @@ def test_pythonic_call_lists_are_read_as_literals(written):
         "[get_weather(**{'city': 'Oslo'})]",
     ],
 )
-def test_pythonic_lists_that_are_not_plain_calls_are_one_bad_block(text):
+def test_pythonic_turns_that_are_not_plain_calls_are_one_bad_block(text):
     parsed = parse_tool_calls(to_hermes(text, "pythonic"))
     assert [b.status for b in parsed.blocks] == [BlockStatus.BAD_JSON] and parsed.calls == []
 
@@ -73,6 +73,7 @@ def test_pythonic_lists_that_are_not_plain_calls_are_one_bad_block(text):
     [
         ("pythonic", "[1] The answer is in the first note."),
         ("pythonic", "Sunny, 21 degrees."),
+        ("pythonic", "You could call [get_weather(city='Oslo')] yourself."),
         ("llama3_json", "The weather is {sunny} today."),
         ("mistral", "It is sunny."),
         ("hermes", "It is sunny."),
@@ -95,3 +96,8 @@ def test_malformed_json_calls_are_bad_blocks_and_reserved_tags_cannot_escape():
 def test_an_unknown_syntax_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown tool-call syntax 'xml'"):
         to_hermes("x", "xml")
+
+
+def test_pythonic_calls_after_prose_keep_the_prose():
+    parsed = parse_tool_calls(to_hermes("Let me check. [get_weather(city='Oslo')]", "pythonic"))
+    assert parsed.calls == [ToolCall("get_weather", {"city": "Oslo"})] and parsed.text.startswith("Let me check.")

@@ -129,30 +129,39 @@ def _pythonic_call(node: ast.expr) -> dict[str, Any]:
 _PYTHONIC_START = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
 
 
-def pythonic_view(text: str) -> str:
-    """``[f(a=1), g(b="x")]``: one block per call, the arguments as literals. A turn that looks
-    like a call list but is not one (positional arguments, expressions) is one bad block."""
-    stripped = text.strip()
-    if not _PYTHONIC_START.match(stripped):
-        return text  # prose, or a list that is not calls ("[1] see the note")
-    if len(stripped) > MAX_PYTHONIC_CHARS:
-        return _block(_escape(stripped))
+def _pythonic_blocks(code: str) -> list[str] | None:
+    """One block per call of a ``[f(a=1), ...]`` list; None when ``code`` is not such a list."""
+    if len(code) > MAX_PYTHONIC_CHARS:
+        return None
     try:
-        tree = ast.parse(stripped, mode="eval")
+        tree = ast.parse(code, mode="eval")
         if not isinstance(tree.body, ast.List):
             raise _NotLiteral("not a list")
         calls = [_pythonic_call(item) for item in tree.body.elts]
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return _block(_escape(stripped))
-    if not calls:
-        return text
+        return None
     blocks = []
     for call in calls:
         try:
             blocks.append(_block(_json_body(call)))
         except (TypeError, ValueError):  # literals JSON cannot hold (sets, bytes, complex)
             blocks.append(_block(_escape(repr(call))))
-    return "\n".join(blocks)
+    return blocks or None
+
+
+def pythonic_view(text: str) -> str:
+    """``[f(a=1), g(b="x")]``, the whole turn or after some prose: one block per call, the
+    arguments as literals. A turn that starts like a call list but is not one (positional
+    arguments, expressions, cut off) is one bad block; prose that merely mentions one stays prose."""
+    stripped = text.strip()
+    found = _PYTHONIC_START.search(stripped)
+    if found is None:
+        return text  # prose, or a list that is not calls ("[1] see the note")
+    prose, code = stripped[: found.start()].strip(), stripped[found.start() :]
+    blocks = _pythonic_blocks(code) if code.endswith("]") else None
+    if blocks is None:
+        return _block(_escape(stripped)) if not prose else text
+    return "\n".join([prose, *blocks] if prose else blocks)
 
 
 TOOL_SYNTAXES: dict[str, Callable[[str], str]] = {

@@ -138,9 +138,10 @@ class ChatFormatter:
         """The assistant turns that make one gold step of parallel calls (one turn here)."""
         return [list(step)]
 
-    def call_ids(self, dialogue: Dialogue, calls: Sequence[ToolCall]) -> list[int]:
-        """SFT: the learnable ids of a turn making ``calls``, up to the ``</tool_call>`` stop."""
-        return self.encode(render_tool_calls(calls))
+    def call_ids(self, dialogue: Dialogue, calls: Sequence[ToolCall], text: str = "") -> list[int]:
+        """SFT: the learnable ids of a turn making ``calls`` (after ``text`` said with them, joined
+        as ``render_chat`` joins them), up to the ``</tool_call>`` stop."""
+        return self.encode("\n".join(part for part in (text, render_tool_calls(calls)) if part))
 
     def answer_ids(self, dialogue: Dialogue, answer: str) -> list[int]:
         """SFT: the learnable ids of a final answer, with the end-of-turn token."""

@@ -250,8 +250,8 @@ class NativeFormatter(ChatFormatter):
         position, end = self._turn_end(rendered, len(dialogue.rendered))
         return self.encode(rendered[len(dialogue.rendered) : position]) + [self.tokenizer.convert_tokens_to_ids(end)]
 
-    def call_ids(self, dialogue: Dialogue, calls: Sequence[ToolCall]) -> list[int]:
-        return self._reply_ids(dialogue, assistant_call_message(calls, turn=dialogue.turns))
+    def call_ids(self, dialogue: Dialogue, calls: Sequence[ToolCall], text: str = "") -> list[int]:
+        return self._reply_ids(dialogue, assistant_call_message(calls, turn=dialogue.turns, content=text))
 
     def answer_ids(self, dialogue: Dialogue, answer: str) -> list[int]:
         return self._reply_ids(dialogue, {"role": "assistant", "content": answer})

@@ -64,15 +64,19 @@ def build_example(
     """Token ids and mask of a task's gold trajectory, or None when it has no reference answer.
 
     Observations come from the task's fixtures; ``observe`` supplies the rest (e.g. a simulator).
+    A dataset's text said alongside a step's calls (``metadata["step_texts"]``) is learned with them.
     """
     if task.reference_answer is None:
         return None
     dialogue = formatter.dialogue(task)
     ids = list(dialogue.prompt_ids)
     mask = [0] * len(ids)
-    for step in task.gold_calls:
-        for calls in formatter.call_turns(step):
-            call_ids = formatter.call_ids(dialogue, calls)
+    texts = task.metadata.get("step_texts") or []
+    for index, step in enumerate(task.gold_calls):
+        for turn, calls in enumerate(formatter.call_turns(step)):
+            # What the dataset's assistant said alongside a step's calls, once, on its first turn.
+            said = texts[index] if turn == 0 and index < len(texts) and isinstance(texts[index], str) else ""
+            call_ids = formatter.call_ids(dialogue, calls, said)
             ids += call_ids
             mask += [1] * len(call_ids)
             observations = []
