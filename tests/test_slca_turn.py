@@ -12,6 +12,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_estimators import per_rollout
 
 from slca_grpo.algos import (
     SEG_FIRST_TURN,
@@ -40,19 +41,6 @@ TWO_TURNS = [3, 3, 0, 4, 4, 0, 2, 2]
 ONE_TURN = [3, 3, 0, 2, 2, 0, 0, 0]
 THREE_TURNS = [3, 0, 4, 0, 5, 0, 2, 2]
 SUMMARY_ONLY = [2, 2, 2, 0, 0, 0, 0, 0]
-
-
-def on_code(advantages: torch.Tensor, segments: torch.Tensor, code: int) -> list[float | None]:
-    """The single value each row carries on tokens of ``code`` (None if the row has none)."""
-    values: list[float | None] = []
-    for row_adv, row_seg in zip(advantages, segments):
-        picked = row_adv[row_seg == code]
-        if picked.numel() == 0:
-            values.append(None)
-            continue
-        assert torch.all(picked == picked[0])
-        values.append(float(picked[0]))
-    return values
 
 
 def approx(values: list[float | None]) -> list:
@@ -141,14 +129,14 @@ def test_only_step_two_wrong_keeps_a_positive_advantage_on_step_one():
         rewards=rewards([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0]], summary=[0.5, 0.0, 1.0]),
     )
     std = math.sqrt(1 / 3)
-    assert on_code(adv, segments, TURN1) == approx(
+    assert per_rollout(adv, segments, TURN1) == approx(
         [(1 / 3) / (std + EPS), -(2 / 3) / (std + EPS), (1 / 3) / (std + EPS)]
     )
-    assert on_code(adv, segments, TURN2) == approx(
+    assert per_rollout(adv, segments, TURN2) == approx(
         [-(1 / 3) / (std + EPS), -(1 / 3) / (std + EPS), (2 / 3) / (std + EPS)]
     )
     # summary [0.5, 0, 1]: mean 0.5, std 0.5
-    assert on_code(adv, segments, SEG_SUMMARY) == approx([0.0, -0.5 / (0.5 + EPS), 0.5 / (0.5 + EPS)])
+    assert per_rollout(adv, segments, SEG_SUMMARY) == approx([0.0, -0.5 / (0.5 + EPS), 0.5 / (0.5 + EPS)])
     assert torch.all(adv[segments == 0] == 0)
     # SLCA, with the same calls scored as one R_tool (the mean of the turns), blames step 1 of rollout 0 too.
     slca = compute_advantages(
@@ -172,14 +160,14 @@ def test_more_turns_than_gold_steps_and_a_turn_only_one_rollout_has():
     )
     # turn 1 [1, 1, 0]: mean 2/3, std sqrt(1/3); turn 2 [1, 0, 1]: the same, mirrored
     std = math.sqrt(1 / 3)
-    assert on_code(adv, segments, TURN1) == approx(
+    assert per_rollout(adv, segments, TURN1) == approx(
         [(1 / 3) / (std + EPS), (1 / 3) / (std + EPS), -(2 / 3) / (std + EPS)]
     )
-    assert on_code(adv, segments, TURN2) == approx(
+    assert per_rollout(adv, segments, TURN2) == approx(
         [(1 / 3) / (std + EPS), -(2 / 3) / (std + EPS), (1 / 3) / (std + EPS)]
     )
-    assert on_code(adv, segments, TURN3) == [0.0, None, None]
-    assert on_code(adv, segments, SEG_SUMMARY) == [0.0, 0.0, 0.0]  # equal summaries
+    assert per_rollout(adv, segments, TURN3) == [0.0, None, None]
+    assert per_rollout(adv, segments, SEG_SUMMARY) == [0.0, 0.0, 0.0]  # equal summaries
 
 
 def test_truncated_rollout_and_rollouts_without_the_turn():
@@ -194,16 +182,16 @@ def test_truncated_rollout_and_rollouts_without_the_turn():
     )
     # turn 1 over rollouts 0, 1, 3: [0, 1, 1] mean 2/3, std sqrt(1/3)
     std = math.sqrt(1 / 3)
-    assert on_code(adv, segments, TURN1) == approx(
+    assert per_rollout(adv, segments, TURN1) == approx(
         [-(2 / 3) / (std + EPS), (1 / 3) / (std + EPS), None, (1 / 3) / (std + EPS)]
     )
     # turn 2 over rollouts 1, 3: [0.5, 1] mean 0.75, std sqrt(0.125)
     std2 = math.sqrt(0.125)
-    assert on_code(adv, segments, TURN2) == approx([None, -0.25 / (std2 + EPS), None, 0.25 / (std2 + EPS)])
+    assert per_rollout(adv, segments, TURN2) == approx([None, -0.25 / (std2 + EPS), None, 0.25 / (std2 + EPS)])
     # summary over all four: [0, 0.25, 0.5, 0.75] mean 0.375, std sqrt(0.3125 / 3)
     std_s = math.sqrt((0.375**2 + 0.125**2 + 0.125**2 + 0.375**2) / 3)
     expected = [(v - 0.375) / (std_s + EPS) for v in (0.0, 0.25, 0.5, 0.75)]
-    assert on_code(adv, segments, SEG_SUMMARY) == approx(expected)
+    assert per_rollout(adv, segments, SEG_SUMMARY) == approx(expected)
 
 
 def test_groups_are_normalised_apart_and_a_lone_turn_gets_zero():
@@ -219,11 +207,11 @@ def test_groups_are_normalised_apart_and_a_lone_turn_gets_zero():
     # group b: turn 1 [0.5, 0.5, 1] mean 2/3, std sqrt((1/36 + 1/36 + 4/36) / 2) = sqrt(1/12);
     #          turn 2 [0.9, 0.1] mean 0.5, std sqrt(0.32)
     a, b = math.sqrt(0.5), math.sqrt(1 / 12)
-    assert on_code(adv, segments, TURN1) == approx(
+    assert per_rollout(adv, segments, TURN1) == approx(
         [0.5 / (a + EPS), -0.5 / (a + EPS), -(1 / 6) / (b + EPS), -(1 / 6) / (b + EPS), (1 / 3) / (b + EPS)]
     )
     t2 = math.sqrt(0.32)
-    assert on_code(adv, segments, TURN2) == approx([0.0, None, 0.4 / (t2 + EPS), None, -0.4 / (t2 + EPS)])
+    assert per_rollout(adv, segments, TURN2) == approx([0.0, None, 0.4 / (t2 + EPS), None, -0.4 / (t2 + EPS)])
 
 
 def test_the_omission_penalty_reaches_only_the_summary():
@@ -238,7 +226,7 @@ def test_the_omission_penalty_reaches_only_the_summary():
     # Its summary reward is its score: [0.5, -0.5], mean 0, std sqrt(0.5).
     r = math.sqrt(0.5)
     for code in (TURN1, TURN2, SEG_SUMMARY):
-        assert on_code(adv, segments, code) == approx([0.5 / (r + EPS), -0.5 / (r + EPS)])
+        assert per_rollout(adv, segments, code) == approx([0.5 / (r + EPS), -0.5 / (r + EPS)])
 
 
 def test_discounting_credits_a_turn_with_the_later_ones():
@@ -250,8 +238,10 @@ def test_discounting_credits_a_turn_with_the_later_ones():
         "slca-turn", group_ids=[0] * 3, segment_ids=segments, rewards=rewards(turns), config={"turn_discount": 0.5}
     )
     b, r = math.sqrt(1 / 12), math.sqrt(0.5)
-    assert on_code(adv, segments, TURN1) == approx([(1 / 3) / (b + EPS), -(1 / 6) / (b + EPS), -(1 / 6) / (b + EPS)])
-    assert on_code(adv, segments, TURN2) == approx([-0.5 / (r + EPS), 0.5 / (r + EPS), None])
+    assert per_rollout(adv, segments, TURN1) == approx(
+        [(1 / 3) / (b + EPS), -(1 / 6) / (b + EPS), -(1 / 6) / (b + EPS)]
+    )
+    assert per_rollout(adv, segments, TURN2) == approx([-0.5 / (r + EPS), 0.5 / (r + EPS), None])
     present = torch.tensor([[True, True, False], [True, False, False]])
     returns = discounted_returns(torch.tensor([[1.0, 2.0, 4.0], [1.0, 9.0, 9.0]]), present, 0.5)
     assert returns.tolist() == [[2.0, 2.0, 0.0], [1.0, 0.0, 0.0]]  # absent turns add nothing
@@ -267,9 +257,9 @@ def test_lambdas_scale_and_std_normalisation_can_be_off():
         rewards=rewards([[1.0, 0.2], [0.0, 0.4]], summary=[1.0, 0.0]),
         config=config,
     )
-    assert on_code(adv, segments, TURN1) == approx([1.0, -1.0])  # 2 · ±0.5
-    assert on_code(adv, segments, TURN2) == approx([-0.2, 0.2])  # 2 · ∓0.1
-    assert on_code(adv, segments, SEG_SUMMARY) == approx([0.25, -0.25])  # 0.5 · ±0.5
+    assert per_rollout(adv, segments, TURN1) == approx([1.0, -1.0])  # 2 · ±0.5
+    assert per_rollout(adv, segments, TURN2) == approx([-0.2, 0.2])  # 2 · ∓0.1
+    assert per_rollout(adv, segments, SEG_SUMMARY) == approx([0.25, -0.25])  # 0.5 · ±0.5
 
 
 # --------------------------------------------------------------------------- properties
@@ -405,7 +395,9 @@ def test_bad_inputs_raise_clearly():
     adv = compute_advantages(
         "slca-turn", group_ids=[0, 0], segment_ids=summaries, rewards=rewards([[], []], summary=[1.0, 0.0])
     )
-    assert on_code(adv, summaries, SEG_SUMMARY) == approx([0.5 / (math.sqrt(0.5) + EPS), -0.5 / (math.sqrt(0.5) + EPS)])
+    assert per_rollout(adv, summaries, SEG_SUMMARY) == approx(
+        [0.5 / (math.sqrt(0.5) + EPS), -0.5 / (math.sqrt(0.5) + EPS)]
+    )
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -482,7 +474,7 @@ def test_rollouts_of_a_two_step_task_through_rewards_and_advantages():
     tokens = trajectory_batch(trajectories, formatter.pad_id, estimator="slca-turn")
     assert torch.equal(tokens.segment_ids, segment_ids_for("slca-turn", tokens.loss_mask))
     adv = compute_advantages("slca-turn", group_ids=[0, 0, 0], segment_ids=tokens.segment_ids, rewards=values)
-    step1, step2 = on_code(adv, tokens.segment_ids, TURN1), on_code(adv, tokens.segment_ids, TURN2)
+    step1, step2 = per_rollout(adv, tokens.segment_ids, TURN1), per_rollout(adv, tokens.segment_ids, TURN2)
     assert step1[1] > 0 and step2[1] < 0  # "step 2 wrong": its right first call keeps a positive advantage
     assert step1[2] < 0 and step2[2] > 0
     roles = trajectory_batch(trajectories, formatter.pad_id, estimator="slca").segment_ids
