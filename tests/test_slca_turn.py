@@ -515,3 +515,12 @@ def test_turns_that_do_not_match_the_runs_are_refused():
     broken = Trajectory("t", [1], response_ids=[5, 6, 7], response_mask=[1, 1, 1], turns=[Turn("a"), Turn("b")])
     with pytest.raises(RuntimeError, match="rollout 1 .* 2 turns but 1 runs"):
         check_turns_match_runs([fine, broken])
+
+
+def test_learnable_runs_are_the_segments_runs():
+    from slca_grpo.algos import learnable_runs
+
+    assert learnable_runs([1, 1, 0, 1, 0, 0, 1]) == [(0, 2), (3, 4), (6, 7)]
+    assert learnable_runs(torch.tensor([0, 0])) == [] and learnable_runs([]) == []
+    segments = turn_segments_from_mask(torch.tensor([0, 1, 1, 0, 1, 1, 0, 1]))
+    assert [int(segments[start]) for start, _ in learnable_runs([0, 1, 1, 0, 1, 1, 0, 1])] == [3, 4, SEG_SUMMARY]

@@ -304,7 +304,9 @@ def compute_advantages(
     segment_ids, high = checked_segment_ids(segment_ids)
     if spec.segmentation == "role" and high >= SEG_FIRST_TURN:
         segment_ids = segment_roles(segment_ids)
-    elif spec.segmentation == "turn" and bool((segment_ids == SEG_TOOL).any()):
+    # Role ids' tool code cannot say which turn a token is in (with turn codes present, the
+    # validation has already refused it).
+    elif spec.segmentation == "turn" and high < SEG_FIRST_TURN and bool((segment_ids == SEG_TOOL).any()):
         raise ValueError(
             f"estimator {name!r} reads per-turn segment ids, but these hold the role layout's tool code "
             f"{SEG_TOOL}; build them with segment_ids_for({name!r}, response_mask)"

@@ -12,7 +12,7 @@ run its own code ``SEG_FIRST_TURN + k - 1`` (3, 4, ...), so collapsing every cod
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +34,7 @@ __all__ = [
     "SEG_NONE",
     "SEG_SUMMARY",
     "SEG_TOOL",
+    "learnable_runs",
     "segment_ids_from_mask",
     "segment_presence",
     "segment_roles",
@@ -82,8 +83,10 @@ def _role_labels(mask: Tensor, run_number: Tensor, last_run: Tensor) -> Tensor:
 
 
 def _turn_labels(mask: Tensor, run_number: Tensor, last_run: Tensor) -> Tensor:
-    codes = torch.where(run_number == last_run, SEG_SUMMARY, run_number.long() + (SEG_FIRST_TURN - 1))
-    return torch.where(mask, codes, SEG_NONE)
+    codes = run_number.long()
+    codes += SEG_FIRST_TURN - 1  # run k -> turn code
+    codes.masked_fill_(run_number == last_run, SEG_SUMMARY)
+    return codes.masked_fill_(~mask, SEG_NONE)
 
 
 def segments_from_mask(response_mask: Tensor) -> Tensor:
@@ -101,6 +104,22 @@ def turn_segments_from_mask(response_mask: Tensor) -> Tensor:
     :func:`segments_from_mask` (``segment_roles`` of the result equals it); 1-D in, 1-D out.
     """
     return _label_runs(response_mask, _turn_labels)
+
+
+def learnable_runs(response_mask: Sequence[int] | Sequence[bool] | Tensor) -> list[tuple[int, int]]:
+    """``[(start, end), ...]``: the maximal runs of learnable tokens of one response, in order (run
+    k is assistant turn k, the last one the summary). With the response ids, this is how a trainer
+    that holds only tokens (the verl adapter) recovers each turn's text for the per-turn reward."""
+    values = response_mask.tolist() if isinstance(response_mask, Tensor) else list(response_mask)
+    runs: list[tuple[int, int]] = []
+    start = None
+    for position, value in enumerate([*values, 0]):
+        if value and start is None:
+            start = position
+        elif not value and start is not None:
+            runs.append((start, position))
+            start = None
+    return runs
 
 
 _SEGMENTERS = {"role": segments_from_mask, "turn": turn_segments_from_mask}

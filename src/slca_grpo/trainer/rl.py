@@ -21,6 +21,7 @@ from slca_grpo.algos import (
     AdvantageConfig,
     compute_advantages,
     estimator_spec,
+    learnable_runs,
     policy_loss,
     segment_roles,
     turn_count,
@@ -101,8 +102,7 @@ def check_turns_match_runs(trajectories: Sequence[Trajectory]) -> None:
     the k-th run of learnable tokens. Raise if a rollout breaks that (a formatter that injects
     learnable tokens, or a turn that sampled none)."""
     for index, trajectory in enumerate(trajectories):
-        mask = trajectory.response_mask
-        runs = sum(1 for t, value in enumerate(mask) if value and (t == 0 or not mask[t - 1]))
+        runs = len(learnable_runs(trajectory.response_mask))
         if runs != len(trajectory.turns):
             raise RuntimeError(
                 f"rollout {index} ({trajectory.task_id}) has {len(trajectory.turns)} turns but {runs} runs of "
