@@ -172,8 +172,9 @@ def comparisons(
     plan: StudyPlan,
     metrics: Sequence[str] = STUDY_METRICS,
 ) -> dict[str, Any]:
-    """Paired differences: treatment − baseline per level; level − reference per estimator; and
-    their interaction (treatment − baseline at a level, minus the same at the reference)."""
+    """Paired differences: treatment − baseline per level (and, with three or more estimators, each
+    later non-baseline one − each earlier one); level − reference per estimator; and their
+    interaction (treatment − baseline at a level, minus the same at the reference)."""
     baseline, reference = plan.baseline, reference_level(plan.levels).name
     others = [e for e in plan.estimators if e != baseline]
     noisy = [level.name for level in plan.levels if level.name != reference]
@@ -192,10 +193,11 @@ def comparisons(
         "noise_effect": {},
         "interaction": {},
     }
+    # Each estimator against the baseline, then the other estimators against each other (later − earlier).
+    pairs = [(e, baseline) for e in others] + [(b, a) for i, a in enumerate(others) for b in others[i + 1 :]]
     for level in cells:
         out["paired"][level] = {
-            f"{e} - {baseline}": {m: _paired(final(level, e, m), final(level, baseline, m)) for m in metrics}
-            for e in others
+            f"{t} - {b}": {m: _paired(final(level, t, m), final(level, b, m)) for m in metrics} for t, b in pairs
         }
     for estimator in plan.estimators:
         out["noise_effect"][estimator] = {
@@ -298,7 +300,8 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
         for pair, by_metric in pairs.items()
     ]
     if rows:
-        lines += _table(f"Paired difference against {baseline}", rows, metrics, signed=True)
+        title = f"Paired difference against {baseline}" if len(plan.estimators) < 3 else "Paired differences"
+        lines += _table(title, rows, metrics, signed=True)
     reference = labels[compared["reference_level"]]
     rows = [
         (f"{estimator} · {labels[pair.split(' - ')[0]]} − {reference}", by_metric)
