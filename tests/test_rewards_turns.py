@@ -57,11 +57,12 @@ def test_only_step_two_wrong_scores_step_one_in_full():
 
 
 def test_hand_scored_parts_against_the_served_step():
+    one_step = flight_task(gold_calls=[[SEARCH]])
     half = ToolCall("search_flights", {"origin": "OSL", "destination": "PAR"})
     # one value of two wrong: 0.1 + 0.25 + 0.15 + 0.2 * 0.5 + 0.3
-    assert turn_rewards(flight_task(), [call(half)]).values == pytest.approx((0.9,))
+    assert turn_rewards(one_step, [call(half)]).values == pytest.approx((0.9,))
     # two calls where the step has one: name F1 2·1/(2+1), the gold call matched, parallel 0
-    twice = turn_rewards(flight_task(), [call(SEARCH, SEARCH)])
+    twice = turn_rewards(one_step, [call(SEARCH, SEARCH)])
     assert twice.values == pytest.approx((0.1 + 0.25 * 2 / 3 + 0.15 + 0.2,))
     # custom weights: only the name counts
     names_only = RewardConfig(weights=ExecutionWeights(fmt=0, name=1, key=0, value=0, parallel=0))
@@ -85,15 +86,23 @@ def test_a_retry_takes_the_step_from_the_failed_attempt():
 
 
 def test_out_of_order_and_missing_steps():
-    # Step 2 first, then step 1: in order only one of them can be served; on the tie the earlier turn wins.
+    # Step 2 first, then step 1: in order only one of them can be served; on the tie the earlier turn
+    # wins, and it went past step 1, so it is charged for it: (1.0 + 0) / 2.
     rewards = turn_rewards(flight_task(), [call(BOOK), call(SEARCH), ANSWER])
-    assert rewards.values == pytest.approx((1.0, 0.0, 0.0))
-    assert [t.step for t in rewards.turns] == [1, None, None]
-    assert rewards.step_scores == pytest.approx((0.0, 1.0))
+    assert rewards.values == pytest.approx((0.5, 0.0, 0.0))
+    assert [(t.step, t.charged) for t in rewards.turns] == [(1, 1), (None, 0), (None, 0)]
+    assert rewards.step_scores == pytest.approx((0.0, 1.0))  # scores against the steps, without charges
     assert (rewards.missing, rewards.extra) == (1, 1)
-    # Answering after step 1: step 2 is missing and no turn pays for it.
+    # Answering after step 1: the last call turn is charged for step 2.
     early = turn_rewards(flight_task(), [call(SEARCH), ANSWER])
-    assert early.values == pytest.approx((1.0, 0.0)) and early.missing == 1 and early.step_scores[1] == 0.0
+    assert early.values == pytest.approx((0.5, 0.0)) and early.missing == 1 and early.step_scores == (1.0, 0.0)
+    # Repeating step 1 where step 2 was due: the repeat is a wrong-tool attempt at step 2 (format and
+    # parallel: 0.4), which pairs for a larger total than leaving step 2 missing; step 1 keeps its 1.0.
+    repeat = turn_rewards(flight_task(), [call(SEARCH), call(SEARCH), ANSWER])
+    assert repeat.values == pytest.approx((1.0, 0.4, 0.0)) and repeat.missing == 0
+    # Skipping step 1 with a right step 2: charged; two of three steps missing: (score + 0 + 0) / 3.
+    three = flight_task(gold_calls=[[SEARCH], [BOOK], [WRONG_FLIGHT]])
+    assert turn_rewards(three, [call(BOOK), ANSWER]).values == pytest.approx((1 / 3, 0.0))
 
 
 def test_truncated_rollouts_score_what_they_wrote():
@@ -103,8 +112,9 @@ def test_truncated_rollouts_score_what_they_wrote():
     # Cut inside the call: an open tag and no valid block, so format, names, keys, values and parallel are 0.
     cut = turn_rewards(flight_task(), [call(SEARCH), '<tool_call>{"name": "book_fl'])
     assert cut.values == pytest.approx((1.0, 0.0)) and cut.turns[1].has_call
-    # Nothing at all: every step missing.
+    # Nothing at all: every step missing, and no call turn to charge.
     assert turn_rewards(flight_task(), []).missing == 2
+    assert turn_rewards(flight_task(), [ANSWER]).values == (0.0,)
 
 
 def test_irrelevant_tasks_and_turns_without_calls():
@@ -149,10 +159,11 @@ def test_the_batch_path_with_and_without_turns():
     assert with_turns.as_dict()["turn"] == [pytest.approx([1.0, 0.8, 0.0])]
     assert from_text.as_dict() == with_turns.as_dict()
     assert with_turns.records[0].to_dict()["turn"]["steps"] == 2
-    # Rows of different lengths become a zero-padded [B, K] tensor.
+    # Rows of different lengths become a zero-padded [B, K] tensor (the second row stopped after
+    # step 1, so its one turn is charged for step 2).
     batch = compute_rewards(["x", "y"], [task, task], None, names=("turn",), turns=[[first, second, last], [first]])
     tensor = batch.tensors()["turn"]
-    assert tensor.shape == (2, 3) and tensor[1].tolist() == pytest.approx([1.0, 0.0, 0.0])
+    assert tensor.shape == (2, 3) and tensor[1].tolist() == pytest.approx([0.5, 0.0, 0.0])
     metrics = batch.metrics()
     assert metrics["reward/turn_step_1"] == pytest.approx(1.0)
     assert metrics["reward/turn_step_2"] == pytest.approx(0.4)  # 0.8 and a missing step (0)
@@ -209,3 +220,7 @@ def test_rewards_are_bounded_and_each_step_served_at_most_once(texts: list[str])
     assert served == sorted(set(served))
     assert rewards.missing == 2 - len(served) and rewards.missing >= 0
     assert all(t.has_call for t in rewards.turns if t.step is not None)
+    # Every missing step is charged to exactly one call turn, when there is one.
+    charged = sum(t.charged for t in rewards.turns)
+    assert charged == (rewards.missing if any(t.has_call for t in rewards.turns) else 0)
+    assert all(t.reward <= t.score for t in rewards.turns)

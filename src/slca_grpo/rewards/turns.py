@@ -13,9 +13,12 @@ a verl reward function can return it as an extra. Rules:
 - **Extra turns** (more call turns than steps, a repeat of a served step, a step called out of
   order after a later one, any call on a task with no gold step) serve nothing and score 0: the
   lowest execution reward.
-- **Missing steps** (no turn serves them) score nothing on any turn: no token made that call. The
-  decision not to make it was taken in the turn that answered instead, the summary, which the
-  summary reward judges.
+- **Missing steps** (no turn serves them) are charged to the call turn that went past them: the
+  first call turn serving a later step, or, when none does, the rollout's last call turn. A charged
+  turn scores the mean of its own score and a 0 for every step charged to it,
+  ``score / (1 + charged)``, as HierR's flat reward counts an unmatched gold call 0. Without this,
+  per-turn normalisation over the rollouts that have a turn would never say whether the turn
+  should exist: stopping early, or skipping step 1, would cost nothing.
 """
 
 from __future__ import annotations
@@ -41,22 +44,30 @@ TurnInput = str | ParsedResponse | Turn
 
 @dataclass(frozen=True)
 class TurnScore:
-    """One turn: the gold step it serves (0-based among the non-empty steps; None: none) and its
-    execution reward against that step."""
+    """One turn: the gold step it serves (0-based among the non-empty steps; None: none), its
+    execution reward against that step, and how many missing steps are charged to it."""
 
     has_call: bool
     step: int | None = None
     execution: ExecutionReward | None = None
+    charged: int = 0
+
+    @property
+    def score(self) -> float:
+        """The execution reward against the served step (0 when it serves none)."""
+        return self.execution.total if self.execution is not None else 0.0
 
     @property
     def reward(self) -> float:
-        return self.execution.total if self.execution is not None else 0.0
+        return self.score / (1 + self.charged)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "has_call": self.has_call,
             "step": self.step,
             "reward": self.reward,
+            "score": self.score,
+            "charged": self.charged,
             "execution": self.execution.to_dict() if self.execution is not None else None,
         }
 
@@ -74,11 +85,12 @@ class TurnRewards:
 
     @property
     def step_scores(self) -> tuple[float, ...]:
-        """Per gold step, the reward of the turn that serves it (0 when none does)."""
+        """Per gold step, the execution reward of the turn that serves it against it (0 when none
+        does); missing-step charges are not in it."""
         scores = [0.0] * self.steps
         for turn in self.turns:
             if turn.step is not None:
-                scores[turn.step] = turn.reward
+                scores[turn.step] = turn.score
         return tuple(scores)
 
     @property
@@ -155,10 +167,26 @@ def turn_rewards(
         [execution_reward(parsed[index], step_task, weights) for step_task in step_tasks] for index in call_turns
     ]
     served = _align([[e.total for e in row] for row in executions])
+    charged = _charges(served, len(steps))
     scores = [TurnScore(has_call=False) for _ in parsed]
-    for row, index, step in zip(executions, call_turns, served):
-        scores[index] = TurnScore(True, step, row[step] if step is not None else None)
+    for row, index, step, charge in zip(executions, call_turns, served, charged):
+        scores[index] = TurnScore(True, step, row[step] if step is not None else None, charge)
     return TurnRewards(tuple(scores), len(steps))
+
+
+def _charges(served: Sequence[int | None], steps: int) -> list[int]:
+    """Per call turn, the missing steps it went past: each unserved step goes to the first call
+    turn serving a later step, or else to the last call turn."""
+    charged = [0] * len(served)
+    if not served:
+        return charged
+    done = {step for step in served if step is not None}
+    for step in range(steps):
+        if step in done:
+            continue
+        later = next((i for i, s in enumerate(served) if s is not None and s > step), len(served) - 1)
+        charged[later] += 1
+    return charged
 
 
 def _mean(values: Sequence[float]) -> float | None:
