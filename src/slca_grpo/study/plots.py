@@ -89,6 +89,13 @@ def _errorbars(
     axis.errorbar(xs, means, yerr=errors, marker="o", capsize=3, **style)
 
 
+def _pair_color(pair: str, index: int, plan: StudyPlan) -> str:
+    """A pair against the baseline takes its treatment's colour; one between two other estimators
+    (three or more in a study) a colour of its own, after the estimators' ones."""
+    treatment, base = pair.split(" - ")
+    return f"C{plan.estimators.index(treatment)}" if base == plan.baseline else f"C{len(plan.estimators) + index}"
+
+
 def plot_noise_levels(report: Mapping[str, Any], plan: StudyPlan, path: Path) -> None:
     """Top: each estimator's final metric per noise level; bottom: paired differences against the
     baseline per level (when there is more than one estimator). Error bars: 95% CI over seeds."""
@@ -120,7 +127,7 @@ def plot_noise_levels(report: Mapping[str, Any], plan: StudyPlan, path: Path) ->
                     intervals,
                     factor,
                     label=pair,
-                    color=f"C{plan.estimators.index(pair.split(' - ')[0])}",
+                    color=_pair_color(pair, p, plan),
                 )
             bottom.axhline(0, color="black", lw=0.8)
             bottom.set_title(f"paired difference, {_title(metric)}", fontsize=9)
