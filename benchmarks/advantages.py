@@ -1,4 +1,4 @@
-"""Time ``segments_from_mask`` and every registered advantage estimator on a large batch.
+"""Time the segmenters and every registered advantage estimator on a large batch.
 
 Default: 2,048 rollouts x 8,192 tokens in groups of 16, random masks with several runs each (as a
 multi-turn rollout has). Prints the median seconds of a few repeats and the ratio to GRPO.
@@ -22,10 +22,13 @@ from slca_grpo.algos import (
     compute_advantages,
     estimator_spec,
     list_estimators,
-    segments_from_mask,
+    segment_ids_from_mask,
+    turn_count,
 )
 
 BOOL_REWARDS = {"no_call", "success"}
+PER_TURN_REWARDS = {"turn"}
+SEGMENTERS = {"role": "segments_from_mask", "turn": "turn_segments_from_mask"}
 
 
 def random_masks(rollouts: int, tokens: int, generator: torch.Generator) -> torch.Tensor:
@@ -41,10 +44,13 @@ def random_masks(rollouts: int, tokens: int, generator: torch.Generator) -> torc
     return in_assistant_turn & (torch.arange(tokens) < lengths)
 
 
-def random_rewards(names: set[str], rollouts: int, generator: torch.Generator) -> dict:
+def random_rewards(names: set[str], rollouts: int, generator: torch.Generator, turns: int = 1) -> dict:
+    """One random value per rollout for each reward; ``[B, turns]`` for the per-turn ones."""
     rewards: dict[str, torch.Tensor] = {}
     for name in names:
-        if name in BOOL_REWARDS:
+        if name in PER_TURN_REWARDS:
+            rewards[name] = torch.rand(rollouts, max(1, turns), generator=generator)
+        elif name in BOOL_REWARDS:
             rewards[name] = torch.rand(rollouts, generator=generator) < 0.2
         elif name == "score":
             # Some negative scores so SLCA's penalty branch runs too.
@@ -94,10 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     mask = random_masks(args.rollouts, args.tokens, generator).to(device)
     group_ids = (torch.arange(args.rollouts) // args.group_size).to(device)
     names = list_estimators()
+    layouts = sorted({estimator_spec(name).segmentation for name in names} | {"role"})
+    segment_ids = {layout: segment_ids_from_mask(layout, mask) for layout in layouts}
+    turns = turn_count(segment_ids["turn"]) if "turn" in segment_ids else 0
     reward_names = {key for name in names for key in estimator_spec(name).rewards}
-    rewards = random_rewards(reward_names, args.rollouts, generator)
+    rewards = random_rewards(reward_names, args.rollouts, generator, turns)
     rewards = {key: value.to(device) for key, value in rewards.items()}
-    segment_ids = segments_from_mask(mask)
     runs = (mask[:, 1:] & ~mask[:, :-1]).sum(1) + mask[:, 0]
 
     print(
@@ -106,10 +114,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{torch.get_num_threads()} CPU threads; runs per row: mean {runs.float().mean():.1f}, "
         f"max {int(runs.max())}"
     )
-    operations: dict[str, Callable[[], object]] = {"segments_from_mask": lambda: segments_from_mask(mask)}
+    operations: dict[str, Callable[[], object]] = {
+        SEGMENTERS[layout]: lambda layout=layout: segment_ids_from_mask(layout, mask) for layout in layouts
+    }
     for name in names:
         operations[name] = lambda name=name: compute_advantages(
-            name, group_ids=group_ids, segment_ids=segment_ids, rewards=rewards
+            name, group_ids=group_ids, segment_ids=segment_ids[estimator_spec(name).segmentation], rewards=rewards
         )
     timings = median_seconds(operations, args.repeats, device)
 

@@ -465,7 +465,9 @@ def test_malformed_inputs_raise_clearly() -> None:
     with pytest.raises(ValueError, match="3 group ids for a batch of 2"):
         compute_advantages("grpo", group_ids=[0, 0, 1], segment_ids=segments, rewards={"score": [1, 2]})
     with pytest.raises(ValueError, match="codes"):
-        compute_advantages("grpo", group_ids=[0], segment_ids=torch.tensor([[0, 5]]), rewards={"score": [1.0]})
+        compute_advantages("grpo", group_ids=[0], segment_ids=torch.tensor([[0, -1]]), rewards={"score": [1.0]})
+    with pytest.raises(ValueError, match="mix the tool code 1"):
+        compute_advantages("grpo", group_ids=[0], segment_ids=torch.tensor([[1, 5]]), rewards={"score": [1.0]})
     with pytest.raises(TypeError, match="mapping"):
         compute_advantages("grpo", group_ids=[0, 0], segment_ids=segments, rewards=[1.0, 2.0])  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="unknown setting"):

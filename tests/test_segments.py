@@ -144,8 +144,9 @@ def test_validate_segment_ids() -> None:
     good = torch.tensor([[0, 1, 2]], dtype=torch.int32)
     validated = validate_segment_ids(good, batch_size=1)
     assert validated.dtype == torch.long and validated.tolist() == [[0, 1, 2]]
-    with pytest.raises(ValueError, match=r"found values in \[0, 3\]"):
-        validate_segment_ids(torch.tensor([[0, 3]]))
+    assert validate_segment_ids(torch.tensor([[0, 3, 4, 2]])).tolist() == [[0, 3, 4, 2]]  # the turn layout
+    with pytest.raises(ValueError, match="mix the tool code 1"):
+        validate_segment_ids(torch.tensor([[1, 3]]))
     with pytest.raises(ValueError, match=r"found values in \[-1, 1\]"):
         validate_segment_ids(torch.tensor([[-1, 1]]))
     with pytest.raises(ValueError, match="integer"):

@@ -93,13 +93,14 @@ def test_intervals_are_formatted_with_scale_sign_star_and_wins():
     assert format_interval(None) == "–"
 
 
-def fake_run(path, *, start, final, cosine):
-    """A finished RL run: held-out Name-F1 ``start`` → ``final``, a constant gradient cosine."""
+def fake_run(path, *, start, final, cosine, extra=None):
+    """A finished RL run: held-out Name-F1 ``start`` → ``final``, a constant gradient cosine;
+    ``extra`` metrics in every evaluation."""
     path.mkdir(parents=True)
     evals = [
-        {"step": -1, "n": 8, "name_f1": start, "r_sum": 0.1},
-        {"step": 1, "n": 8, "name_f1": (start + final) / 2, "r_sum": 0.2},
-        {"step": 3, "n": 8, "name_f1": final, "r_sum": 0.3},
+        {"step": -1, "n": 8, "name_f1": start, "r_sum": 0.1, **(extra or {})},
+        {"step": 1, "n": 8, "name_f1": (start + final) / 2, "r_sum": 0.2, **(extra or {})},
+        {"step": 3, "n": 8, "name_f1": final, "r_sum": 0.3, **(extra or {})},
     ]
     (path / "summary.json").write_text(
         json.dumps({"estimator": path.parent.name, "steps": 4, "final_eval": evals[-1], "evals": evals})
@@ -151,6 +152,27 @@ def test_the_report_on_constructed_runs_has_the_known_answers(tmp_path):
     for chart in ("curves.png", "training.png", "noise_levels.png"):
         assert (tmp_path / chart).stat().st_size > 5000
     assert json.loads((tmp_path / "report.json").read_text())["metrics"][2] == "name_f1"
+
+
+def test_three_estimators_are_compared_pairwise_with_per_step_scores(tmp_path):
+    plan = StudyPlan(
+        StudyBudget("demo-quick", seeds=3, noise="none", steps=4, evals=2, eval_tasks=8),
+        ("grpo", "slca", "slca-turn"),
+        (NoiseLevel(),),
+    )
+    for seed in range(3):
+        for estimator, step2 in (("grpo", 0.4), ("slca", 0.5), ("slca-turn", 0.7)):
+            extra = {"step/1": 0.8, "step/2": step2 + 0.1 * seed}
+            fake_run(run_dir(tmp_path, NoiseLevel(), estimator, seed), start=0.4, final=0.5, cosine=0.0, extra=extra)
+    report = write_study_report(tmp_path, plan)
+    assert report["metrics"][-2:] == ["step/1", "step/2"]
+    paired = report["comparisons"]["paired"]["none"]
+    assert list(paired) == ["slca - grpo", "slca-turn - grpo", "slca-turn - slca"]
+    assert paired["slca-turn - slca"]["step/2"]["mean"] == pytest.approx(0.2)
+    assert paired["slca-turn - slca"]["step/1"]["mean"] == pytest.approx(0.0)
+    table = (tmp_path / "report.md").read_text()
+    assert "### Paired differences" in table and "| Step 1 | Step 2 |" in table
+    assert "| none · slca-turn - slca |" in table and "+20.0 [+20.0, +20.0]* 3/3" in table
 
 
 TINY = (

@@ -1,7 +1,9 @@
-"""The built-in advantage estimators (docs/method.md §5): ``grpo``, ``slca``, ``toolpo``, ``rltr``.
+"""The built-in advantage estimators (docs/method.md §5): ``grpo``, ``slca``, ``toolpo``, ``rltr``,
+and ``slca-turn`` (SLCA with one segment per tool turn, docs/algorithms.md).
 
 Each one computes a few per-rollout scalars with the grouped helpers in :mod:`.grouping`, then
-:func:`route_by_segment` places them on the tokens in a single gather pass over ``[B, T]``.
+:func:`route_by_segment` (or :func:`route_table`) places them on the tokens in a single gather pass
+over ``[B, T]``.
 """
 
 from __future__ import annotations
@@ -11,23 +13,29 @@ from torch import Tensor
 
 from slca_grpo.algos.grouping import group_zscore, stat_dtype
 from slca_grpo.algos.registry import AdvantageConfig, RewardView, register_estimator
-from slca_grpo.algos.segments import SEG_SUMMARY, SEG_TOOL, segment_presence
+from slca_grpo.algos.segments import SEG_FIRST_TURN, SEG_SUMMARY, SEG_TOOL, segment_presence, turn_count
 
-__all__ = ["grpo", "rltr", "route_by_segment", "slca", "toolpo"]
+__all__ = ["grpo", "rltr", "route_by_segment", "route_table", "slca", "slca_turn", "toolpo"]
+
+
+def route_table(segment_ids: Tensor, table: Tensor) -> Tensor:
+    """``[B, T]`` float32: ``table[b, segment_ids[b, t]]``, for a ``[B, C]`` table of per-rollout
+    values by segment code (column 0, code none, should be 0).
+
+    One gather over the tokens whatever the number of segments, which is what keeps SLCA as cheap
+    as GRPO.
+    """
+    table = table.to(torch.float32)
+    if not bool(torch.isfinite(table).all()):
+        raise ValueError("advantages are not finite (rewards too large for float32 after normalising?)")
+    return table.gather(1, segment_ids.long())
 
 
 def route_by_segment(segment_ids: Tensor, tool_values: Tensor, summary_values: Tensor) -> Tensor:
     """``[B, T]`` float32: ``tool_values[b]`` on tool tokens, ``summary_values[b]`` on summary tokens,
-    0 elsewhere.
-
-    A ``[B, 3]`` lookup table gathered by the segment codes: one pass over the tokens whatever the
-    number of segments, which is what keeps SLCA as cheap as GRPO.
-    """
+    0 elsewhere (role-layout segment ids)."""
     zeros = torch.zeros_like(tool_values)
-    table = torch.stack([zeros, tool_values, summary_values], dim=1).to(torch.float32)
-    if not bool(torch.isfinite(table).all()):
-        raise ValueError("advantages are not finite (rewards too large for float32 after normalising?)")
-    return table.gather(1, segment_ids.long())
+    return route_table(segment_ids, torch.stack([zeros, tool_values, summary_values], dim=1))
 
 
 def _as_float(values: Tensor) -> Tensor:
@@ -51,11 +59,16 @@ def grpo(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: 
     return route_by_segment(segment_ids, advantage, advantage)
 
 
+def _slca_penalty(rewards: RewardView) -> tuple[Tensor, Tensor]:
+    """(penalty [B] bool, score [B]): SLCA's rule, the omission gate fired or the score is negative."""
+    score = _as_float(rewards["score"])
+    return _as_flag(rewards["no_call"]) | (score < 0), score
+
+
 @register_estimator("slca", rewards=("score", "tool", "summary", "no_call"))
 def slca(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig) -> Tensor:
     """SLCA: per-segment presence-filtered z-scores, each routed only to its own segment's tokens."""
-    score = _as_float(rewards["score"])
-    penalty = _as_flag(rewards["no_call"]) | (score < 0)
+    penalty, score = _slca_penalty(rewards)
     # The omission / negative-score penalty reaches only the summary segment.
     tool_reward = torch.where(penalty, 0.0, _as_float(rewards["tool"]))
     summary_reward = torch.where(penalty, score, _as_float(rewards["summary"]))
@@ -113,3 +126,60 @@ def rltr(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: 
         norm_std=config.norm_std,
     )
     return route_by_segment(segment_ids, planner_advantage, torch.zeros_like(planner_advantage))
+
+
+def discounted_returns(rewards: Tensor, present: Tensor, discount: float) -> Tensor:
+    """``[B, K]``: ``G_k = r_k + γ·G_{k+1}`` over the turns each rollout has (absent turns add 0)."""
+    rewards = torch.where(present, rewards, 0.0)
+    if discount == 0 or rewards.shape[1] < 2:
+        return rewards
+    returns = rewards.clone()
+    for k in range(rewards.shape[1] - 2, -1, -1):  # K is the number of turns: a handful
+        returns[:, k] += discount * returns[:, k + 1]
+    return torch.where(present, returns, 0.0)
+
+
+@register_estimator("slca-turn", rewards=("score", "summary", "no_call", "turn"), segmentation="turn")
+def slca_turn(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig) -> Tensor:
+    """SLCA with one segment per tool turn: turn k's reward z-scored over the rollouts that have turn k."""
+    penalty, score = _slca_penalty(rewards)
+    summary_reward = torch.where(penalty, score, _as_float(rewards["summary"]))
+    turns = turn_count(segment_ids)
+    presence = segment_presence(segment_ids, SEG_FIRST_TURN + turns)
+    options = {"eps": config.eps, "norm_std": config.norm_std, "small_groups": "zero"}
+    summary_advantage = group_zscore(
+        summary_reward,
+        group_index,
+        presence[:, SEG_SUMMARY],
+        **options,  # type: ignore[arg-type]
+    )
+    per_turn = rewards.per_turn("turn")
+    if per_turn.shape[1] < turns:
+        raise ValueError(
+            f"per-turn reward 'turn' has {per_turn.shape[1]} column(s), but the segment ids hold {turns} tool turns"
+        )
+    turn_present = presence[:, SEG_FIRST_TURN:]
+    # As in SLCA, the omission / negative-score penalty reaches only the summary segment.
+    turn_reward = torch.where(penalty[:, None], 0.0, per_turn[:, :turns].to(summary_reward.dtype))
+    returns = discounted_returns(turn_reward, turn_present, config.turn_discount)
+    turn_advantage = returns
+    if returns.numel():
+        # Every (group, turn) pair is a group of its own, so one call normalises all turns.
+        num_groups = int(group_index.max()) + 1
+        turn_groups = (group_index[:, None] * turns + torch.arange(turns, device=group_index.device)).flatten()
+        turn_advantage = group_zscore(
+            returns.flatten(),
+            turn_groups,
+            turn_present.flatten(),
+            num_groups=num_groups * turns,
+            **options,  # type: ignore[arg-type]
+        ).reshape(returns.shape)
+    zeros = torch.zeros_like(summary_advantage)
+    table = torch.cat(
+        [
+            torch.stack([zeros, zeros, summary_advantage * config.lambda_summary], dim=1),
+            turn_advantage * config.lambda_tool,
+        ],
+        dim=1,
+    )
+    return route_table(segment_ids, table)

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor
 
-from slca_grpo.algos.segments import SEG_SUMMARY, SEG_TOOL, SEGMENT_NAMES
+from slca_grpo.algos.segments import SEG_SUMMARY, SEG_TOOL, SEGMENT_NAMES, segment_roles
 
 __all__ = ["KL_LIMIT", "LOG_RATIO_LIMIT", "k3_kl", "policy_loss"]
 
@@ -172,7 +172,7 @@ def _metrics(
         if segment_ids is not None:
             if segment_ids.shape != learnable.shape:
                 raise ValueError(f"segment_ids has shape {tuple(segment_ids.shape)}, logp {tuple(learnable.shape)}")
-            segment_ids = segment_ids.to(learnable.device)
+            segment_ids = segment_roles(segment_ids.to(learnable.device))  # per-turn ids count as tool
             for code in (SEG_TOOL, SEG_SUMMARY):
                 in_segment = (segment_ids == code) & learnable
                 count = in_segment.sum().to(denominator.dtype)

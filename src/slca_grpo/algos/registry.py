@@ -15,7 +15,14 @@ import torch
 from torch import Tensor
 
 from slca_grpo.algos.grouping import group_index_from_ids, stat_dtype
-from slca_grpo.algos.segments import validate_segment_ids
+from slca_grpo.algos.segments import (
+    SEG_FIRST_TURN,
+    SEG_TOOL,
+    SEGMENTATIONS,
+    checked_segment_ids,
+    segment_ids_from_mask,
+    segment_roles,
+)
 from slca_grpo.config import ConfigError, from_dict
 
 __all__ = [
@@ -30,6 +37,7 @@ __all__ = [
     "get_estimator",
     "list_estimators",
     "register_estimator",
+    "segment_ids_for",
     "unregister_estimator",
 ]
 
@@ -43,11 +51,14 @@ class AdvantageConfig:
     lambda_tool: float = 1.0  # SLCA: scale of the tool-segment advantage, after normalising
     lambda_summary: float = 1.0  # SLCA: scale of the summary-segment advantage
     toolpo_lambda: float = 1.0  # ToolPO: weight of the tool-call advantage on tool tokens
+    # slca-turn: turn k's return is r_k + γ·r_{k+1} + γ²·r_{k+2} + ... over the rollout's later tool
+    # turns (γ = turn_discount), so 0 scores each turn alone and 1 credits a turn with every later one.
+    turn_discount: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.norm_std, bool):
             raise ConfigError(f"norm_std must be a bool, got {self.norm_std!r}")
-        for field in ("eps", "lambda_tool", "lambda_summary", "toolpo_lambda"):
+        for field in ("eps", "lambda_tool", "lambda_summary", "toolpo_lambda", "turn_discount"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ConfigError(f"{field} must be a number, got {value!r}")
@@ -55,6 +66,8 @@ class AdvantageConfig:
                 raise ConfigError(f"{field} must be finite, got {value!r}")
         if self.eps < 0:
             raise ConfigError(f"eps must be >= 0, got {self.eps!r}")
+        if not 0 <= self.turn_discount <= 1:
+            raise ConfigError(f"turn_discount must be in [0, 1], got {self.turn_discount!r}")
 
 
 class UnknownEstimatorError(KeyError):
@@ -76,11 +89,13 @@ EstimatorFn = Callable[[Tensor, Tensor, "RewardView", AdvantageConfig], Tensor]
 
 @dataclass(frozen=True)
 class EstimatorSpec:
-    """A registered estimator: its function, the rewards it reads and a one-line description."""
+    """A registered estimator: its function, the rewards it reads, the segment layout it reads
+    (``"role"``: 0/1/2; ``"turn"``: one code per tool turn) and a one-line description."""
 
     name: str
     fn: EstimatorFn
     rewards: tuple[str, ...]
+    segmentation: str = "role"
 
     @property
     def description(self) -> str:
@@ -92,16 +107,19 @@ _REGISTRY: dict[str, EstimatorSpec] = {}
 
 
 def register_estimator(
-    name: str, *, rewards: Sequence[str] = (), replace: bool = False
+    name: str, *, rewards: Sequence[str] = (), segmentation: str = "role", replace: bool = False
 ) -> Callable[[EstimatorFn], EstimatorFn]:
     """Decorator registering ``fn(group_index, segment_ids, rewards, config)`` under ``name``.
 
     ``rewards`` names the reward keys the estimator reads, so a missing one is reported before it
-    runs (reading an undeclared missing key still fails clearly). Re-registering a name raises unless
-    ``replace=True``.
+    runs (reading an undeclared missing key still fails clearly). ``segmentation`` is the layout of
+    the segment ids it reads: ``"role"`` (0 none / 1 tool / 2 summary) or ``"turn"`` (tool turn k
+    coded ``SEG_FIRST_TURN + k - 1``). Re-registering a name raises unless ``replace=True``.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"estimator name must be a non-empty string, got {name!r}")
+    if segmentation not in SEGMENTATIONS:
+        raise ValueError(f"segmentation must be one of {SEGMENTATIONS}, got {segmentation!r}")
     if isinstance(rewards, str):
         rewards = (rewards,)
 
@@ -110,7 +128,7 @@ def register_estimator(
             raise TypeError(f"estimator {name!r} must be callable, got {type(fn).__name__}")
         if name in _REGISTRY and not replace:
             raise ValueError(f"estimator {name!r} is already registered (pass replace=True)")
-        _REGISTRY[name] = EstimatorSpec(name=name, fn=fn, rewards=tuple(rewards))
+        _REGISTRY[name] = EstimatorSpec(name=name, fn=fn, rewards=tuple(rewards), segmentation=segmentation)
         return fn
 
     return decorator
@@ -142,6 +160,15 @@ def list_estimators() -> list[str]:
     return list(_REGISTRY)
 
 
+def segment_ids_for(name: str, response_mask: Tensor) -> Tensor:
+    """The segment ids the estimator ``name`` reads, from a ``[B, T]`` (or ``[T]``) response mask.
+
+    The one place a trainer (ours or the verl adapter) turns a mask into segments: the layout is
+    the one the estimator declares, the runs are the mask's maximal runs of learnable tokens.
+    """
+    return segment_ids_from_mask(estimator_spec(name).segmentation, response_mask)
+
+
 RewardValue = Tensor | Sequence[float] | Sequence[bool]
 
 
@@ -167,16 +194,13 @@ class RewardView(Mapping[str, Tensor]):
         self._raw = rewards
         self._batch_size = batch_size
         self._device = device
-        self._checked: dict[str, Tensor] = {}
+        self._checked: dict[Any, Tensor] = {}
 
     def __getitem__(self, key: str) -> Tensor:
         if key in self._checked:
             return self._checked[key]
         if key not in self._raw:
-            raise MissingRewardError(
-                f"estimator {self._estimator!r} needs reward {key!r}, "
-                f"but rewards only has {sorted(map(str, self._raw))}"
-            )
+            raise self._missing(key)
         tensor = self._convert(key, self._raw[key])
         self._checked[key] = tensor
         return tensor
@@ -200,6 +224,42 @@ class RewardView(Mapping[str, Tensor]):
                 rows = bad.nonzero().flatten()[:8].tolist()
                 raise ValueError(f"{where} has non-finite values (NaN/inf) at rollouts {rows}")
         return tensor
+
+    def per_turn(self, key: str) -> Tensor:
+        """The reward ``key`` as ``[B, K]`` floats, column k - 1 for tool turn k: a ``[B, K]``
+        tensor, or one sequence of per-turn values per rollout (ragged rows are padded with 0)."""
+        cache_key = (key, "per_turn")
+        if cache_key in self._checked:
+            return self._checked[cache_key]
+        if key not in self._raw:
+            raise self._missing(key)
+        where = f"per-turn reward {key!r} (estimator {self._estimator!r})"
+        value = self._raw[key]
+        if not isinstance(value, Tensor):
+            try:
+                rows = [[float(v) for v in row] for row in value]
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{where} must be [B, K] numbers or one sequence per rollout: {err}") from None
+            width = max((len(row) for row in rows), default=0)
+            padded = [row + [0.0] * (width - len(row)) for row in rows]
+            value = torch.tensor(padded, dtype=torch.float64).reshape(len(rows), width)
+        if value.dim() != 2 or value.shape[0] != self._batch_size:
+            raise ValueError(f"{where} must have shape [{self._batch_size}, K], got {tuple(value.shape)}")
+        if value.is_complex() or value.dtype == torch.bool:
+            raise ValueError(f"{where} must be real numbers, got dtype {value.dtype}")
+        device = value.device if self._device is None else torch.device(self._device)
+        tensor = value.to(device=device, dtype=stat_dtype(device))
+        bad = ~torch.isfinite(tensor)
+        if bool(bad.any()):
+            rows_bad = bad.any(dim=1).nonzero().flatten()[:8].tolist()
+            raise ValueError(f"{where} has non-finite values (NaN/inf) at rollouts {rows_bad}")
+        self._checked[cache_key] = tensor
+        return tensor
+
+    def _missing(self, key: str) -> MissingRewardError:
+        return MissingRewardError(
+            f"estimator {self._estimator!r} needs reward {key!r}, but rewards only has {sorted(map(str, self._raw))}"
+        )
 
     def require(self, keys: Sequence[str]) -> None:
         """Raise one :class:`MissingRewardError` listing every key of ``keys`` that is absent."""
@@ -231,14 +291,26 @@ def compute_advantages(
     """Per-token advantages ``[B, T]`` (float32) from the estimator registered as ``name``.
 
     ``group_ids``: one id per rollout (tensor or hashables; rollouts of one prompt share it).
-    ``segment_ids``: ``[B, T]`` codes 0/1/2 (none/tool/summary), e.g. from ``segments_from_mask``.
-    ``rewards``: reward name -> ``[B]`` values; which names depends on the estimator.
+    ``segment_ids``: ``[B, T]`` codes from ``segment_ids_for(name, response_mask)``. An estimator
+    of the role layout also accepts turn-layout ids (they are collapsed to 0/1/2); one of the turn
+    layout refuses role-layout tool codes, which cannot say which turn a token belongs to.
+    ``rewards``: reward name -> ``[B]`` values (``[B, K]`` for per-turn ones); which names depends
+    on the estimator.
     """
     spec = estimator_spec(name)
     cfg = config if isinstance(config, AdvantageConfig) else from_dict(AdvantageConfig, config or {})
     if not isinstance(segment_ids, Tensor):
         raise TypeError(f"segment_ids must be a torch.Tensor, got {type(segment_ids).__name__}")
-    segment_ids = validate_segment_ids(segment_ids)
+    segment_ids, high = checked_segment_ids(segment_ids)
+    if spec.segmentation == "role" and high >= SEG_FIRST_TURN:
+        segment_ids = segment_roles(segment_ids)
+    # Role ids' tool code cannot say which turn a token is in (with turn codes present, the
+    # validation has already refused it).
+    elif spec.segmentation == "turn" and high < SEG_FIRST_TURN and bool((segment_ids == SEG_TOOL).any()):
+        raise ValueError(
+            f"estimator {name!r} reads per-turn segment ids, but these hold the role layout's tool code "
+            f"{SEG_TOOL}; build them with segment_ids_for({name!r}, response_mask)"
+        )
     batch_size = segment_ids.shape[0]
     group_index, _ = group_index_from_ids(group_ids, batch_size=batch_size, device=segment_ids.device)
     view = RewardView(name, rewards, batch_size=batch_size, device=segment_ids.device)

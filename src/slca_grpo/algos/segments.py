@@ -3,9 +3,16 @@
 A response's learnable tokens (``response_mask == 1``) come in maximal runs: one per assistant turn,
 separated by injected tool responses (mask 0). The last run is the *summary* segment, all earlier
 runs together are the *tool* segment; a response with a single run is all summary.
+
+Two layouts share these runs. The *role* layout (``segments_from_mask``) codes 0 none, 1 tool,
+2 summary. The *turn* layout (``turn_segments_from_mask``) keeps 0 and 2 and gives the k-th tool
+run its own code ``SEG_FIRST_TURN + k - 1`` (3, 4, ...), so collapsing every code >= 3 to 1
+(``segment_roles``) gives back the role layout exactly.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -14,18 +21,27 @@ from torch import Tensor
 SEG_NONE = 0
 SEG_TOOL = 1
 SEG_SUMMARY = 2
-NUM_SEGMENT_CODES = 3
+NUM_SEGMENT_CODES = 3  # codes of the role layout
+SEG_FIRST_TURN = 3  # turn layout: tool turn k has code SEG_FIRST_TURN + k - 1
 SEGMENT_NAMES: dict[int, str] = {SEG_NONE: "none", SEG_TOOL: "tool", SEG_SUMMARY: "summary"}
+SEGMENTATIONS = ("role", "turn")
 
 __all__ = [
     "NUM_SEGMENT_CODES",
+    "SEGMENTATIONS",
     "SEGMENT_NAMES",
+    "SEG_FIRST_TURN",
     "SEG_NONE",
     "SEG_SUMMARY",
     "SEG_TOOL",
+    "learnable_runs",
+    "segment_ids_from_mask",
     "segment_presence",
+    "segment_roles",
     "segment_token_counts",
     "segments_from_mask",
+    "turn_count",
+    "turn_segments_from_mask",
     "validate_segment_ids",
 ]
 
@@ -41,15 +57,13 @@ def _as_bool_mask(response_mask: Tensor) -> Tensor:
     return response_mask != 0
 
 
-def segments_from_mask(response_mask: Tensor) -> Tensor:
-    """Label each token ``SEG_NONE``, ``SEG_TOOL`` or ``SEG_SUMMARY`` from a ``[B, T]`` response mask.
-
-    Any non-zero entry counts as learnable (bool, int and float masks are accepted). A 1-D mask is
-    treated as a single row and a 1-D result is returned. The result is ``torch.long``.
-    """
+def _label_runs(response_mask: Tensor, label: Callable[[Tensor, Tensor, Tensor], Tensor]) -> Tensor:
+    """``label(mask, run_number, last_run)`` over a ``[B, T]`` (or ``[T]``) mask: ``mask`` bool,
+    ``run_number`` the 1-based number of each token's run (meaningful where the mask is set),
+    ``last_run`` ``[B, 1]`` the row's last run number."""
+    if isinstance(response_mask, Tensor) and response_mask.dim() == 1:
+        return _label_runs(response_mask.unsqueeze(0), label).squeeze(0)
     mask = _as_bool_mask(response_mask)
-    if mask.dim() == 1:
-        return segments_from_mask(mask.unsqueeze(0)).squeeze(0)
     if mask.dim() != 2:
         raise ValueError(f"response_mask must be [B, T] (or [T]), got shape {tuple(mask.shape)}")
     if mask.shape[1] == 0:
@@ -59,14 +73,94 @@ def segments_from_mask(response_mask: Tensor) -> Tensor:
     run_starts = mask.clone()
     run_starts[:, 1:] &= ~mask[:, :-1]
     run_number = run_starts.cumsum(dim=1, dtype=torch.int32)
-    in_last_run = (run_number == run_number[:, -1:]) & mask
+    return label(mask, run_number, run_number[:, -1:])
+
+
+def _role_labels(mask: Tensor, run_number: Tensor, last_run: Tensor) -> Tensor:
     segment_ids = mask.long()
-    segment_ids += in_last_run  # 1 (tool) becomes 2 (summary) on the last run
+    segment_ids += (run_number == last_run) & mask  # 1 (tool) becomes 2 (summary) on the last run
     return segment_ids
 
 
+def _turn_labels(mask: Tensor, run_number: Tensor, last_run: Tensor) -> Tensor:
+    codes = run_number.long()
+    codes += SEG_FIRST_TURN - 1  # run k -> turn code
+    codes.masked_fill_(run_number == last_run, SEG_SUMMARY)
+    return codes.masked_fill_(~mask, SEG_NONE)
+
+
+def segments_from_mask(response_mask: Tensor) -> Tensor:
+    """Label each token ``SEG_NONE``, ``SEG_TOOL`` or ``SEG_SUMMARY`` from a ``[B, T]`` response mask.
+
+    Any non-zero entry counts as learnable (bool, int and float masks are accepted). A 1-D mask is
+    treated as a single row and a 1-D result is returned. The result is ``torch.long``.
+    """
+    return _label_runs(response_mask, _role_labels)
+
+
+def turn_segments_from_mask(response_mask: Tensor) -> Tensor:
+    """The turn layout: the k-th run gets ``SEG_FIRST_TURN + k - 1`` unless it is the row's last,
+    which is ``SEG_SUMMARY``; not learnable is ``SEG_NONE``. The same runs as
+    :func:`segments_from_mask` (``segment_roles`` of the result equals it); 1-D in, 1-D out.
+    """
+    return _label_runs(response_mask, _turn_labels)
+
+
+def learnable_runs(response_mask: Sequence[int] | Sequence[bool] | Tensor) -> list[tuple[int, int]]:
+    """``[(start, end), ...]``: the maximal runs of learnable tokens of one response, in order (run
+    k is assistant turn k, the last one the summary). With the response ids, this is how a trainer
+    that holds only tokens (the verl adapter) recovers each turn's text for the per-turn reward."""
+    values = response_mask.tolist() if isinstance(response_mask, Tensor) else list(response_mask)
+    runs: list[tuple[int, int]] = []
+    start = None
+    for position, value in enumerate([*values, 0]):
+        if value and start is None:
+            start = position
+        elif not value and start is not None:
+            runs.append((start, position))
+            start = None
+    return runs
+
+
+_SEGMENTERS = {"role": segments_from_mask, "turn": turn_segments_from_mask}
+
+
+def segment_ids_from_mask(segmentation: str, response_mask: Tensor) -> Tensor:
+    """Segment ids of ``response_mask`` in the layout ``segmentation`` (``"role"`` or ``"turn"``).
+
+    Trainers call it through ``algos.segment_ids_for(estimator, mask)``, which reads the layout the
+    estimator declares."""
+    try:
+        segmenter = _SEGMENTERS[segmentation]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown segmentation {segmentation!r}; known: {', '.join(SEGMENTATIONS)}") from None
+    return segmenter(response_mask)
+
+
+def segment_roles(segment_ids: Tensor) -> Tensor:
+    """The role layout (0 none / 1 tool / 2 summary) of segment ids in either layout."""
+    return torch.where(segment_ids >= SEG_FIRST_TURN, SEG_TOOL, segment_ids)
+
+
+def turn_count(segment_ids: Tensor) -> int:
+    """How many tool-turn codes the columns of :func:`segment_presence` must cover: the highest turn
+    number in ``segment_ids`` (0 for the role layout or no tool turn)."""
+    if segment_ids.numel() == 0:
+        return 0
+    return max(0, int(segment_ids.max()) - SEG_FIRST_TURN + 1)
+
+
 def validate_segment_ids(segment_ids: Tensor, *, batch_size: int | None = None) -> Tensor:
-    """Check that ``segment_ids`` is an integer ``[B, T]`` tensor of known codes; return it as long."""
+    """Check that ``segment_ids`` is an integer ``[B, T]`` tensor in one layout; return it as long.
+
+    Codes 0, 1, 2 (role layout) or 0, 2 and >= 3 (turn layout); mixing the tool code 1 with turn
+    codes is an error, as is any negative code.
+    """
+    return checked_segment_ids(segment_ids, batch_size=batch_size)[0]
+
+
+def checked_segment_ids(segment_ids: Tensor, *, batch_size: int | None = None) -> tuple[Tensor, int]:
+    """:func:`validate_segment_ids` and the highest code found (0 for an empty tensor)."""
     if not isinstance(segment_ids, Tensor):
         raise TypeError(f"segment_ids must be a torch.Tensor, got {type(segment_ids).__name__}")
     if segment_ids.dim() != 2:
@@ -75,35 +169,45 @@ def validate_segment_ids(segment_ids: Tensor, *, batch_size: int | None = None) 
         raise ValueError(f"segment_ids must be an integer tensor, got dtype {segment_ids.dtype}")
     if batch_size is not None and segment_ids.shape[0] != batch_size:
         raise ValueError(f"segment_ids has {segment_ids.shape[0]} rows but there are {batch_size} group ids")
-    if segment_ids.numel() > 0:
-        low, high = torch.aminmax(segment_ids)
-        if int(low) < 0 or int(high) >= NUM_SEGMENT_CODES:
-            raise ValueError(
-                f"segment_ids must only hold codes {sorted(SEGMENT_NAMES)} "
-                f"(none/tool/summary), found values in [{int(low)}, {int(high)}]"
-            )
-    return segment_ids.long()
+    if segment_ids.numel() == 0:
+        return segment_ids.long(), 0
+    low, high = (int(v) for v in torch.aminmax(segment_ids))
+    if low < 0:
+        raise ValueError(
+            f"segment_ids must only hold codes {sorted(SEGMENT_NAMES)} (none/tool/summary) or turn codes "
+            f">= {SEG_FIRST_TURN}, found values in [{low}, {high}]"
+        )
+    if high >= SEG_FIRST_TURN and bool((segment_ids == SEG_TOOL).any()):
+        raise ValueError(
+            f"segment_ids mix the tool code {SEG_TOOL} (role layout) with turn codes >= {SEG_FIRST_TURN} "
+            "(turn layout); build them with one function (algos.segment_ids_for)"
+        )
+    return segment_ids.long(), high
 
 
-def segment_token_counts(segment_ids: Tensor) -> Tensor:
-    """``[B, NUM_SEGMENT_CODES]`` long: how many tokens of rollout ``b`` carry code ``c``.
+def segment_token_counts(segment_ids: Tensor, num_codes: int | None = None) -> Tensor:
+    """``[B, C]`` long: how many tokens of rollout ``b`` carry code ``c``, for ``C = num_codes``
+    (default: ``NUM_SEGMENT_CODES``, or more when turn codes are present).
 
     Expects validated codes (see :func:`validate_segment_ids`).
     """
     rows = segment_ids.shape[0]
+    if num_codes is None:
+        num_codes = NUM_SEGMENT_CODES + turn_count(segment_ids)
     if segment_ids.numel() == 0:
-        return torch.zeros((rows, NUM_SEGMENT_CODES), dtype=torch.long, device=segment_ids.device)
+        return torch.zeros((rows, num_codes), dtype=torch.long, device=segment_ids.device)
     # A per-row histogram in one fused pass: summing one-hot rows of an identity "embedding" over
     # each row's codes. Several times cheaper than one comparison pass per code, and float32 counts
     # are exact up to 2**24 tokens per row.
-    one_hot = torch.eye(NUM_SEGMENT_CODES, dtype=torch.float32, device=segment_ids.device)
+    one_hot = torch.eye(num_codes, dtype=torch.float32, device=segment_ids.device)
     counts = F.embedding_bag(segment_ids.long(), one_hot, mode="sum")
     return counts.round().long()
 
 
-def segment_presence(segment_ids: Tensor) -> Tensor:
-    """``[B, NUM_SEGMENT_CODES]`` bool: whether rollout ``b`` has at least one token with code ``c``.
+def segment_presence(segment_ids: Tensor, num_codes: int | None = None) -> Tensor:
+    """``[B, C]`` bool: whether rollout ``b`` has at least one token with code ``c`` (``C`` as in
+    :func:`segment_token_counts`).
 
     Expects validated codes (see :func:`validate_segment_ids`).
     """
-    return segment_token_counts(segment_ids) > 0
+    return segment_token_counts(segment_ids, num_codes) > 0

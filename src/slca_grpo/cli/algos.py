@@ -28,5 +28,6 @@ def run_estimators(args: argparse.Namespace) -> int:
     for name in names:
         spec = estimator_spec(name)
         needs = f"  [rewards: {', '.join(spec.rewards)}]" if spec.rewards else ""
-        print(f"{name.ljust(width)}  {spec.description}{needs}")
+        layout = f"  [segments: {spec.segmentation}]" if spec.segmentation != "role" else ""
+        print(f"{name.ljust(width)}  {spec.description}{needs}{layout}")
     return 0

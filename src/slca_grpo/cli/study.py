@@ -33,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--preset", help=f"base config preset or YAML file (default: {full.preset})")
     parser.add_argument(
+        "--kinds",
+        metavar="KIND=W,...",
+        help="synthetic task mix of every run, SFT included (e.g. two_step=1); sets data.kinds",
+    )
+    parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -75,7 +80,26 @@ def plan_from_args(args: argparse.Namespace):
     budget = dataclasses.replace(budget, **changes)
     if len(set(args.estimators)) != len(args.estimators):
         raise ConfigError(f"--estimators: a name is given twice ({' '.join(args.estimators)})")
-    return StudyPlan(budget, tuple(args.estimators), tuple(parse_noise_levels(budget.noise)), tuple(args.overrides))
+    overrides = tuple(args.overrides)
+    if args.kinds is not None:
+        overrides = (kinds_override(args.kinds), *overrides)
+    return StudyPlan(budget, tuple(args.estimators), tuple(parse_noise_levels(budget.noise)), overrides)
+
+
+def kinds_override(text: str) -> str:
+    """The ``--set`` override of ``--kinds KIND=W,...`` (ConfigError on a bad mix)."""
+    import json
+
+    from slca_grpo.config import ConfigError
+    from slca_grpo.data.synthetic.generator import parse_kind_weights
+
+    try:
+        weights = parse_kind_weights(text)
+    except ValueError as exc:
+        raise ConfigError(f"--kinds: {exc}") from None
+    if not weights:
+        raise ConfigError("--kinds: give at least one KIND=WEIGHT, e.g. two_step=1")
+    return f"data.kinds={json.dumps(weights)}"
 
 
 def run_study_command(args: argparse.Namespace) -> int:

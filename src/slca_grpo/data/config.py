@@ -19,6 +19,8 @@ class DataConfig:
     n_test: int = 100
     seed: int = 0
     tools_per_task: list[int] = field(default_factory=lambda: [3, 5])  # synthetic: offered tools (min, max)
+    # synthetic: the mix of task kinds, kind -> weight (e.g. {two_step: 1}); empty: the default mix.
+    kinds: dict[str, float] = field(default_factory=dict)
     skip_bad_rows: bool = False
 
     def __post_init__(self) -> None:
@@ -29,6 +31,17 @@ class DataConfig:
         bounds = list(self.tools_per_task)
         if len(bounds) != 2 or not 1 <= bounds[0] <= bounds[1]:
             raise ConfigError(f"tools_per_task must be [min, max] with 1 <= min <= max, got {self.tools_per_task!r}")
+        if self.kinds:
+            from slca_grpo.data.synthetic.generator import KINDS
+
+            unknown = sorted(str(kind) for kind in self.kinds if kind not in KINDS)
+            if unknown:
+                raise ConfigError(f"kinds names unknown task kind(s) {unknown}; kinds are {', '.join(KINDS)}")
+            weights = list(self.kinds.values())
+            if any(isinstance(w, bool) or not isinstance(w, (int, float)) or not w >= 0 for w in weights) or not (
+                sum(weights) > 0
+            ):
+                raise ConfigError(f"kinds must map kinds to weights >= 0 with a positive sum, got {self.kinds!r}")
 
 
 def _check_format(key: str, name: object) -> None:

@@ -1,7 +1,8 @@
 """In-domain metrics (docs/method.md §8) over rollouts of the training stack's agent loop and simulator.
 
 Success@τ = 1[(R_tool + R_sum) / 2 ≥ τ]; Name-F1 and ArgMatch = (key + value) / 2 from the
-execution reward; Process = R_tool; cost = calls, assistant turns and generated tokens per task;
+execution reward; Process = R_tool; Step j = the per-turn reward of the turn serving gold step j
+(0 when none does), over the tasks with a step j; cost = calls, assistant turns and generated tokens per task;
 redundant calls = calls not matched one-to-one to a gold call (so exact repeats count), with
 exact repeats also reported on their own.
 """
@@ -20,6 +21,7 @@ from slca_grpo.rewards.batch import RewardBatch, RolloutReward, compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge
 from slca_grpo.rewards.matching import call_signature, max_bipartite_matching, strict_call_match
+from slca_grpo.rewards.turns import split_turns, turn_rewards
 from slca_grpo.rollout.sampling import SamplingConfig
 from slca_grpo.types import Task, Trajectory
 
@@ -50,6 +52,7 @@ def item_metrics(trajectory: Trajectory, task: Task, reward: RolloutReward) -> d
         "repeat_calls": repeats,
         "truncated": trajectory.truncated,
         "slots": [[kind, correct] for kind, correct in slot_results(task, calls)],
+        "steps": list(turn_rewards(task, trajectory.turns or split_turns(trajectory.response_text)).step_scores),
     }
     for threshold in SUCCESS_THRESHOLDS:
         item[f"success@{threshold}"] = float(half_score >= threshold - 1e-12)
@@ -86,10 +89,20 @@ def aggregate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "n": len(items),
         **means(items),
         **{f"slot/{kind}": counts["accuracy"] for kind, counts in slots.items()},
+        **step_means(items),
         "slots": slots,
         "no_call_rate": sum(bool(i["no_call"]) for i in items) / max(1, len(items)),
         "by_kind": {kind: {"n": len(rows), **means(rows)} for kind, rows in sorted(by_kind.items())},
     }
+
+
+def step_means(items: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """``step/<j>``: the mean score of gold step j's turn over the items whose task has a step j."""
+    out = {}
+    for step in range(max((len(item.get("steps", ())) for item in items), default=0)):
+        scores = [item["steps"][step] for item in items if len(item.get("steps", ())) > step]
+        out[f"step/{step + 1}"] = sum(scores) / len(scores)
+    return out
 
 
 def score_trajectories(

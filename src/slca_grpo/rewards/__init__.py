@@ -1,8 +1,8 @@
-"""Rewards: HierR (execution + judged summary), ToolPO and RLTR rewards, judges and checkers.
+"""Rewards: HierR (execution + judged summary), the per-turn reward, ToolPO and RLTR rewards, judges and checkers.
 
 The arithmetic is pure; judges and checkers (``RuleJudge``/``OpenAIJudge``,
 ``RuleCompletenessChecker``/``OpenAICompletenessChecker``) are the edge. Rewards are a registry
-(``registry.py``): importing this package registers the built-in families (hierr, toolpo, rltr),
+(``registry.py``): importing this package registers the built-in families (hierr, toolpo, rltr, turn),
 and the trainer and evaluator call ``compute_rewards`` with the names they need.
 """
 
@@ -42,6 +42,7 @@ from slca_grpo.rewards.registry import (
 from slca_grpo.rewards.rltr import RLTRReward, rltr_reward
 from slca_grpo.rewards.rule_judge import RuleJudge, RuleJudgeReport
 from slca_grpo.rewards.toolpo import ToolPOReward, toolpo_rewards
+from slca_grpo.rewards.turns import TURN_NAMES, TurnRewards, TurnScore, split_turns, turn_rewards
 
 __all__ = [
     "Answers",
@@ -78,6 +79,9 @@ __all__ = [
     "RuleJudge",
     "RuleJudgeReport",
     "ToolPOReward",
+    "TURN_NAMES",
+    "TurnRewards",
+    "TurnScore",
     "compute_rewards",
     "execution_reward",
     "finish_hierr",
@@ -94,5 +98,7 @@ __all__ = [
     "rltr_reward",
     "rule_complete",
     "strict_call_match",
+    "split_turns",
     "toolpo_rewards",
+    "turn_rewards",
 ]

@@ -64,21 +64,33 @@ class RewardBatch:
     def __len__(self) -> int:
         return len(self.records)
 
-    def as_dict(self) -> dict[str, list[float] | list[bool]]:
-        """Name → one value per rollout (floats; flags such as ``no_call`` as bools)."""
+    def as_dict(self) -> dict[str, list[float] | list[bool] | list[list[float]]]:
+        """Name → one value per rollout (floats; flags such as ``no_call`` as bools; per-turn
+        rewards as one list of floats per rollout)."""
         out: dict[str, Any] = {}
         for name in self.names:
             values = [r.value(name) for r in self.records]
             flags = bool(values) and all(isinstance(v, bool) for v in values)
-            out[name] = values if flags else [float(v) for v in values]
+            if flags:
+                out[name] = values
+            elif any(isinstance(v, tuple) for v in values):
+                out[name] = [[float(x) for x in v] for v in values]
+            else:
+                out[name] = [float(v) for v in values]
         return out
 
     def tensors(self, device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
-        """Name → 1-D tensor (float32; flags bool)."""
+        """Name → 1-D tensor (float32; flags bool); per-turn rewards ``[B, K]`` float32, K the most
+        turns of a rollout, shorter rows padded with 0."""
         import torch
 
         out = {}
         for name, values in self.as_dict().items():
+            if values and isinstance(values[0], list):
+                width = max(len(row) for row in values)
+                padded = [row + [0.0] * (width - len(row)) for row in values]
+                out[name] = torch.tensor(padded, dtype=torch.float32, device=device).reshape(len(values), width)
+                continue
             flags = bool(values) and isinstance(values[0], bool)
             out[name] = torch.tensor(values, dtype=torch.bool if flags else torch.float32, device=device)
         return out
@@ -115,20 +127,32 @@ def compute_rewards(
     *,
     names: Iterable[str] = DEFAULT_REWARDS,
     checker: CompletenessChecker | None = None,
+    turns: Sequence[Sequence[Any]] | None = None,
 ) -> RewardBatch:
     """Rewards of a batch of responses, one task per response.
 
     ``names`` are registered reward names (``list_rewards()``); only their families run. ``judge``
     may be None only when no rollout asks one (e.g. ToolPO in gold mode); ``checker`` defaults to
-    the rule checker.
+    the rule checker. ``turns`` (optional, one sequence per response: its turns' texts or ``Turn``
+    records) feeds the per-turn rewards; without it they cut each text at its ``</tool_call>`` tags.
     """
     config = config or RewardConfig()
     names = tuple(dict.fromkeys(names))
     families = families_for(names)
     if len(texts) != len(tasks):
         raise ValueError(f"compute_rewards got {len(texts)} texts for {len(tasks)} tasks")
+    if turns is not None and len(turns) != len(texts):
+        raise ValueError(f"compute_rewards got {len(turns)} turn lists for {len(texts)} texts")
     parsed = [parse_for_task(text, task) for text, task in zip(texts, tasks)]
-    plans = [[family.plan(p, t, config) for family in families] for p, t in zip(parsed, tasks)]
+    plans = [
+        [
+            family.plan_turns(turns[i], task, config)
+            if turns is not None and family.uses_turns
+            else family.plan(parsed[i], task, config)
+            for family in families
+        ]
+        for i, task in enumerate(tasks)
+    ]
 
     unique = list(dict.fromkeys(r for row in plans for plan in row for r in plan.judge))
     verdicts: dict[JudgeRequest, JudgeVerdict] = {}

@@ -8,6 +8,10 @@ the shared services, so that a batch sends the judge requests of every family at
 - ``plan(parsed, task, config) -> Planned``: everything that needs no service, and what to ask;
 - ``finish(state, answers, config) -> FamilyResult``: the values, once the answers are in.
 
+A family that scores a rollout turn by turn sets ``uses_turns`` and plans with
+``plan_turns(turns, task, config)`` when the caller knows the turns; its value is then a tuple of
+floats, one per turn.
+
 A reward that needs no service is one function::
 
     @register_reward("calls")
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from slca_grpo.chat import ParsedResponse
 from slca_grpo.rewards.completeness import CompletenessVerdict
@@ -45,7 +49,7 @@ __all__ = [
     "unregister_reward_family",
 ]
 
-RewardValue = float | bool
+RewardValue = float | bool | tuple[float, ...]  # a tuple: one value per turn
 
 
 @dataclass(frozen=True)
@@ -83,8 +87,14 @@ class RewardFamily:
 
     name: str
     provides: tuple[str, ...]
+    # True: ``compute_rewards`` calls ``plan_turns`` with the rollout's turns when it has them.
+    uses_turns: ClassVar[bool] = False
 
     def plan(self, parsed: ParsedResponse, task: Task, config: RewardConfig) -> Planned:
+        raise NotImplementedError
+
+    def plan_turns(self, turns: Sequence[Any], task: Task, config: RewardConfig) -> Planned:
+        """Plan from the rollout's turns, in order (texts, parsed texts or ``Turn`` records)."""
         raise NotImplementedError
 
     def finish(self, state: Any, answers: Answers, config: RewardConfig) -> FamilyResult:

@@ -8,7 +8,7 @@ from typing import Any
 
 from slca_grpo.report import agg_pyplot
 from slca_grpo.study.plan import StudyPlan
-from slca_grpo.study.report import GRAD_COSINE, LABELS, SCALES, STUDY_METRICS
+from slca_grpo.study.report import GRAD_COSINE, STUDY_METRICS, metric_label, metric_scale
 
 TRAINING_TITLES = {
     "reward/tool": "training R_tool (smoothed)",
@@ -18,7 +18,7 @@ TRAINING_TITLES = {
 
 
 def _title(metric: str) -> str:
-    return f"{LABELS[metric]} (%)" if SCALES[metric] == 100.0 else LABELS[metric]
+    return f"{metric_label(metric)} (%)" if metric_scale(metric) == 100.0 else metric_label(metric)
 
 
 def _band(axis: Any, curve: Mapping[str, Any] | None, scale: float, label: str, color: str) -> None:
@@ -89,6 +89,13 @@ def _errorbars(
     axis.errorbar(xs, means, yerr=errors, marker="o", capsize=3, **style)
 
 
+def _pair_color(pair: str, index: int, plan: StudyPlan) -> str:
+    """A pair against the baseline takes its treatment's colour; one between two other estimators
+    (three or more in a study) a colour of its own, after the estimators' ones."""
+    treatment, base = pair.split(" - ")
+    return f"C{plan.estimators.index(treatment)}" if base == plan.baseline else f"C{len(plan.estimators) + index}"
+
+
 def plot_noise_levels(report: Mapping[str, Any], plan: StudyPlan, path: Path) -> None:
     """Top: each estimator's final metric per noise level; bottom: paired differences against the
     baseline per level (when there is more than one estimator). Error bars: 95% CI over seeds."""
@@ -96,17 +103,18 @@ def plot_noise_levels(report: Mapping[str, Any], plan: StudyPlan, path: Path) ->
     levels = [level.name for level in plan.levels]
     paired = report["comparisons"]["paired"]
     pairs = list(next(iter(paired.values()), {}))
+    metrics = report.get("metrics") or STUDY_METRICS
     figure, axes = plt.subplots(
-        2 if pairs else 1, len(STUDY_METRICS), figsize=(3.3 * len(STUDY_METRICS), 6 if pairs else 3.2), squeeze=False
+        2 if pairs else 1, len(metrics), figsize=(3.3 * len(metrics), 6 if pairs else 3.2), squeeze=False
     )
     offset = 0.08
-    for c, metric in enumerate(STUDY_METRICS):
-        scale = SCALES[metric]
+    for c, metric in enumerate(metrics):
+        factor = metric_scale(metric)
         top = axes[0][c]
         for e, estimator in enumerate(plan.estimators):
             shift = (e - (len(plan.estimators) - 1) / 2) * offset
             intervals = [report["cells"][level][estimator]["final"].get(metric) for level in levels]
-            _errorbars(top, [i + shift for i in range(len(levels))], intervals, scale, label=estimator, color=f"C{e}")
+            _errorbars(top, [i + shift for i in range(len(levels))], intervals, factor, label=estimator, color=f"C{e}")
         top.set_title(f"final {_title(metric)}", fontsize=9)
         if pairs:
             bottom = axes[1][c]
@@ -117,9 +125,9 @@ def plot_noise_levels(report: Mapping[str, Any], plan: StudyPlan, path: Path) ->
                     bottom,
                     [i + shift for i in range(len(levels))],
                     intervals,
-                    scale,
+                    factor,
                     label=pair,
-                    color=f"C{plan.estimators.index(pair.split(' - ')[0])}",
+                    color=_pair_color(pair, p, plan),
                 )
             bottom.axhline(0, color="black", lw=0.8)
             bottom.set_title(f"paired difference, {_title(metric)}", fontsize=9)
@@ -137,7 +145,7 @@ def plot_noise_levels(report: Mapping[str, Any], plan: StudyPlan, path: Path) ->
 def plot_study(report: Mapping[str, Any], plan: StudyPlan, out_dir: Path) -> list[Path]:
     """``curves.png``, ``training.png`` and ``noise_levels.png`` in ``out_dir``."""
     paths = [out_dir / "curves.png", out_dir / "training.png", out_dir / "noise_levels.png"]
-    held_out = [("curves", m, SCALES[m], f"held-out {_title(m)}") for m in STUDY_METRICS]
+    held_out = [("curves", m, metric_scale(m), f"held-out {_title(m)}") for m in report.get("metrics") or STUDY_METRICS]
     _grid(report, plan, held_out, paths[0], "RL steps done")
     training = [("training", key, 1.0, title) for key, title in TRAINING_TITLES.items()]
     _grid(report, plan, training, paths[1], "RL step")

@@ -23,6 +23,28 @@ from slca_grpo.study.stats import Interval, bootstrap_ci, paired_difference_ci
 STUDY_METRICS = ("success@0.7", "success@0.9", "name_f1", "arg_match", "process", "r_sum")
 LABELS = {key: label for key, label, _ in TABLE_COLUMNS}
 SCALES = {key: scale for key, _, scale in TABLE_COLUMNS}
+STEP_PREFIX = "step/"  # held-out score of gold step j's turn (eval/indomain.py), on multi-step tasks
+
+
+def study_metrics(runs: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The study's metrics, and ``step/<j>`` for every gold step the final evaluations score."""
+    steps = sorted(
+        {key for run in runs for key in run["final"] if key.startswith(STEP_PREFIX)},
+        key=lambda key: int(key[len(STEP_PREFIX) :]),
+    )
+    return (*STUDY_METRICS, *steps)
+
+
+def metric_label(metric: str) -> str:
+    if metric.startswith(STEP_PREFIX):
+        return f"Step {metric[len(STEP_PREFIX) :]}"
+    return LABELS[metric]
+
+
+def metric_scale(metric: str) -> float:
+    return 100.0 if metric.startswith(STEP_PREFIX) else SCALES[metric]
+
+
 GRAD_COSINE = "diag/grad_cosine_tool_summary"
 TRAINING_KEYS = ("reward/tool", "reward/summary", GRAD_COSINE)
 NOISE_KEYS = ("noise/mean", "noise/std", "noise/replaced_rate")
@@ -121,18 +143,18 @@ def _curve(
     return {"steps": steps, **{key: [p[key] for p in points] for key in ("mean", "low", "high")}}
 
 
-def summarise_cell(runs: Mapping[int, dict[str, Any]]) -> dict[str, Any]:
+def summarise_cell(runs: Mapping[int, dict[str, Any]], metrics: Sequence[str] = STUDY_METRICS) -> dict[str, Any]:
     return {
         "seeds": sorted(runs),
-        "final": {m: _interval(_values(runs, _final(m))) for m in STUDY_METRICS},
-        "delta": {m: _interval(_values(runs, _delta(m))) for m in STUDY_METRICS},
+        "final": {m: _interval(_values(runs, _final(m))) for m in metrics},
+        "delta": {m: _interval(_values(runs, _delta(m))) for m in metrics},
         "grad_cosine": _interval(_values(runs, lambda run: run["grad_cosine"])),
         "noise": {
             key.split("/")[1]: _mean(_values(runs, lambda run, k=key: run["noise"][k]).values()) for key in NOISE_KEYS
         },
         "curves": {
             m: _curve(runs, lambda run, m=m: {step: e[m] for step, e in run["evals"].items() if m in e})
-            for m in STUDY_METRICS
+            for m in metrics
         },
         "training": {
             key: _curve(runs, lambda run, k=key: run["training"][k], smooth=key != GRAD_COSINE) for key in TRAINING_KEYS
@@ -145,9 +167,14 @@ def reference_level(levels: Sequence[NoiseLevel]) -> NoiseLevel:
     return next((level for level in levels if level.name == "none"), levels[0])
 
 
-def comparisons(cells: Mapping[str, Mapping[str, Mapping[int, dict[str, Any]]]], plan: StudyPlan) -> dict[str, Any]:
-    """Paired differences: treatment − baseline per level; level − reference per estimator; and
-    their interaction (treatment − baseline at a level, minus the same at the reference)."""
+def comparisons(
+    cells: Mapping[str, Mapping[str, Mapping[int, dict[str, Any]]]],
+    plan: StudyPlan,
+    metrics: Sequence[str] = STUDY_METRICS,
+) -> dict[str, Any]:
+    """Paired differences: treatment − baseline per level (and, with three or more estimators, each
+    later non-baseline one − each earlier one); level − reference per estimator; and their
+    interaction (treatment − baseline at a level, minus the same at the reference)."""
     baseline, reference = plan.baseline, reference_level(plan.levels).name
     others = [e for e in plan.estimators if e != baseline]
     noisy = [level.name for level in plan.levels if level.name != reference]
@@ -166,22 +193,23 @@ def comparisons(cells: Mapping[str, Mapping[str, Mapping[int, dict[str, Any]]]],
         "noise_effect": {},
         "interaction": {},
     }
+    # Each estimator against the baseline, then the other estimators against each other (later − earlier).
+    pairs = [(e, baseline) for e in others] + [(b, a) for i, a in enumerate(others) for b in others[i + 1 :]]
     for level in cells:
         out["paired"][level] = {
-            f"{e} - {baseline}": {m: _paired(final(level, e, m), final(level, baseline, m)) for m in STUDY_METRICS}
-            for e in others
+            f"{t} - {b}": {m: _paired(final(level, t, m), final(level, b, m)) for m in metrics} for t, b in pairs
         }
     for estimator in plan.estimators:
         out["noise_effect"][estimator] = {
             f"{level} - {reference}": {
-                m: _paired(final(level, estimator, m), final(reference, estimator, m)) for m in STUDY_METRICS
+                m: _paired(final(level, estimator, m), final(reference, estimator, m)) for m in metrics
             }
             for level in noisy
         }
     for estimator in others:
         out["interaction"][f"{estimator} - {baseline}"] = {
             f"{level} - {reference}": {
-                m: _paired(gap(level, estimator, m), gap(reference, estimator, m)) for m in STUDY_METRICS
+                m: _paired(gap(level, estimator, m), gap(reference, estimator, m)) for m in metrics
             }
             for level in noisy
         }
@@ -210,13 +238,20 @@ def format_interval(interval: Mapping[str, Any] | None, scale: float = 1.0, *, s
     return f"{mean} [{_number(interval['low'], scale, signed)}, {_number(interval['high'], scale, signed)}]{star}{wins}"
 
 
-def _table(title: str, rows: Sequence[tuple[str, Mapping[str, Any]]], *, signed: bool, note: str = "") -> list[str]:
-    header = "| | " + " | ".join(LABELS[m] for m in STUDY_METRICS) + " |"
-    lines = [f"### {title}", "", *([note, ""] if note else []), header, "|---|" + "---:|" * len(STUDY_METRICS)]
+def _table(
+    title: str,
+    rows: Sequence[tuple[str, Mapping[str, Any]]],
+    metrics: Sequence[str],
+    *,
+    signed: bool,
+    note: str = "",
+) -> list[str]:
+    header = "| | " + " | ".join(metric_label(m) for m in metrics) + " |"
+    lines = [f"### {title}", "", *([note, ""] if note else []), header, "|---|" + "---:|" * len(metrics)]
     for name, by_metric in rows:
         lines.append(
             f"| {name} | "
-            + " | ".join(format_interval(by_metric.get(m), SCALES[m], signed=signed) for m in STUDY_METRICS)
+            + " | ".join(format_interval(by_metric.get(m), metric_scale(m), signed=signed) for m in metrics)
             + " |"
         )
     return lines + [""]
@@ -225,6 +260,7 @@ def _table(title: str, rows: Sequence[tuple[str, Mapping[str, Any]]], *, signed:
 def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
     labels = {level.name: level.label for level in plan.levels}
     cells, compared, settings = report["cells"], report["comparisons"], report["settings"]
+    metrics = report.get("metrics") or STUDY_METRICS
     baseline = compared["baseline"]
     lines = [
         "# Credit-assignment study",
@@ -243,7 +279,7 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
     if start:
         lines += [
             "Start (the SFT checkpoint, before RL): "
-            + ", ".join(f"{LABELS[m]} {_number(start.get(m), SCALES[m])}" for m in STUDY_METRICS),
+            + ", ".join(f"{metric_label(m)} {_number(start.get(m), metric_scale(m))}" for m in metrics),
             "",
         ]
     rows = [
@@ -251,20 +287,21 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
         for level, by_est in cells.items()
         for estimator, cell in by_est.items()
     ]
-    lines += _table("Final held-out metrics", rows, signed=False)
+    lines += _table("Final held-out metrics", rows, metrics, signed=False)
     rows = [
         (f"{labels[level]} · {estimator}", cell["delta"])
         for level, by_est in cells.items()
         for estimator, cell in by_est.items()
     ]
-    lines += _table("Change from the start (final − SFT checkpoint)", rows, signed=True)
+    lines += _table("Change from the start (final − SFT checkpoint)", rows, metrics, signed=True)
     rows = [
         (f"{labels[level]} · {pair}", by_metric)
         for level, pairs in compared["paired"].items()
         for pair, by_metric in pairs.items()
     ]
     if rows:
-        lines += _table(f"Paired difference against {baseline}", rows, signed=True)
+        title = f"Paired difference against {baseline}" if len(plan.estimators) < 3 else "Paired differences"
+        lines += _table(title, rows, metrics, signed=True)
     reference = labels[compared["reference_level"]]
     rows = [
         (f"{estimator} · {labels[pair.split(' - ')[0]]} − {reference}", by_metric)
@@ -275,6 +312,7 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
         lines += _table(
             "Effect of the noise (level − reference, same estimator)",
             rows,
+            metrics,
             signed=True,
             note="Negative: the estimator ends worse with noisy summary rewards than without.",
         )
@@ -287,6 +325,7 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
         lines += _table(
             "Interaction: how much the gap changes with noise",
             rows,
+            metrics,
             signed=True,
             note=f"(treatment − {baseline}) at a level minus the same at {reference}. Positive: noise widens the "
             "treatment's lead — what the paper's claim predicts for SLCA against GRPO.",
@@ -332,6 +371,7 @@ def write_study_report(out_dir: str | Path, plan: StudyPlan) -> dict[str, Any]:
     if not finished:
         raise FileNotFoundError(f"{out_dir} holds no finished study run")
     starts = [run["start"] for run in finished if run["start"]]
+    metrics = study_metrics(finished)
     config = finished[0]["config"]  # what the runs used (the preset may have changed since)
     rl = config.get("rl", {})
     timings = read_json(out_dir / TIMINGS_FILE, {})
@@ -348,13 +388,13 @@ def write_study_report(out_dir: str | Path, plan: StudyPlan) -> dict[str, Any]:
             "eval_tasks": starts[0].get("n") if starts else None,
             "level_labels": {level.name: level.label for level in plan.levels},
         },
-        "metrics": list(STUDY_METRICS),
+        "metrics": list(metrics),
         "start_eval": starts[0] if starts else None,
         "cells": {
-            level: {estimator: summarise_cell(cell) for estimator, cell in by_est.items()}
+            level: {estimator: summarise_cell(cell, metrics) for estimator, cell in by_est.items()}
             for level, by_est in runs.items()
         },
-        "comparisons": comparisons(runs, plan),
+        "comparisons": comparisons(runs, plan, metrics),
         "seconds": {
             "sft": sft_summary.get("seconds"),
             "runs": len(timings),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from slca_grpo.algos import segments_from_mask
+from slca_grpo.algos import segment_ids_for, segments_from_mask
 from slca_grpo.types import Trajectory
 
 
@@ -21,7 +21,7 @@ class TokenBatch:
     input_ids: torch.Tensor  # [B, S] long
     attention_mask: torch.Tensor  # [B, S] long
     loss_mask: torch.Tensor  # [B, S] float: 1 on learnable tokens
-    segment_ids: torch.Tensor  # [B, S] long (0 outside learnable tokens)
+    segment_ids: torch.Tensor  # [B, S] long (0 outside learnable tokens), in the estimator's layout
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -44,8 +44,11 @@ class TokenBatch:
         return TokenBatch(*(t.index_select(0, index) for t in self.tensors))
 
 
-def pad_sequences(sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], pad_id: int) -> TokenBatch:
-    """Right-pad token sequences with their learnable-token masks; segments come from the masks."""
+def pad_sequences(
+    sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], pad_id: int, *, estimator: str | None = None
+) -> TokenBatch:
+    """Right-pad token sequences with their learnable-token masks; segments come from the masks, in
+    the layout ``estimator`` reads (``segment_ids_for``; the role layout without one)."""
     width = max(1, max(len(s) for s in sequences))
     batch = len(sequences)
     input_ids = torch.full((batch, width), pad_id, dtype=torch.long)
@@ -57,14 +60,14 @@ def pad_sequences(sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[i
         input_ids[row, : len(ids)] = torch.tensor(list(ids), dtype=torch.long)
         attention[row, : len(ids)] = 1
         loss_mask[row, : len(mask)] = torch.tensor(list(mask), dtype=torch.float32)
-    segment_ids = segments_from_mask(loss_mask)
+    segment_ids = segments_from_mask(loss_mask) if estimator is None else segment_ids_for(estimator, loss_mask)
     return TokenBatch(input_ids, attention, loss_mask, segment_ids)
 
 
-def trajectory_batch(trajectories: Sequence[Trajectory], pad_id: int) -> TokenBatch:
+def trajectory_batch(trajectories: Sequence[Trajectory], pad_id: int, *, estimator: str | None = None) -> TokenBatch:
     sequences = [t.prompt_ids + t.response_ids for t in trajectories]
     masks = [[0] * len(t.prompt_ids) + list(t.response_mask) for t in trajectories]
-    return pad_sequences(sequences, masks, pad_id)
+    return pad_sequences(sequences, masks, pad_id, estimator=estimator)
 
 
 def _accepts_logits_to_keep(model: torch.nn.Module) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL, policy_loss
+from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL, policy_loss, segment_roles
 
 
 def segment_gradient_cosine(
@@ -28,10 +28,8 @@ def segment_gradient_cosine(
     Both losses are normalised by all learnable tokens, so they add up to the step's loss (KL
     excluded). Returns nothing when either segment is absent from the batch.
     """
-    masks = {
-        name: batch.loss_mask * (batch.segment_ids == code)
-        for name, code in (("tool", SEG_TOOL), ("summary", SEG_SUMMARY))
-    }
+    roles = segment_roles(batch.segment_ids)  # every tool turn counts as tool
+    masks = {name: batch.loss_mask * (roles == code) for name, code in (("tool", SEG_TOOL), ("summary", SEG_SUMMARY))}
     if any(float(m.sum()) == 0 for m in masks.values()):
         return {}
     parameters = [p for p in model.parameters() if p.requires_grad]

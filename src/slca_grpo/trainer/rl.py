@@ -14,7 +14,18 @@ from typing import Any
 
 import torch
 
-from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL, AdvantageConfig, compute_advantages, estimator_spec, policy_loss
+from slca_grpo.algos import (
+    SEG_FIRST_TURN,
+    SEG_SUMMARY,
+    SEG_TOOL,
+    AdvantageConfig,
+    compute_advantages,
+    estimator_spec,
+    learnable_runs,
+    policy_loss,
+    segment_roles,
+    turn_count,
+)
 from slca_grpo.config import ConfigError, at_least, one_of
 from slca_grpo.rewards.batch import compute_rewards
 from slca_grpo.rewards.config import RewardConfig
@@ -68,19 +79,36 @@ class RLConfig:
 
 
 def segment_advantage_stats(advantages: torch.Tensor, segment_ids: torch.Tensor) -> dict[str, float]:
-    """``adv/*`` metrics: per segment, the mean, mean absolute value and non-zero share of the rollouts'
-    advantages, and the share of rollouts that have the segment."""
+    """``adv/*`` metrics: per segment, statistics of each rollout's mean advantage on it (tool and
+    summary, every tool turn counting as tool; with per-turn segment ids also each tool turn,
+    ``adv/turn<k>_*``) and the share of rollouts that have the segment."""
+    roles = segment_roles(segment_ids)
+    segments = [(roles == SEG_TOOL, "tool"), (roles == SEG_SUMMARY, "summary")]
+    segments += [(segment_ids == SEG_FIRST_TURN + k, f"turn{k + 1}") for k in range(turn_count(segment_ids))]
     stats = {}
-    for code, name in ((SEG_TOOL, "tool"), (SEG_SUMMARY, "summary")):
-        rows = (segment_ids == code).any(dim=1)
+    for in_segment, name in segments:
+        rows = in_segment.any(dim=1)
         if rows.any():
-            # One value per rollout and segment (advantages are constant within a segment).
-            per_rollout = (advantages * (segment_ids == code)).sum(1)[rows] / (segment_ids == code).sum(1)[rows]
+            # One value per rollout and segment: the mean over its tokens (a constant for one segment).
+            per_rollout = (advantages * in_segment).sum(1)[rows] / in_segment.sum(1)[rows]
             stats[f"adv/{name}_mean"] = float(per_rollout.mean())
             stats[f"adv/{name}_abs_mean"] = float(per_rollout.abs().mean())
             stats[f"adv/{name}_nonzero"] = float((per_rollout != 0).float().mean())
         stats[f"adv/{name}_present"] = float(rows.float().mean())
     return stats
+
+
+def check_turns_match_runs(trajectories: Sequence[Trajectory]) -> None:
+    """Per-turn rewards are matched to segments by position: turn k of ``trajectory.turns`` must be
+    the k-th run of learnable tokens. Raise if a rollout breaks that (a formatter that injects
+    learnable tokens, or a turn that sampled none)."""
+    for index, trajectory in enumerate(trajectories):
+        runs = len(learnable_runs(trajectory.response_mask))
+        if runs != len(trajectory.turns):
+            raise RuntimeError(
+                f"rollout {index} ({trajectory.task_id}) has {len(trajectory.turns)} turns but {runs} runs of "
+                "learnable tokens; per-turn rewards would land on the wrong turns"
+            )
 
 
 def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -161,6 +189,8 @@ class RLTrainer:
         rollout_seconds = time.perf_counter() - started
 
         rollout_tasks = [task for task in tasks for _ in range(group_size)]
+        if estimator_spec(config.estimator).segmentation == "turn":
+            check_turns_match_runs(trajectories)
         rewards = compute_rewards(
             [t.response_text for t in trajectories],
             rollout_tasks,
@@ -168,6 +198,7 @@ class RLTrainer:
             self.reward_config,
             names=self.reward_names(),
             checker=self.checker,
+            turns=[t.turns for t in trajectories],
         )
         reward_tensors = rewards.tensors()
         noise_metrics: dict[str, float] = {}
@@ -181,7 +212,7 @@ class RLTrainer:
                 "noise/train_summary": float(reward_tensors["summary"].mean()),
                 "noise/train_score": float(reward_tensors["score"].mean()),
             }
-        batch = trajectory_batch(trajectories, self.loop.formatter.pad_id).to(self.device)
+        batch = trajectory_batch(trajectories, self.loop.formatter.pad_id, estimator=config.estimator).to(self.device)
         group_ids = torch.arange(len(tasks)).repeat_interleave(group_size)
         advantages = compute_advantages(
             config.estimator,

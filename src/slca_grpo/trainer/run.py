@@ -134,8 +134,13 @@ def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
     if "synthetic" in (config.train, config.test):
         from slca_grpo.data.synthetic import generate_suite
 
+        options = {"kind_weights": dict(config.kinds)} if config.kinds else {}
         suite = generate_suite(
-            seed=config.seed, n_train=config.n_train, n_test=config.n_test, tools_per_task=tuple(config.tools_per_task)
+            seed=config.seed,
+            n_train=config.n_train,
+            n_test=config.n_test,
+            tools_per_task=tuple(config.tools_per_task),
+            **options,
         )
 
     def from_file(key: str, path: str, limit: int) -> list[Task]:

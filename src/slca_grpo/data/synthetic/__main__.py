@@ -7,23 +7,21 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from slca_grpo.data.synthetic.generator import DEFAULT_KIND_WEIGHTS, KINDS, SuiteConfig, generate_suite
+from slca_grpo.data.synthetic.generator import (
+    DEFAULT_KIND_WEIGHTS,
+    KINDS,
+    SuiteConfig,
+    generate_suite,
+    parse_kind_weights,
+)
 from slca_grpo.data.synthetic.gold import write_jsonl
 
 
 def _kind_weights(text: str) -> dict[str, float]:
-    weights: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        kind, sep, value = item.partition("=")
-        if not sep:
-            raise argparse.ArgumentTypeError(f"expected KIND=WEIGHT, got {item!r}")
-        if kind not in KINDS:
-            raise argparse.ArgumentTypeError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
-        try:
-            weights[kind] = float(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"weight of {kind!r} is not a number: {value!r}") from None
-    return weights
+    try:
+        return parse_kind_weights(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

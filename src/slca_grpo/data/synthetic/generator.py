@@ -31,6 +31,23 @@ GENERATOR_VERSION = "synthetic-v1"
 T = TypeVar("T")
 
 
+def parse_kind_weights(text: str) -> dict[str, float]:
+    """``"single=1,two_step=2"`` → ``{"single": 1.0, "two_step": 2.0}`` (ValueError naming the bad item)."""
+    weights: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        kind, sep, value = item.partition("=")
+        kind = kind.strip()
+        if not sep:
+            raise ValueError(f"expected KIND=WEIGHT, got {item!r}")
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
+        try:
+            weights[kind] = float(value)
+        except ValueError:
+            raise ValueError(f"weight of {kind!r} is not a number: {value!r}") from None
+    return weights
+
+
 @dataclass(frozen=True)
 class SuiteConfig:
     """What mix of tasks to generate.
