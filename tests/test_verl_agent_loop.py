@@ -83,7 +83,7 @@ def test_call_then_answer_gives_exact_masks_segments_and_our_prompt(config, verl
     # The second turn saw everything before it.
     assert server.prompts[1] == output.prompt_ids + output.response_ids[:answer_start]
 
-    segments = rollout_segments(torch.tensor([mask]))[0].tolist()
+    segments = rollout_segments("slca", torch.tensor([mask]))[0].tolist()
     assert segments == [SEG_TOOL] * len(call_ids) + [SEG_NONE] * (gap_end - gap_start) + [SEG_SUMMARY] * len(answer_ids)
     fields = output.extra_fields
     assert fields[RESPONSE_TEXT_FIELD] == verl_tokenizer.decode(output.response_ids, skip_special_tokens=False)
@@ -112,7 +112,7 @@ def test_answer_without_call_is_one_summary_segment(config, verl_tokenizer, task
     output, server = run_rollout(config, verl_tokenizer, lambda turn: ANSWER + IM_END, row_kwargs(task, 0, "u0", 1))
     assert len(server.prompts) == 1
     assert set(output.response_mask) == {1}
-    segments = rollout_segments(torch.tensor([output.response_mask]))[0]
+    segments = rollout_segments("slca", torch.tensor([output.response_mask]))[0]
     assert set(segments.tolist()) == {SEG_SUMMARY}
     assert output.extra_fields[CALLS_FIELD] == 0
 

@@ -23,6 +23,7 @@ from verl_helpers import (
 )
 
 from slca_grpo.algos import compute_advantages, estimator_spec
+from slca_grpo.algos.segments import learnable_runs
 from slca_grpo.chat import render_tool_calls
 from slca_grpo.chat.template import IM_END
 from slca_grpo.config import ConfigError
@@ -123,9 +124,20 @@ def test_bad_settings_fail_before_training(tokenizer_dir, overrides, message):
         SLCATrainerSync(slca_config(tokenizer_dir, *overrides))
 
 
-def our_rewards(rollouts, names):
+def our_rewards(rollouts, names, tokenizer=None):
+    """Our rewards of the rollouts; with ``tokenizer``, per-turn ones from each turn's sampled ids."""
     texts = [output.extra_fields[RESPONSE_TEXT_FIELD] for _, _, output in rollouts]
-    return compute_rewards(texts, [task for task, _, _ in rollouts], RuleJudge(), RewardConfig(), names=names)
+    turns = None
+    if tokenizer is not None:
+        turns = [
+            [
+                tokenizer.decode(o.response_ids[a:b], skip_special_tokens=False)
+                for a, b in learnable_runs(o.response_mask)
+            ]
+            for _, _, o in rollouts
+        ]
+    tasks = [task for task, _, _ in rollouts]
+    return compute_rewards(texts, tasks, RuleJudge(), RewardConfig(), names=names, turns=turns)
 
 
 def test_verls_reward_worker_scores_our_rollouts_with_hierr(tokenizer_dir, rollouts):
@@ -169,8 +181,10 @@ def transfer_queue():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator", ["slca", "grpo"])
-def test_advantages_through_verls_data_path_equal_our_trainers(tokenizer_dir, rollouts, transfer_queue, estimator):
+@pytest.mark.parametrize("estimator", ["slca", "grpo", "slca-turn"])
+def test_advantages_through_verls_data_path_equal_our_trainers(
+    tokenizer_dir, rollouts, transfer_queue, estimator, verl_tokenizer
+):
     from transfer_queue import KVBatchMeta
 
     config = slca_config(tokenizer_dir, f"algorithm.adv_estimator={estimator}")
@@ -203,14 +217,16 @@ def test_advantages_through_verls_data_path_equal_our_trainers(tokenizer_dir, ro
         Trajectory(task.id, output.prompt_ids, output.response_ids, output.response_mask)
         for task, _, output in rollouts
     ]
-    batch = trajectory_batch(trajectories, pad_id=0)
-    rewards = our_rewards(rollouts, estimator_spec(estimator).rewards).tensors()
+    batch = trajectory_batch(trajectories, pad_id=0, estimator=estimator)
+    rewards = our_rewards(rollouts, estimator_spec(estimator).rewards, verl_tokenizer).tensors()
     group_ids = torch.arange(len(rollouts) // GROUP).repeat_interleave(GROUP)
     ours = compute_advantages(estimator, group_ids=group_ids, segment_ids=batch.segment_ids, rewards=rewards)
     for row, ((_, _, output), theirs) in enumerate(zip(rollouts, got.unbind())):
         start = len(output.prompt_ids)
         torch.testing.assert_close(theirs, ours[row, start : start + len(output.response_ids)])
     assert any(float(a.abs().sum()) > 0 for a in got.unbind())
+    if estimator == "slca-turn":  # one segment per tool turn, each with its own advantage
+        assert {"adv/turn1_mean", "adv/summary_mean"} <= set(metrics)
     if estimator == "slca":
         real = batch.segment_ids[:-1]
         assert metrics == pytest.approx(segment_advantage_stats(ours[:-1], real))

@@ -7,12 +7,14 @@ function stored (``reward_extra_info``) and calls :func:`batch_advantages`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from torch import Tensor
 
-from slca_grpo.algos import AdvantageConfig, compute_advantages, estimator_spec, segments_from_mask
+from slca_grpo.algos import AdvantageConfig, compute_advantages, estimator_spec
+from slca_grpo.algos.registry import segment_ids_for
 
 # Our reward names whose reward_extra_info keys read differently (HierR's R_tool and R_sum).
 EXTRA_KEYS = {"tool": "r_tool", "summary": "r_sum"}
@@ -25,13 +27,14 @@ def extra_key(reward: str) -> str:
     return EXTRA_KEYS.get(reward, reward)
 
 
-def rollout_segments(response_mask: Tensor) -> Tensor:
-    """Segment ids ``[B, T]`` of verl responses: the one place the verl path derives segments.
+def rollout_segments(estimator: str, response_mask: Tensor) -> Tensor:
+    """Segment ids ``[B, T]`` of verl responses in the layout ``estimator`` reads (tool/summary, or
+    one segment per turn for ``slca-turn``): the one place the verl path derives segments.
 
     verl's ``response_mask`` is 1 on generated tokens and 0 on tool responses and chat headers,
     which is exactly the mask our segments are defined on.
     """
-    return segments_from_mask(response_mask)
+    return segment_ids_for(estimator, response_mask)
 
 
 def rewards_from_extras(
@@ -52,7 +55,9 @@ def rewards_from_extras(
                     f"rollout {rollout}: reward_extra_info has no {key!r} (has {present}); set "
                     "reward.custom_reward_function to slca_grpo.integrations.verl.reward.compute_score"
                 )
-            values.append(info[key])
+            value = info[key]
+            # Per-turn rewards travel as JSON lists (verl's extras hold one scalar or string each).
+            values.append(json.loads(value) if isinstance(value, str) else value)
         rewards[name] = values
     return rewards
 
@@ -67,7 +72,7 @@ def batch_advantages(
     config: AdvantageConfig | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``(advantages, segment_ids)``, both ``[B, T]`` over verl's response tokens."""
-    segment_ids = rollout_segments(response_mask)
+    segment_ids = rollout_segments(estimator, response_mask)
     rewards = rewards_from_extras(reward_infos, estimator_spec(estimator).rewards, rollouts)
     advantages = compute_advantages(
         estimator, group_ids=list(group_ids), segment_ids=segment_ids, rewards=rewards, config=config

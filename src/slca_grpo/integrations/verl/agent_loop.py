@@ -29,11 +29,12 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionSchema, OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.ray_utils import get_event_loop
 
+from slca_grpo.algos.segments import learnable_runs
 from slca_grpo.chat.messages import structured_messages
 from slca_grpo.chat.parser import parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.config import to_dict
 from slca_grpo.integrations.verl.config import VerlSLCAConfig, read_section
-from slca_grpo.integrations.verl.reward import RESPONSE_TEXT_FIELD
+from slca_grpo.integrations.verl.reward import RESPONSE_TEXT_FIELD, TURN_TEXTS_FIELD
 from slca_grpo.integrations.verl.rows import task_from_extra_info
 from slca_grpo.plugins import load_plugins
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment
@@ -160,7 +161,20 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         text = await loop.run_in_executor(
             None, partial(self.tokenizer.decode, skip_special_tokens=False), output.response_ids
         )
-        output.extra_fields.update({RESPONSE_TEXT_FIELD: text, CALLS_FIELD: calls.calls, ERRORS_FIELD: calls.errors})
+        turn_texts = [
+            await loop.run_in_executor(
+                None, partial(self.tokenizer.decode, skip_special_tokens=False), output.response_ids[start:end]
+            )
+            for start, end in learnable_runs(output.response_mask)
+        ]
+        output.extra_fields.update(
+            {
+                RESPONSE_TEXT_FIELD: text,
+                TURN_TEXTS_FIELD: turn_texts,
+                CALLS_FIELD: calls.calls,
+                ERRORS_FIELD: calls.errors,
+            }
+        )
         return output
 
 

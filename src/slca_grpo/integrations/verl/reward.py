@@ -8,7 +8,8 @@ verl's reward manager calls ``compute_score(data_source, solution_str, ground_tr
 The text scored is the one our agent loop stores in ``extra_info["slca_response_text"]``: the
 response decoded with its chat markers, as our own trainer scores it. verl's ``solution_str`` drops
 special tokens (``<|im_start|>user`` becomes ``user``), which would leak into the final answer; it
-is used only when a row comes from another agent loop.
+is used only when a row comes from another agent loop. The loop also stores each assistant turn's
+text (``slca_turn_texts``) for the per-turn reward of ``slca-turn``, returned as a JSON list.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from slca_grpo.rewards.factory import make_checker, make_judge
 from slca_grpo.rewards.hierarchical import HIERR_NAMES
 
 RESPONSE_TEXT_FIELD = "slca_response_text"
+TURN_TEXTS_FIELD = "slca_turn_texts"  # each assistant turn's text, for per-turn rewards
 
-__all__ = ["RESPONSE_TEXT_FIELD", "compute_score", "reward_names"]
+__all__ = ["RESPONSE_TEXT_FIELD", "TURN_TEXTS_FIELD", "compute_score", "reward_names"]
 
 
 @lru_cache(maxsize=16)
@@ -72,5 +74,18 @@ def compute_score(
     if not isinstance(text, str):
         text = solution_str
     config, judge, checker = _services(json.dumps(plain(reward or {}), sort_keys=True))
-    batch = compute_rewards([text], [task], judge, config, names=reward_names(estimator), checker=checker)
-    return {extra_key(name): values[0] for name, values in batch.as_dict().items()}
+    turns = extra_info.get(TURN_TEXTS_FIELD) if isinstance(extra_info, Mapping) else None
+    batch = compute_rewards(
+        [text],
+        [task],
+        judge,
+        config,
+        names=reward_names(estimator),
+        checker=checker,
+        turns=[list(turns)] if turns is not None else None,
+    )
+    # A per-turn reward (one value per turn) is a JSON list: verl's extras hold a scalar or a string each.
+    return {
+        extra_key(name): json.dumps(values[0]) if isinstance(values[0], list) else values[0]
+        for name, values in batch.as_dict().items()
+    }
