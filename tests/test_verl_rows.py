@@ -122,3 +122,18 @@ def test_slca_verl_data_writes_train_and_test_files(tmp_path, capsys):
     assert (len(train), len(test)) == (6, 2)
     assert {row["extra_info"]["split"] for row in train} == {"train"}
     assert main(["verl", "data", "no-such-preset", "--out", str(tmp_path)]) == 2
+
+
+def test_rows_are_written_a_group_at_a_time_and_an_empty_source_leaves_no_file(tmp_path, monkeypatch):
+    from slca_grpo.integrations.verl import rows as rows_module
+
+    monkeypatch.setattr(rows_module, "ROWS_PER_GROUP", 2)
+    tasks = generate_tasks(1, 5, "train")
+    assert write_tasks_parquet(iter(tasks), tmp_path / "train.parquet") == 5
+    written = pq.ParquetFile(tmp_path / "train.parquet")
+    assert written.metadata.num_row_groups == 3
+    back = [task_from_extra_info(row["extra_info"]).to_dict() for row in written.read().to_pylist()]
+    assert back == [t.to_dict() for t in tasks]
+    with pytest.raises(ValueError, match="no rows to write"):
+        write_tasks_parquet(iter([]), tmp_path / "empty.parquet")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.parquet"]

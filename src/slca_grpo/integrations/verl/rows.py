@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -87,24 +87,50 @@ def tasks_to_rows(
     ]
 
 
-def write_rows(rows: list[dict], path: str | os.PathLike[str]) -> int:
-    """Write rows as a parquet file atomically (temp file + rename); returns the count."""
+ROWS_PER_GROUP = 1024  # rows converted and written at a time (memory stays flat in the dataset's size)
+
+
+def write_rows(rows: Iterable[dict], path: str | os.PathLike[str]) -> int:
+    """Write rows as a parquet file atomically (temp file + rename), ``ROWS_PER_GROUP`` at a time;
+    returns the count."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise ImportError("writing parquet needs pyarrow: pip install 'slca-grpo[verl]'") from None
-    if not rows:
-        raise ValueError(f"no rows to write to {path}")
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    count = 0
+    writer = None
     try:
-        pq.write_table(pa.Table.from_pylist(rows), temporary)
+        for group in _groups(rows, ROWS_PER_GROUP):
+            table = pa.Table.from_pylist(group)
+            if writer is None:
+                writer = pq.ParquetWriter(temporary, table.schema)
+            writer.write_table(table.cast(writer.schema))
+            count += len(group)
+        if writer is None:
+            raise ValueError(f"no rows to write to {path}")
+        writer.close()
+        writer = None
         os.replace(temporary, target)
     finally:
+        if writer is not None:
+            writer.close()
         temporary.unlink(missing_ok=True)
-    return len(rows)
+    return count
+
+
+def _groups(rows: Iterable[dict], size: int) -> Iterator[list[dict]]:
+    group: list[dict] = []
+    for row in rows:
+        group.append(row)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
 
 
 def write_tasks_parquet(
@@ -114,8 +140,9 @@ def write_tasks_parquet(
     data_source: str = DEFAULT_DATA_SOURCE,
     split: str | None = None,
 ) -> int:
-    """Convert ``tasks`` to verl rows and write them to ``path``; returns the count."""
-    return write_rows(tasks_to_rows(tasks, data_source=data_source, split=split), path)
+    """Convert ``tasks`` to verl rows and write them to ``path``, streamed; returns the count."""
+    rows = (task_to_row(task, index, data_source=data_source, split=split) for index, task in enumerate(tasks))
+    return write_rows(rows, path)
 
 
 @lru_cache(maxsize=4096)
