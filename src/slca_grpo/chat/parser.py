@@ -52,6 +52,12 @@ class ToolCallBlock:
     def is_valid(self) -> bool:
         return self.status is BlockStatus.VALID
 
+    @property
+    def is_executable(self) -> bool:
+        """Its calls can be sent on: valid, or well-formed calls to tools that are not offered
+        (the tool side answers those with its own error)."""
+        return self.status in (BlockStatus.VALID, BlockStatus.UNKNOWN_TOOL)
+
 
 @dataclass(frozen=True)
 class ParsedResponse:

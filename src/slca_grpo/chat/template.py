@@ -72,6 +72,11 @@ def render_tool_calls(calls: Iterable[ToolCall | dict[str, Any]]) -> str:
     return f"{TOOL_CALL_OPEN}\n{_dumps_call(payload)}\n{TOOL_CALL_CLOSE}"
 
 
+def assistant_text(content: str, calls: Iterable[ToolCall | dict[str, Any]]) -> str:
+    """An assistant turn's text: what it says, then its block of calls (either may be empty)."""
+    return "\n".join(part for part in (content, render_tool_calls(calls)) if part)
+
+
 def render_tool_response(content: str) -> str:
     return f"{TOOL_RESPONSE_OPEN}\n{content}\n{TOOL_RESPONSE_CLOSE}"
 
@@ -119,8 +124,7 @@ def render_chat(
             pending_results = []
         if role == "assistant":
             calls = [c.get("function", c) for c in message.get("tool_calls") or []]
-            parts = [p for p in (content, render_tool_calls(calls)) if p]
-            out.append(render_turn("assistant", "\n".join(parts)))
+            out.append(render_turn("assistant", assistant_text(content, calls)))
         else:
             out.append(render_turn(str(role), content))
     if pending_results:

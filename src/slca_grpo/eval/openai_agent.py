@@ -14,7 +14,7 @@ from typing import Any
 
 from slca_grpo.aio import run_sync
 from slca_grpo.chat.messages import arguments_dict, structured_messages
-from slca_grpo.chat.template import render_tool_calls
+from slca_grpo.chat.template import assistant_text, render_tool_calls
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.rewards.openai_chat import ChatEndpoint, EndpointError
 from slca_grpo.rollout.formatter import prompt_tools
@@ -137,7 +137,7 @@ def _prompt_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
                 out.append({"role": "user", "content": render_tool_response(content)})
         elif role == "assistant" and message.get("tool_calls"):
             calls = [c.get("function", c) for c in message["tool_calls"]]
-            out.append({"role": "assistant", "content": "\n".join(p for p in (content, render_tool_calls(calls)) if p)})
+            out.append({"role": "assistant", "content": assistant_text(content, calls)})
         else:
             out.append({"role": role, "content": content})
     return out

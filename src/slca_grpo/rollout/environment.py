@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from slca_grpo.chat.parser import BlockStatus, ToolCallBlock
+from slca_grpo.chat.parser import ToolCallBlock
 from slca_grpo.rewards.matching import loose_equal
 from slca_grpo.types import Observation, ObservationError, Task, ToolCall
 
@@ -52,7 +52,7 @@ def plan_block_calls(block: ToolCallBlock, max_parallel_calls: int) -> tuple[lis
     observation (malformed block, too many parallel calls) or None for a call to execute.
 
     Calls to unknown tools are executed: the simulator answers them with its own error."""
-    if block.status not in (BlockStatus.VALID, BlockStatus.UNKNOWN_TOOL):
+    if not block.is_executable:
         return [], [invalid_block_observation(block)]
     too_many = malformed_turn_observation("too_many_calls", f"at most {max_parallel_calls} parallel calls per turn")
     calls = list(block.calls)

@@ -17,15 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slca_grpo.chat.parser import (
-    TOOL_RESPONSE_CLOSE,
-    TOOL_RESPONSE_OPEN,
-    BlockStatus,
-    ToolCallBlock,
-    parse_tool_calls,
-)
+from slca_grpo.chat.parser import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, ToolCallBlock, parse_tool_calls
 from slca_grpo.chat.syntax import CHAT_FORMATS
-from slca_grpo.chat.template import IM_END, generation_prompt, render_chat, render_tool_calls
+from slca_grpo.chat.template import IM_END, assistant_text, generation_prompt, render_chat
 from slca_grpo.rollout.sampling import STOP_STRING, Generation
 from slca_grpo.types import Task, ToolCall
 
@@ -107,10 +101,9 @@ class ChatFormatter:
     def task_prompt_ids(self, task: Task) -> list[int]:
         return self.prompt_ids(task.messages, task.tools)
 
-    def dialogue(self, task: Task, prompt_ids: Sequence[int] | None = None) -> Dialogue:
-        """A conversation starting at ``task``'s prompt (``prompt_ids`` when already computed)."""
-        ids = list(prompt_ids) if prompt_ids is not None else self.task_prompt_ids(task)
-        return Dialogue(ids, [dict(m) for m in task.messages], prompt_tools(task.tools))
+    def dialogue(self, task: Task) -> Dialogue:
+        """A conversation starting at ``task``'s prompt (the Hermes format needs only its ids)."""
+        return Dialogue(self.task_prompt_ids(task))
 
     def read_turn(self, generation: Generation, tool_names: Sequence[str]) -> TurnReading:
         """A turn asks for tools when it stopped at ``</tool_call>``; it executes its last block."""
@@ -141,7 +134,7 @@ class ChatFormatter:
     def call_ids(self, dialogue: Dialogue, calls: Sequence[ToolCall], text: str = "") -> list[int]:
         """SFT: the learnable ids of a turn making ``calls`` (after ``text`` said with them, joined
         as ``render_chat`` joins them), up to the ``</tool_call>`` stop."""
-        return self.encode("\n".join(part for part in (text, render_tool_calls(calls)) if part))
+        return self.encode(assistant_text(text, calls))
 
     def answer_ids(self, dialogue: Dialogue, answer: str) -> list[int]:
         """SFT: the learnable ids of a final answer, with the end-of-turn token."""
@@ -173,28 +166,6 @@ class ChatFormatter:
         tail = IM_END + "\n" + generation_prompt()
         ids += self.encode(tail)
         return ids, text + tail
-
-
-def executable_block(blocks: Sequence[ToolCallBlock]) -> ToolCallBlock | None:
-    """The block a turn with several blocks executes: the first one that cannot run (so the model
-    sees its error), else all calls of the turn as one step of parallel calls."""
-    if not blocks:
-        return None
-    runnable = (BlockStatus.VALID, BlockStatus.UNKNOWN_TOOL)
-    for block in blocks:
-        if block.status not in runnable:
-            return block
-    if len(blocks) == 1:
-        return blocks[0]
-    calls = tuple(call for block in blocks for call in block.calls)
-    unknown = [block.error for block in blocks if block.status is BlockStatus.UNKNOWN_TOOL]
-    status = BlockStatus.UNKNOWN_TOOL if unknown else BlockStatus.VALID
-    return ToolCallBlock(
-        body="\n".join(block.body for block in blocks),
-        status=status,
-        calls=calls,
-        error="; ".join(e for e in unknown if e) or None,
-    )
 
 
 def build_formatter(

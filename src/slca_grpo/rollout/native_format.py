@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from slca_grpo.chat.messages import assistant_call_message, structured_messages
-from slca_grpo.chat.parser import parse_tool_calls, strip_tool_call_blocks
+from slca_grpo.chat.parser import BlockStatus, ToolCallBlock, parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.chat.syntax import TOOL_PARSERS, TOOL_SYNTAXES, to_hermes
-from slca_grpo.chat.template import IM_END, generation_prompt, render_tool_calls, tool_results_turn
-from slca_grpo.rollout.formatter import ChatFormatter, Dialogue, TurnReading, executable_block, prompt_tools
+from slca_grpo.chat.template import IM_END, assistant_text, generation_prompt, tool_results_turn
+from slca_grpo.rollout.formatter import ChatFormatter, Dialogue, TurnReading, prompt_tools
 from slca_grpo.rollout.sampling import STOP_EOS, Generation
 from slca_grpo.types import ToolCall
 
@@ -64,6 +64,27 @@ def _require_prefix(before: str, after: str, added: str) -> None:
     )
 
 
+def executable_block(blocks: Sequence[ToolCallBlock]) -> ToolCallBlock | None:
+    """The block a turn with several blocks executes: the first one that cannot run (so the model
+    sees its error), else all calls of the turn as one step of parallel calls."""
+    if not blocks:
+        return None
+    for block in blocks:
+        if not block.is_executable:
+            return block
+    if len(blocks) == 1:
+        return blocks[0]
+    calls = tuple(call for block in blocks for call in block.calls)
+    unknown = [block.error for block in blocks if block.status is BlockStatus.UNKNOWN_TOOL]
+    status = BlockStatus.UNKNOWN_TOOL if unknown else BlockStatus.VALID
+    return ToolCallBlock(
+        body="\n".join(block.body for block in blocks),
+        status=status,
+        calls=calls,
+        error="; ".join(e for e in unknown if e) or None,
+    )
+
+
 class NativeFormatter(ChatFormatter):
     """Prompts, injected tool results and SFT targets rendered by ``tokenizer.apply_chat_template``."""
 
@@ -96,12 +117,11 @@ class NativeFormatter(ChatFormatter):
     def prompt_ids(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> list[int]:
         return self.encode(self.render(structured_messages(messages), prompt_tools(tools), generation=True))
 
-    def dialogue(self, task, prompt_ids: Sequence[int] | None = None) -> Dialogue:
+    def dialogue(self, task) -> Dialogue:
         messages = structured_messages(task.messages)
         tools = prompt_tools(task.tools)
         rendered = self.render(messages, tools, generation=True)
-        ids = list(prompt_ids) if prompt_ids is not None else self.encode(rendered)
-        return Dialogue(ids, messages, tools, rendered=rendered)
+        return Dialogue(self.encode(rendered), messages, tools, rendered=rendered)
 
     # -- the probe ---------------------------------------------------------------------------
 
@@ -112,12 +132,12 @@ class NativeFormatter(ChatFormatter):
                 tokens.add(str(added))
         return sorted((t for t in tokens if t), key=len, reverse=True)
 
-    def _assistant_tail(self, messages: list[dict[str, Any]], reply: dict[str, Any]) -> tuple[str, str, str]:
-        """(rendering with the generation prompt, with ``reply`` appended, and the reply's part)."""
-        before = self.render(messages, [_PROBE_TOOL], generation=True)
+    def _assistant_tail(self, prompt: str, messages: list[dict[str, Any]], reply: dict[str, Any]) -> tuple[str, str]:
+        """The probe conversation with ``reply`` appended, and the reply's part of it (``prompt``
+        is the conversation's rendering with the generation prompt)."""
         after = self.render([*messages, reply], [_PROBE_TOOL], generation=False)
-        _require_prefix(before, after, "an assistant turn")
-        return before, after, after[len(before) :]
+        _require_prefix(prompt, after, "an assistant turn")
+        return after, after[len(prompt) :]
 
     def _last_special(self, tail: str) -> str:
         found = [(tail.rfind(token), len(token), token) for token in self._specials if token in tail]
@@ -133,13 +153,13 @@ class NativeFormatter(ChatFormatter):
         if _PROBE_NAME not in prompt:
             raise ChatTemplateError("the chat template does not show the tools it is given (use chat_format: hermes)")
         single = assistant_call_message(_PROBE_CALLS[:1], turn=0)
-        _, with_call, tail = self._assistant_tail(messages, single)
+        with_call, tail = self._assistant_tail(prompt, messages, single)
         call_end = self._last_special(tail)
         body = tail[: tail.rfind(call_end)]
         self.tool_parser = self._detect_syntax(body, _PROBE_CALLS[:1], tool_parser)
-        _, _, answer_tail = self._assistant_tail(messages, {"role": "assistant", "content": "It is alpha-7731."})
+        _, answer_tail = self._assistant_tail(prompt, messages, {"role": "assistant", "content": "It is alpha-7731."})
         answer_end = self._last_special(answer_tail)
-        self.max_calls_per_turn = None if self._renders_parallel_calls(messages) else 1
+        self.max_calls_per_turn = None if self._renders_parallel_calls(prompt, messages) else 1
         ends = {call_end, answer_end}
         self.stop_token_ids = sorted(
             {self.tokenizer.convert_tokens_to_ids(token) for token in ends}
@@ -171,9 +191,9 @@ class NativeFormatter(ChatFormatter):
             f"(tool_parser: one of {', '.join(TOOL_SYNTAXES)}, or chat_format: hermes)"
         )
 
-    def _renders_parallel_calls(self, messages: list[dict[str, Any]]) -> bool:
+    def _renders_parallel_calls(self, prompt: str, messages: list[dict[str, Any]]) -> bool:
         try:
-            _, _, tail = self._assistant_tail(messages, assistant_call_message(_PROBE_CALLS, turn=0))
+            _, tail = self._assistant_tail(prompt, messages, assistant_call_message(_PROBE_CALLS, turn=0))
         except ChatTemplateError:  # e.g. "This model only supports single tool-calls at once!"
             return False
         body = tail[: tail.rfind(self._last_special(tail))]
@@ -201,7 +221,7 @@ class NativeFormatter(ChatFormatter):
         if len(parsed.blocks) > 1 and block is not None and block.calls and block.is_valid:
             # One step of parallel calls reads as one block, as HierR's parallel component expects.
             prose = strip_tool_call_blocks(view)
-            view = (prose + "\n" if prose else "") + render_tool_calls(block.calls)
+            view = assistant_text(prose, block.calls)
         return TurnReading(view, calls_tools=True, block=block)
 
     def answer_text(self, generation: Generation, tool_names: Sequence[str]) -> str:
@@ -229,9 +249,7 @@ class NativeFormatter(ChatFormatter):
         results = [
             {"role": "tool", "tool_call_id": ids[min(i, len(ids) - 1)], "content": text} for i, text in enumerate(shown)
         ]
-        with_reply = self.render([*dialogue.messages, reply], dialogue.tools, generation=False)
-        _require_prefix(dialogue.rendered, with_reply, "an assistant turn")
-        position, end = self._turn_end(with_reply, len(dialogue.rendered))
+        with_reply, position, end = self._with_reply(dialogue, reply)
         cut = position + len(end)
         with_results = self.render([*dialogue.messages, reply, *results], dialogue.tools, generation=True)
         _require_prefix(with_reply[:cut], with_results, "tool results")
@@ -244,10 +262,16 @@ class NativeFormatter(ChatFormatter):
         """A template that writes one call per turn makes a parallel step as consecutive turns."""
         return [list(step)] if self.max_calls_per_turn is None else [[call] for call in step]
 
-    def _reply_ids(self, dialogue: Dialogue, reply: dict[str, Any]) -> list[int]:
+    def _with_reply(self, dialogue: Dialogue, reply: dict[str, Any]) -> tuple[str, int, str]:
+        """The conversation rendered with ``reply`` appended, where the reply's end-of-turn token
+        lies in it, and which token that is."""
         rendered = self.render([*dialogue.messages, reply], dialogue.tools, generation=False)
         _require_prefix(dialogue.rendered, rendered, "an assistant turn")
         position, end = self._turn_end(rendered, len(dialogue.rendered))
+        return rendered, position, end
+
+    def _reply_ids(self, dialogue: Dialogue, reply: dict[str, Any]) -> list[int]:
+        rendered, position, end = self._with_reply(dialogue, reply)
         return self.encode(rendered[len(dialogue.rendered) : position]) + [self.tokenizer.convert_tokens_to_ids(end)]
 
     def call_ids(self, dialogue: Dialogue, calls: Sequence[ToolCall], text: str = "") -> list[int]:

@@ -17,7 +17,7 @@ import re
 import uuid
 from typing import Any
 
-from slca_grpo.chat import BlockStatus, parse_tool_calls, strip_tool_call_blocks
+from slca_grpo.chat import parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.eval.bfcl.calls import UnsafeCallError, build_call_string
 from slca_grpo.eval.bfcl.convert import docs_to_tools, exposed_names
@@ -111,12 +111,7 @@ class MultiTurnEpisode:
         self.turns[self.turn].append(len(self.responses))
         self.responses.append(text)
         parsed = parse_tool_calls(text, allowed_tools=self._available_exposed())
-        requested = [
-            call
-            for block in parsed.blocks
-            if block.status in (BlockStatus.VALID, BlockStatus.UNKNOWN_TOOL)
-            for call in block.calls
-        ]
+        requested = [call for block in parsed.blocks if block.is_executable for call in block.calls]
         if not requested:
             # Nothing decodable: the agent is done with this turn (bfcl-eval's rule).
             self.calls.append([])

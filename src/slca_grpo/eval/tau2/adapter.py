@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slca_grpo.chat import BlockStatus, clean_answer, parse_tool_calls, strip_tool_call_blocks
+from slca_grpo.chat import clean_answer, parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.eval.tau2._tau2 import import_tau2
 
@@ -46,7 +46,6 @@ Responder = Callable[[AgentRequest], str]
 
 # A block whose call is well formed but names a tool the domain lacks still goes to τ²'s
 # environment, which answers with an error, exactly as for an API model calling an unknown tool.
-_FORWARDED = (BlockStatus.VALID, BlockStatus.UNKNOWN_TOOL)
 
 
 def tau2_system_prompt(domain_policy: str) -> str:
@@ -107,8 +106,8 @@ def text_to_assistant_message(
     - Nothing at all: :data:`EMPTY_REPLY`.
     """
     parsed = parse_tool_calls(text, allowed_tools=allowed_tools)
-    calls = [call for block in parsed.blocks if block.status in _FORWARDED for call in block.calls]
-    malformed = sum(1 for block in parsed.blocks if block.status not in _FORWARDED)
+    calls = [call for block in parsed.blocks if block.is_executable for call in block.calls]
+    malformed = sum(1 for block in parsed.blocks if not block.is_executable)
     prose = clean_answer(strip_tool_call_blocks(parsed.text))
     if calls:
         tool_calls = [

@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.chat.template import render_tool_calls
+from slca_grpo.chat.template import assistant_text
 from slca_grpo.data.tasks import TaskFormatError, task_from_dict
 from slca_grpo.types import Task
 
@@ -55,7 +55,7 @@ def _prompt(task: Task) -> list[dict[str, str]]:
         content = "" if message.get("content") is None else str(message.get("content"))
         calls = [call.get("function", call) for call in message.get("tool_calls") or []]
         if calls:
-            content = "\n".join(part for part in (content, render_tool_calls(calls)) if part)
+            content = assistant_text(content, calls)
         prompt.append({"role": str(message["role"]), "content": content})
     return prompt
 
