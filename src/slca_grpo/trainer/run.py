@@ -203,6 +203,8 @@ def load_policy(config: ModelConfig, corpus_tasks: list[Task] | None = None):
             template = Path(config.chat_template).expanduser().read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"model.chat_template: cannot read {config.chat_template}: {exc}") from None
+        if not template.strip():  # an empty template would silently mean "no template": the Hermes format
+            raise ConfigError(f"model.chat_template: {config.chat_template} is empty")
     model, tokenizer = load_model(config.name, dtype=dtypes[config.dtype], **kwargs)
     if template is not None:
         tokenizer.chat_template = template
