@@ -224,3 +224,10 @@ def test_rewards_are_bounded_and_each_step_served_at_most_once(texts: list[str])
     charged = sum(t.charged for t in rewards.turns)
     assert charged == (rewards.missing if any(t.has_call for t in rewards.turns) else 0)
     assert all(t.reward <= t.score for t in rewards.turns)
+
+
+def test_turns_must_be_a_sequence_of_turns():
+    with pytest.raises(TypeError, match="got a single text"):
+        turn_rewards(flight_task(), call(SEARCH))
+    with pytest.raises(TypeError, match="a turn must be its text, a ParsedResponse or a Turn, got dict"):
+        turn_rewards(flight_task(), [{"text": call(SEARCH)}])

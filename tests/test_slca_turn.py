@@ -524,3 +524,27 @@ def test_learnable_runs_are_the_segments_runs():
     assert learnable_runs(torch.tensor([0, 0])) == [] and learnable_runs([]) == []
     segments = turn_segments_from_mask(torch.tensor([0, 1, 1, 0, 1, 1, 0, 1]))
     assert [int(segments[start]) for start, _ in learnable_runs([0, 1, 1, 0, 1, 1, 0, 1])] == [3, 4, SEG_SUMMARY]
+
+
+def test_a_ragged_row_shorter_than_its_rollouts_turns_is_refused_not_padded():
+    segments = torch.tensor([TWO_TURNS, TWO_TURNS])
+    with pytest.raises(ValueError, match=r"holds 1 value\(s\) for rollout 0, which has 2 tool turns"):
+        compute_advantages("slca-turn", group_ids=[0, 0], segment_ids=segments, rewards=rewards([[1.0], [0.0, 0.0]]))
+    # A row may hold more values than tool turns (the summary turn's value comes along).
+    compute_advantages("slca-turn", group_ids=[0, 0], segment_ids=segments, rewards=rewards([[1, 0, 0], [0, 1]]))
+
+
+def test_a_turn_code_no_mask_can_make_is_refused_before_anything_is_allocated():
+    huge = torch.tensor([[3, 10**6, 2]])
+    with pytest.raises(ValueError, match="rows of 3 tokens have at most 3 turns"):
+        compute_advantages("slca-turn", group_ids=[0], segment_ids=huge, rewards=rewards([[1.0, 1.0]]))
+
+
+def test_learnable_runs_reads_one_mask_and_refuses_what_the_segmenters_refuse():
+    from slca_grpo.algos.segments import learnable_runs
+
+    assert learnable_runs(torch.tensor([1, 1, 0, 1])) == learnable_runs([1, 1, 0, 1]) == [(0, 2), (3, 4)]
+    with pytest.raises(ValueError, match=r"one response's \[T\] mask"):
+        learnable_runs(torch.ones(2, 3))
+    with pytest.raises(ValueError, match="non-finite"):
+        learnable_runs(torch.tensor([1.0, float("nan")]))

@@ -137,3 +137,19 @@ def test_rows_are_written_a_group_at_a_time_and_an_empty_source_leaves_no_file(t
     with pytest.raises(ValueError, match="no rows to write"):
         write_tasks_parquet(iter([]), tmp_path / "empty.parquet")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.parquet"]
+
+
+def test_the_per_turn_reward_needs_the_loops_turn_texts_and_bad_extras_name_their_rollout():
+    from slca_grpo.integrations.verl.advantages import rewards_from_extras
+    from slca_grpo.integrations.verl.reward import TURN_TEXTS_FIELD, compute_score
+
+    task = weather_task()
+    row = task_to_row(task, 0)
+    with pytest.raises(ValueError, match="needs each turn's text"):
+        compute_score("slca", "", row["reward_model"]["ground_truth"], row["extra_info"], estimator="slca-turn")
+    texts = ['<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>', "Sunny."]
+    extra = {**row["extra_info"], TURN_TEXTS_FIELD: texts, "slca_response_text": "".join(texts)}
+    scored = compute_score("slca", "", row["reward_model"]["ground_truth"], extra, estimator="slca-turn")
+    assert json.loads(scored["turn"])[0] > 0
+    with pytest.raises(ValueError, match=r"rollout k7: reward_extra_info\['turn'\] is not JSON"):
+        rewards_from_extras([{"turn": "[0.5,"}], ["turn"], ["k7"])

@@ -13,7 +13,14 @@ from torch import Tensor
 
 from slca_grpo.algos.grouping import group_zscore, stat_dtype
 from slca_grpo.algos.registry import AdvantageConfig, RewardView, register_estimator
-from slca_grpo.algos.segments import SEG_FIRST_TURN, SEG_SUMMARY, SEG_TOOL, segment_presence, turn_count
+from slca_grpo.algos.segments import (
+    NUM_SEGMENT_CODES,
+    SEG_FIRST_TURN,
+    SEG_SUMMARY,
+    SEG_TOOL,
+    segment_presence,
+    turn_count,
+)
 
 __all__ = ["grpo", "rltr", "route_by_segment", "route_table", "slca", "slca_turn", "toolpo"]
 
@@ -65,25 +72,29 @@ def _slca_penalty(rewards: RewardView) -> tuple[Tensor, Tensor]:
     return _as_flag(rewards["no_call"]) | (score < 0), score
 
 
+def _summary_advantage(
+    group_index: Tensor, summary_present: Tensor, rewards: RewardView, config: AdvantageConfig
+) -> tuple[Tensor, Tensor]:
+    """(penalty [B], the summary segment's advantage [B]) of SLCA and SLCA-turn: the summary reward,
+    or the score of a penalised rollout, z-scored over the rollouts with a summary segment."""
+    penalty, score = _slca_penalty(rewards)
+    # The omission / negative-score penalty reaches only the summary segment.
+    summary_reward = torch.where(penalty, score, _as_float(rewards["summary"]))
+    options = {"eps": config.eps, "norm_std": config.norm_std, "small_groups": "zero"}
+    return penalty, group_zscore(summary_reward, group_index, summary_present, **options)  # type: ignore[arg-type]
+
+
 @register_estimator("slca", rewards=("score", "tool", "summary", "no_call"))
 def slca(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig) -> Tensor:
     """SLCA: per-segment presence-filtered z-scores, each routed only to its own segment's tokens."""
-    penalty, score = _slca_penalty(rewards)
-    # The omission / negative-score penalty reaches only the summary segment.
+    presence = segment_presence(segment_ids, NUM_SEGMENT_CODES)
+    penalty, summary_advantage = _summary_advantage(group_index, presence[:, SEG_SUMMARY], rewards, config)
     tool_reward = torch.where(penalty, 0.0, _as_float(rewards["tool"]))
-    summary_reward = torch.where(penalty, score, _as_float(rewards["summary"]))
-    presence = segment_presence(segment_ids)
     options = {"eps": config.eps, "norm_std": config.norm_std, "small_groups": "zero"}
     tool_advantage = group_zscore(
         tool_reward,
         group_index,
         presence[:, SEG_TOOL],
-        **options,  # type: ignore[arg-type]
-    )
-    summary_advantage = group_zscore(
-        summary_reward,
-        group_index,
-        presence[:, SEG_SUMMARY],
         **options,  # type: ignore[arg-type]
     )
     return route_by_segment(
@@ -103,7 +114,7 @@ def toolpo(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config
         norm_std=config.norm_std,
         small_groups="unit",
     )
-    tool_present = segment_presence(segment_ids)[:, SEG_TOOL]
+    tool_present = segment_presence(segment_ids, NUM_SEGMENT_CODES)[:, SEG_TOOL]
     action_advantage = group_zscore(
         _as_float(rewards["action"]),
         group_index,
@@ -117,7 +128,7 @@ def toolpo(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config
 @register_estimator("rltr", rewards=("planner",))
 def rltr(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig) -> Tensor:
     """RLTR: z-scored planner reward on tool tokens only (summary tokens get 0)."""
-    tool_present = segment_presence(segment_ids)[:, SEG_TOOL]
+    tool_present = segment_presence(segment_ids, NUM_SEGMENT_CODES)[:, SEG_TOOL]
     planner_advantage = group_zscore(
         _as_float(rewards["planner"]),
         group_index,
@@ -142,25 +153,14 @@ def discounted_returns(rewards: Tensor, present: Tensor, discount: float) -> Ten
 @register_estimator("slca-turn", rewards=("score", "summary", "no_call", "turn"), segmentation="turn")
 def slca_turn(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig) -> Tensor:
     """SLCA with one segment per tool turn: turn k's reward z-scored over the rollouts that have turn k."""
-    penalty, score = _slca_penalty(rewards)
-    summary_reward = torch.where(penalty, score, _as_float(rewards["summary"]))
     turns = turn_count(segment_ids)
     presence = segment_presence(segment_ids, SEG_FIRST_TURN + turns)
+    penalty, summary_advantage = _summary_advantage(group_index, presence[:, SEG_SUMMARY], rewards, config)
     options = {"eps": config.eps, "norm_std": config.norm_std, "small_groups": "zero"}
-    summary_advantage = group_zscore(
-        summary_reward,
-        group_index,
-        presence[:, SEG_SUMMARY],
-        **options,  # type: ignore[arg-type]
-    )
-    per_turn = rewards.per_turn("turn")
-    if per_turn.shape[1] < turns:
-        raise ValueError(
-            f"per-turn reward 'turn' has {per_turn.shape[1]} column(s), but the segment ids hold {turns} tool turns"
-        )
     turn_present = presence[:, SEG_FIRST_TURN:]
+    per_turn = rewards.per_turn("turn", turn_present.sum(dim=1))
     # As in SLCA, the omission / negative-score penalty reaches only the summary segment.
-    turn_reward = torch.where(penalty[:, None], 0.0, per_turn[:, :turns].to(summary_reward.dtype))
+    turn_reward = torch.where(penalty[:, None], 0.0, per_turn[:, :turns].to(summary_advantage.dtype))
     returns = discounted_returns(turn_reward, turn_present, config.turn_discount)
     turn_advantage = returns
     if returns.numel():

@@ -172,6 +172,18 @@ def segment_ids_for(name: str, response_mask: Tensor) -> Tensor:
 RewardValue = Tensor | Sequence[float] | Sequence[bool]
 
 
+def pad_rows(rows: Sequence[Sequence[float]], width: int) -> list[list[float]]:
+    """Ragged rows of per-turn values padded with 0 to ``width`` columns."""
+    return [list(row) + [0.0] * (width - len(row)) for row in rows]
+
+
+def _check_finite(where: str, tensor: Tensor) -> None:
+    bad = ~torch.isfinite(tensor)
+    if bool(bad.any()):
+        rows = (bad.any(dim=1) if bad.dim() == 2 else bad).nonzero().flatten()[:8].tolist()
+        raise ValueError(f"{where} has non-finite values (NaN/inf) at rollouts {rows}")
+
+
 class RewardView(Mapping[str, Tensor]):
     """Read-only view of the caller's rewards that checks each one when an estimator reads it.
 
@@ -219,15 +231,13 @@ class RewardView(Mapping[str, Tensor]):
         if tensor.is_complex():
             raise ValueError(f"{where} must be real, got dtype {tensor.dtype}")
         if tensor.is_floating_point():
-            bad = ~torch.isfinite(tensor)
-            if bool(bad.any()):
-                rows = bad.nonzero().flatten()[:8].tolist()
-                raise ValueError(f"{where} has non-finite values (NaN/inf) at rollouts {rows}")
+            _check_finite(where, tensor)
         return tensor
 
-    def per_turn(self, key: str) -> Tensor:
+    def per_turn(self, key: str, turns: Tensor) -> Tensor:
         """The reward ``key`` as ``[B, K]`` floats, column k - 1 for tool turn k: a ``[B, K]``
-        tensor, or one sequence of per-turn values per rollout (ragged rows are padded with 0)."""
+        tensor, or one sequence of per-turn values per rollout (ragged rows are padded with 0).
+        ``turns`` ``[B]``: how many tool turns each rollout has, the values it must hold at least."""
         cache_key = (key, "per_turn")
         if cache_key in self._checked:
             return self._checked[cache_key]
@@ -235,24 +245,35 @@ class RewardView(Mapping[str, Tensor]):
             raise self._missing(key)
         where = f"per-turn reward {key!r} (estimator {self._estimator!r})"
         value = self._raw[key]
+        given: Tensor | None = None  # values per rollout, when they come as sequences
         if not isinstance(value, Tensor):
             try:
                 rows = [[float(v) for v in row] for row in value]
             except (TypeError, ValueError) as err:
                 raise ValueError(f"{where} must be [B, K] numbers or one sequence per rollout: {err}") from None
             width = max((len(row) for row in rows), default=0)
-            padded = [row + [0.0] * (width - len(row)) for row in rows]
-            value = torch.tensor(padded, dtype=torch.float64).reshape(len(rows), width)
+            given = torch.tensor([len(row) for row in rows], dtype=torch.long)
+            value = torch.tensor(pad_rows(rows, width), dtype=torch.float64).reshape(len(rows), width)
         if value.dim() != 2 or value.shape[0] != self._batch_size:
             raise ValueError(f"{where} must have shape [{self._batch_size}, K], got {tuple(value.shape)}")
         if value.is_complex() or value.dtype == torch.bool:
             raise ValueError(f"{where} must be real numbers, got dtype {value.dtype}")
         device = value.device if self._device is None else torch.device(self._device)
         tensor = value.to(device=device, dtype=stat_dtype(device))
-        bad = ~torch.isfinite(tensor)
-        if bool(bad.any()):
-            rows_bad = bad.any(dim=1).nonzero().flatten()[:8].tolist()
-            raise ValueError(f"{where} has non-finite values (NaN/inf) at rollouts {rows_bad}")
+        _check_finite(where, tensor)
+        turns = turns.cpu()
+        most = int(turns.max()) if turns.numel() else 0
+        if tensor.shape[1] < most:
+            raise ValueError(
+                f"per-turn reward {key!r} has {tensor.shape[1]} column(s), but the segment ids hold {most} tool turns"
+            )
+        short = (given < turns).nonzero().flatten() if given is not None else torch.zeros(0)
+        if short.numel():  # a ragged row shorter than its rollout's turns would read padding as rewards
+            row = int(short[0])
+            raise ValueError(
+                f"{where} holds {int(given[row])} value(s) for rollout {row}, which has {int(turns[row])} tool "
+                f"turns (rollouts short of values: {short[:8].tolist()})"
+            )
         self._checked[cache_key] = tensor
         return tensor
 

@@ -24,7 +24,6 @@ SEG_SUMMARY = 2
 NUM_SEGMENT_CODES = 3  # codes of the role layout
 SEG_FIRST_TURN = 3  # turn layout: tool turn k has code SEG_FIRST_TURN + k - 1
 SEGMENT_NAMES: dict[int, str] = {SEG_NONE: "none", SEG_TOOL: "tool", SEG_SUMMARY: "summary"}
-SEGMENTATIONS = ("role", "turn")
 
 __all__ = [
     "NUM_SEGMENT_CODES",
@@ -110,7 +109,13 @@ def learnable_runs(response_mask: Sequence[int] | Sequence[bool] | Tensor) -> li
     """``[(start, end), ...]``: the maximal runs of learnable tokens of one response, in order (run
     k is assistant turn k, the last one the summary). With the response ids, this is how a trainer
     that holds only tokens (the verl adapter) recovers each turn's text for the per-turn reward."""
-    values = response_mask.tolist() if isinstance(response_mask, Tensor) else list(response_mask)
+    if isinstance(response_mask, Tensor):
+        mask = _as_bool_mask(response_mask)  # refuses NaN, as the tensor segmenters do
+        if mask.dim() != 1:
+            raise ValueError(f"learnable_runs reads one response's [T] mask, got shape {tuple(mask.shape)}")
+        values = mask.tolist()
+    else:
+        values = list(response_mask)
     runs: list[tuple[int, int]] = []
     start = None
     for position, value in enumerate([*values, 0]):
@@ -123,6 +128,7 @@ def learnable_runs(response_mask: Sequence[int] | Sequence[bool] | Tensor) -> li
 
 
 _SEGMENTERS = {"role": segments_from_mask, "turn": turn_segments_from_mask}
+SEGMENTATIONS = tuple(_SEGMENTERS)
 
 
 def segment_ids_from_mask(segmentation: str, response_mask: Tensor) -> Tensor:
@@ -181,6 +187,12 @@ def checked_segment_ids(segment_ids: Tensor, *, batch_size: int | None = None) -
         raise ValueError(
             f"segment_ids mix the tool code {SEG_TOOL} (role layout) with turn codes >= {SEG_FIRST_TURN} "
             "(turn layout); build them with one function (algos.segment_ids_for)"
+        )
+    if high >= SEG_FIRST_TURN + segment_ids.shape[1]:
+        # A row of T tokens holds at most T runs: a larger turn code is not one of a mask's.
+        raise ValueError(
+            f"segment_ids hold turn code {high}, but rows of {segment_ids.shape[1]} tokens have at most "
+            f"{segment_ids.shape[1]} turns (codes up to {SEG_FIRST_TURN + segment_ids.shape[1] - 1})"
         )
     return segment_ids.long(), high
 

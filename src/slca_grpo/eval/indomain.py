@@ -17,11 +17,11 @@ import torch
 
 from slca_grpo.chat import parse_tool_calls
 from slca_grpo.eval.slots import slot_accuracy, slot_results
-from slca_grpo.rewards.batch import RewardBatch, RolloutReward, compute_rewards
+from slca_grpo.rewards.batch import DEFAULT_REWARDS, RewardBatch, RolloutReward, compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge
 from slca_grpo.rewards.matching import call_signature, max_bipartite_matching, strict_call_match
-from slca_grpo.rewards.turns import split_turns, turn_rewards
+from slca_grpo.rewards.turns import split_turns
 from slca_grpo.rollout.sampling import SamplingConfig
 from slca_grpo.types import Task, Trajectory
 
@@ -52,7 +52,7 @@ def item_metrics(trajectory: Trajectory, task: Task, reward: RolloutReward) -> d
         "repeat_calls": repeats,
         "truncated": trajectory.truncated,
         "slots": [[kind, correct] for kind, correct in slot_results(task, calls)],
-        "steps": list(turn_rewards(task, trajectory.turns or split_turns(trajectory.response_text)).step_scores),
+        "steps": list(reward.detail("turn").step_scores),
     }
     for threshold in SUCCESS_THRESHOLDS:
         item[f"success@{threshold}"] = float(half_score >= threshold - 1e-12)
@@ -110,7 +110,14 @@ def score_trajectories(
 ) -> tuple[list[dict[str, Any]], dict[str, Any], RewardBatch]:
     by_id = {t.id: t for t in tasks}
     rollout_tasks = [by_id[t.task_id] for t in trajectories]
-    rewards = compute_rewards([t.response_text for t in trajectories], rollout_tasks, judge, reward_config)
+    rewards = compute_rewards(
+        [t.response_text for t in trajectories],
+        rollout_tasks,
+        judge,
+        reward_config,
+        names=(*DEFAULT_REWARDS, "turn"),
+        turns=[t.turns or split_turns(t.response_text) for t in trajectories],
+    )
     items = [item_metrics(t, task, r) for t, task, r in zip(trajectories, rollout_tasks, rewards.records)]
     return items, aggregate(items), rewards
 

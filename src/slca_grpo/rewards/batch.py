@@ -84,12 +84,15 @@ class RewardBatch:
         turns of a rollout, shorter rows padded with 0."""
         import torch
 
+        from slca_grpo.algos.registry import pad_rows
+
         out = {}
         for name, values in self.as_dict().items():
             if values and isinstance(values[0], list):
                 width = max(len(row) for row in values)
-                padded = [row + [0.0] * (width - len(row)) for row in values]
-                out[name] = torch.tensor(padded, dtype=torch.float32, device=device).reshape(len(values), width)
+                out[name] = torch.tensor(pad_rows(values, width), dtype=torch.float32, device=device).reshape(
+                    len(values), width
+                )
                 continue
             flags = bool(values) and isinstance(values[0], bool)
             out[name] = torch.tensor(values, dtype=torch.bool if flags else torch.float32, device=device)

@@ -124,7 +124,11 @@ def split_turns(text: str) -> list[str]:
 
 
 def _turn_text(turn: TurnInput) -> str | ParsedResponse:
-    return turn.text if isinstance(turn, Turn) else turn
+    if isinstance(turn, Turn):
+        return turn.text
+    if isinstance(turn, (str, ParsedResponse)):
+        return turn
+    raise TypeError(f"a turn must be its text, a ParsedResponse or a Turn, got {type(turn).__name__}")
 
 
 def _align(scores: list[list[float]]) -> list[int | None]:
@@ -158,6 +162,8 @@ def turn_rewards(
 ) -> TurnRewards:
     """The per-turn reward of a rollout, from its turns in order: texts, parsed texts or ``Turn``s
     (their ``text``). ``config`` gives the execution weights (a ``RewardConfig`` or the weights)."""
+    if isinstance(turns, (str, bytes)):  # one text would be read as one turn per character
+        raise TypeError("turns must be a sequence of turns, got a single text")
     weights = config.weights if isinstance(config, RewardConfig) else config or ExecutionWeights()
     parsed = [parse_for_task(_turn_text(turn), task) for turn in turns]
     steps = [step for step in task.gold_calls if step]

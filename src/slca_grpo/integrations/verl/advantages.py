@@ -53,11 +53,19 @@ def rewards_from_extras(
                 present = sorted(info) if isinstance(info, Mapping) else "no reward_extra_info"
                 raise KeyError(
                     f"rollout {rollout}: reward_extra_info has no {key!r} (has {present}); set "
-                    "reward.custom_reward_function to slca_grpo.integrations.verl.reward.compute_score"
+                    "reward.custom_reward_function to slca_grpo.integrations.verl.reward.compute_score "
+                    "and its reward_kwargs.estimator to algorithm.adv_estimator"
                 )
             value = info[key]
             # Per-turn rewards travel as JSON lists (verl's extras hold one scalar or string each).
-            values.append(json.loads(value) if isinstance(value, str) else value)
+            if isinstance(value, str):
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    raise ValueError(
+                        f"rollout {rollout}: reward_extra_info[{key!r}] is not JSON: {value[:80]!r}"
+                    ) from None
+            values.append(value)
         rewards[name] = values
     return rewards
 

@@ -161,12 +161,10 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         text = await loop.run_in_executor(
             None, partial(self.tokenizer.decode, skip_special_tokens=False), output.response_ids
         )
-        turn_texts = [
-            await loop.run_in_executor(
-                None, partial(self.tokenizer.decode, skip_special_tokens=False), output.response_ids[start:end]
-            )
-            for start, end in learnable_runs(output.response_mask)
-        ]
+        runs = [output.response_ids[start:end] for start, end in learnable_runs(output.response_mask)]
+        turn_texts = await loop.run_in_executor(
+            None, partial(self.tokenizer.batch_decode, skip_special_tokens=False), runs
+        )
         output.extra_fields.update(
             {
                 RESPONSE_TEXT_FIELD: text,

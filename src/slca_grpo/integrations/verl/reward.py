@@ -24,7 +24,7 @@ from slca_grpo.integrations.verl.advantages import extra_key
 from slca_grpo.integrations.verl.config import SECTION, plain, read_section
 from slca_grpo.integrations.verl.rows import task_from_extra_info
 from slca_grpo.plugins import load_plugins
-from slca_grpo.rewards.batch import compute_rewards
+from slca_grpo.rewards.batch import compute_rewards, families_for
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.factory import make_checker, make_judge
 from slca_grpo.rewards.hierarchical import HIERR_NAMES
@@ -74,15 +74,16 @@ def compute_score(
     if not isinstance(text, str):
         text = solution_str
     config, judge, checker = _services(json.dumps(plain(reward or {}), sort_keys=True))
+    names = reward_names(estimator)
     turns = extra_info.get(TURN_TEXTS_FIELD) if isinstance(extra_info, Mapping) else None
+    if turns is None and any(family.uses_turns for family in families_for(names)):
+        # Cutting the text at its </tool_call> tags could give more turns than the mask has runs.
+        raise ValueError(
+            f"estimator {estimator!r} reads a per-turn reward, which needs each turn's text in extra_info "
+            f"[{TURN_TEXTS_FIELD!r}]; run the rollouts with our agent loop (slca_tool_agent)"
+        )
     batch = compute_rewards(
-        [text],
-        [task],
-        judge,
-        config,
-        names=reward_names(estimator),
-        checker=checker,
-        turns=[list(turns)] if turns is not None else None,
+        [text], [task], judge, config, names=names, checker=checker, turns=[list(turns)] if turns is not None else None
     )
     # A per-turn reward (one value per turn) is a JSON list: verl's extras hold a scalar or a string each.
     return {
