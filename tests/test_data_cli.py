@@ -214,3 +214,72 @@ def test_convert_to_parquet_writes_verl_rows_that_read_back_as_the_same_tasks(tm
         capsys, "convert", FIXTURES / "bfcl" / "BFCL_v4_simple_python.json", "--to", tmp_path / "bfcl.parquet"
     )
     assert code == 2 and "evaluation only" in err and not (tmp_path / "bfcl.parquet").exists()
+
+
+def test_damaged_gzip_files_are_one_line_naming_the_file(tmp_path, capsys):
+    import gzip
+
+    rows = "\n".join(json.dumps({"query": f"q{i}", "tools": "[]", "answers": "[]"}) for i in range(3000)) + "\n"
+    packed = gzip.compress(rows.encode())
+    corrupt = bytearray(packed)
+    for i in range(12, 40):
+        corrupt[i] ^= 0x5A
+    cases = {"truncated": packed[: len(packed) // 2], "corrupt": bytes(corrupt), "plain": b"not gzip\n"}
+    for name, data in cases.items():
+        path = tmp_path / f"{name}.jsonl.gz"
+        path.write_bytes(data)
+        for command in ("validate", "inspect"):
+            code, _, err = run(capsys, command, path)
+            assert code == 2 and err.startswith(f"error: {path}: not a readable gzip file"), (name, err)
+            assert "Traceback" not in err
+
+
+def test_parquet_values_json_cannot_hold_are_read_as_json_holds_them_or_make_the_row_bad(tmp_path, capsys):
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    metadata = [{"blob": b"note", "when": datetime.datetime(2024, 1, 2)}, {"blob": b"\xff", "when": None}]
+    table = pa.table({"id": ["a", "b"], "messages": [[{"role": "user", "content": "hi"}]] * 2, "metadata": metadata})
+    source = tmp_path / "rows.parquet"
+    pq.write_table(table, source)
+    code, _, err = run(capsys, "convert", source, "--to", tmp_path / "out.jsonl")
+    assert code == 2 and f"{source}:row 2: metadata.blob: binary data that is not UTF-8 text" in err
+    code, _, _ = run(capsys, "convert", source, "--to", tmp_path / "out.jsonl", "--skip-bad")
+    (written,) = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert code == 0 and written["metadata"] == {"blob": "note", "when": "2024-01-02T00:00:00"}
+
+
+def test_validate_counts_what_it_does_not_print_and_arguments_are_checked(tmp_path, capsys):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"query": "q", "tools": "[]", "answers": "[]"}) + "\n" + "{\n" * 1500)
+    code, out, _ = run(capsys, "validate", path, "--max-errors", "5000")
+    lines = out.splitlines()
+    assert code == 1 and len(lines) == 1000 + 2 and lines[-2] == "... and 500 more"
+    for argv, problem in [
+        (["validate", path, "--max-errors", "-1"], "--max-errors: must be >= 0"),
+        (["convert", path, "--to", tmp_path / "o.jsonl", "--limit", "-1"], "--limit: must be >= 0"),
+        (["inspect", ""], "a source is a file"),
+    ]:
+        with pytest.raises(SystemExit):
+            main(["data", *map(str, argv)])
+        assert problem in capsys.readouterr().err
+
+
+def test_a_mid_array_syntax_error_is_reported_without_reading_the_rest(tmp_path, capsys, monkeypatch):
+    from slca_grpo.data import records
+
+    rows = [json.dumps({"query": f"q{i}", "tools": "[]", "answers": "[]"}) for i in range(2000)]
+    rows[1] = "{bad"
+    path = tmp_path / "broken.json"
+    path.write_text("[" + ",".join(rows) + "]")  # ~100 KB: 25 chunks of 4 KB
+    monkeypatch.setattr(records, "_CHUNK_CHARS", 4096)
+    reads = []
+    original = records._ArrayReader.more
+    monkeypatch.setattr(
+        records._ArrayReader, "more", lambda self, at_least=0: reads.append(1) or original(self, at_least)
+    )
+    code, _, err = run(capsys, "validate", path)
+    assert code == 2 and f"{path}:row 2: invalid JSON" in err
+    assert len(reads) <= 2  # the first chunk holds the error: no read to the end of the file to report it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -286,6 +287,22 @@ def test_responses_answering_unknown_call_ids_are_an_error(tmp_path):
     with pytest.raises(TaskFormatError) as error:
         load_dataset(path)
     assert str(error.value) == f"{path}:1: messages[3]: answers call id 'call_zz', which no call has"
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"role": {"name": "user"}}, "messages[1]: role must be one of"),
+        ({"tool_calls": "get_weather"}, "messages[1].tool_calls: must be a list of calls, got str"),
+    ],
+)
+def test_openai_message_fields_of_the_wrong_type_are_named(tmp_path, change, problem):
+    row = json.loads((FIXTURES / "openai.jsonl").read_text().splitlines()[0])
+    row["messages"][1].update(change)
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(TaskFormatError, match=re.escape(f"{path}:1: {problem}")):
+        load_dataset(path, data_format="openai")
 
 
 # --- The paper's release (verl-style Parquet) ----------------------------------------------------

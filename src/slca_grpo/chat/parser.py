@@ -190,18 +190,19 @@ def _closed_blocks(text: str, open_tag: str = TOOL_CALL_OPEN, close_tag: str = T
     return bodies
 
 
-def strip_tool_call_blocks(text: str) -> str:
-    """The prose of a response: the text outside closed ``<tool_call>`` blocks, stripped."""
+def strip_tool_call_blocks(text: str, open_tag: str = TOOL_CALL_OPEN, close_tag: str = TOOL_CALL_CLOSE) -> str:
+    """The prose of a response: the text outside closed ``<tool_call>`` blocks (or blocks of the
+    given tags), stripped. One pass: linear in the text's length."""
     pieces: list[str] = []
     position = 0
     while True:
-        start = text.find(TOOL_CALL_OPEN, position)
-        end = text.find(TOOL_CALL_CLOSE, start + len(TOOL_CALL_OPEN)) if start >= 0 else -1
+        start = text.find(open_tag, position)
+        end = text.find(close_tag, start + len(open_tag)) if start >= 0 else -1
         if start < 0 or end < 0:
             pieces.append(text[position:])
             break
         pieces.append(text[position:start])
-        position = end + len(TOOL_CALL_CLOSE)
+        position = end + len(close_tag)
     return "".join(pieces).strip()
 
 

@@ -66,7 +66,7 @@ def register(subparsers: Any) -> None:
 
     def add(name: str, help_text: str, func) -> argparse.ArgumentParser:
         parser = commands.add_parser(name, help=help_text, description=help_text)
-        parser.add_argument("source", metavar="SOURCE")
+        parser.add_argument("source", metavar="SOURCE", type=_source)
         parser.add_argument(
             "--format", default=AUTO, help=f"{AUTO} (detected per file) or one of: {', '.join(format_names())}"
         )
@@ -75,32 +75,56 @@ def register(subparsers: Any) -> None:
 
     inspect = add("inspect", "the format, rows, tools, call statistics and a sample of a dataset", run_inspect)
     inspect.add_argument("--skip-bad", action="store_true", help="count bad rows instead of stopping at the first")
-    inspect.add_argument("--limit", type=int, help="read at most this many tasks")
+    inspect.add_argument("--limit", type=_count, help="read at most this many tasks")
     inspect.add_argument("--json", action="store_true", help="print the statistics as JSON")
 
     validate = add("validate", "read every row and list the bad ones (exit 1 if there are any)", run_validate)
     validate.add_argument("--for", dest="purpose", choices=("any", "train", "eval"), default="any")
-    validate.add_argument("--max-errors", type=int, default=20, help="errors to print (default 20)")
+    validate.add_argument(
+        "--max-errors", type=_count, default=20, help="errors to print (default 20; at most the first 1,000 are kept)"
+    )
 
     convert = add(
-        "convert", "write a dataset as our tasks (tasks.jsonl) or as SFT trajectories (sft.jsonl)", run_convert
+        "convert",
+        "write a dataset as our tasks (tasks.jsonl), SFT trajectories (sft.jsonl) or verl rows (.parquet)",
+        run_convert,
     )
     convert.add_argument(
-        "--to", required=True, metavar="PATH", help="output: a .jsonl file; a name ending sft.jsonl means SFT"
+        "--to",
+        required=True,
+        metavar="PATH",
+        help="output: a .jsonl file (a name ending sft.jsonl means SFT) or a .parquet file (verl rows)",
     )
     convert.add_argument("--layout", choices=LAYOUTS, help="the output layout, when the name does not tell it")
     convert.add_argument("--skip-bad", action="store_true", help="skip and count bad rows instead of stopping")
-    convert.add_argument("--limit", type=int, help="convert at most this many tasks")
+    convert.add_argument("--limit", type=_count, help="convert at most this many tasks")
 
     split = add("split", "deduplicate by normalised question and split so train and test share none", run_split)
     split.add_argument("--out", required=True, help="folder for train.jsonl and test.jsonl")
     split.add_argument("--test-fraction", type=float, default=0.1, help="share of questions for test (0: dedupe only)")
     split.add_argument("--seed", type=int, default=0)
     split.add_argument(
-        "--exclude", action="append", default=[], metavar="SOURCE", help="drop questions found in SOURCE"
+        "--exclude", action="append", default=[], type=_source, metavar="SOURCE", help="drop questions found in SOURCE"
     )
     split.add_argument("--skip-bad", action="store_true")
     data.set_defaults(func=lambda args: (data.print_help(), 2)[1])
+
+
+def _count(text: str) -> int:
+    """A number of items for ``--limit`` / ``--max-errors``: an int >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _source(text: str) -> str:
+    if not text.strip():  # an empty path would read the current folder
+        raise argparse.ArgumentTypeError("a source is a file, a folder, bfcl:CATEGORY or tau2:DOMAIN, got ''")
+    return text
 
 
 def _errors():
@@ -182,10 +206,11 @@ def run_validate(args: argparse.Namespace) -> int:
             good += 1
     except _errors() as exc:
         return fail(str(exc))
-    for message in report.errors[: args.max_errors]:
+    shown = report.errors[: args.max_errors]  # the report keeps the first MAX_KEPT_ERRORS
+    for message in shown:
         print(message)
-    if report.skipped > args.max_errors:
-        print(f"... and {report.skipped - args.max_errors} more")
+    if report.skipped > len(shown):
+        print(f"... and {report.skipped - len(shown)} more")
     verdict = "ok" if not report.skipped else f"{report.skipped} bad row(s)"
     print(f"{args.source}: {_where(report)}, {good} valid tasks: {verdict}")
     return 1 if report.skipped else 0
@@ -239,7 +264,10 @@ def run_split(args: argparse.Namespace) -> int:
     on_error = "skip" if args.skip_bad else "raise"
     out = Path(args.out)
     try:
-        excluded = (task for source in args.exclude for task in read_tasks(source, on_error=on_error))
+        excluded_report = LoadReport()
+        excluded = (
+            task for source in args.exclude for task in read_tasks(source, on_error=on_error, report=excluded_report)
+        )
         tasks = read_tasks(args.source, data_format=args.format, on_error=on_error, report=report)
         result = split_tasks(
             tasks,
@@ -252,6 +280,12 @@ def run_split(args: argparse.Namespace) -> int:
     except _errors() as exc:
         return fail(str(exc))
     _warn_skipped(report)
+    if excluded_report.skipped:  # their questions could not be excluded
+        print(
+            f"warning: --exclude: skipped {excluded_report.skipped} bad row(s), whose questions stay in "
+            f"(first: {excluded_report.errors[0]})",
+            file=sys.stderr,
+        )
     print(
         f"{result.read} tasks read ({_where(report)}): {result.duplicates} duplicate question(s) and "
         f"{result.excluded} excluded dropped; wrote {result.train} to {out / 'train.jsonl'}"

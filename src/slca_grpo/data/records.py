@@ -8,10 +8,12 @@ mid-file, a corrupt Parquet file) raises :class:`~slca_grpo.data.tasks.TaskForma
 
 from __future__ import annotations
 
+import datetime
 import errno
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ PARQUET_BATCH_ROWS = 64
 _CHUNK_CHARS = 1 << 20
 _WHITESPACE = " \t\r\n"
 _DELIMITERS = _WHITESPACE + ",]"
+_LONGEST_CUT = 8  # how far before the buffer's end a cut value's decode error can lie ('"\u00' and the like)
 
 
 @dataclass(frozen=True)
@@ -63,13 +66,16 @@ def iter_rows(path: Path) -> Iterator[Row]:
         yield from _parquet_rows(path)
         return
     opener = gzip.open if suffix.endswith(".gz") else open
-    with opener(path, "rb") as handle:
-        first = _first_significant_byte(handle)
-        handle.seek(0)
-        if first == b"[":
-            yield from _json_array_rows(path, handle)
-        else:
-            yield from _json_lines_rows(path, handle)
+    try:
+        with opener(path, "rb") as handle:
+            first = _first_significant_byte(handle)
+            handle.seek(0)
+            if first == b"[":
+                yield from _json_array_rows(path, handle)
+            else:
+                yield from _json_lines_rows(path, handle)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a damaged or truncated gzip stream
+        raise TaskFormatError(f"not a readable gzip file ({exc or type(exc).__name__})", path) from None
 
 
 def _first_significant_byte(handle: IO[bytes]) -> bytes:
@@ -147,14 +153,18 @@ class _ArrayReader:
             try:
                 value, end = decoder.raw_decode(self.buffer, self.position)
             except json.JSONDecodeError as exc:
-                if self.more(len(self.buffer) - self.position):  # grow geometrically: linear time overall
+                # Only a value the buffer's end cut can need more text; an error well inside the
+                # buffer is the file's own, so the rest of a large file is not read in to report it.
+                cut = exc.pos >= len(self.buffer) - _LONGEST_CUT or exc.msg.startswith("Unterminated string")
+                if cut and self.more(len(self.buffer) - self.position):  # grow geometrically: linear overall
                     continue
                 raise self.fail(f"invalid JSON: {str(exc)[:200]}", row) from None
             except RecursionError:
                 raise self.fail("invalid JSON: nested too deeply", row) from None
             # A number cut by the buffer's end ("3" of "3.5e10") decodes too: read on and decode it whole.
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            cut = end == len(self.buffer) or (number and self.buffer[end] not in _DELIMITERS)
+            tail = len(self.buffer) - end  # what follows the number: "e+" is the most a cut leaves
+            cut = end == len(self.buffer) or (number and tail <= 2 and self.buffer[end] not in _DELIMITERS)
             if cut and self.more():
                 continue
             self.position = end
@@ -184,6 +194,29 @@ def _json_array_rows(path: Path, handle: IO[bytes]) -> Iterator[Row]:
         raise reader.fail("text after the closing ']'", row)
 
 
+class _NotJSON(ValueError):
+    pass
+
+
+def _json_ready(value: Any, field: str = "") -> Any:
+    """A Parquet row's value as JSON would hold it: binary as UTF-8 text, dates and times as ISO
+    strings (rows of every format are JSON-shaped, and tasks are written back as JSON)."""
+    if isinstance(value, dict):
+        return {key: _json_ready(item, f"{field}.{key}" if field else str(key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_ready(item, f"{field}[{i}]") for i, item in enumerate(value)]
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _NotJSON(f"{field}: binary data that is not UTF-8 text") from None
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
+        return value.isoformat()
+    raise _NotJSON(f"{field}: a {type(value).__name__} value, which JSON cannot hold")
+
+
 def _parquet_rows(path: Path) -> Iterator[Row]:
     try:
         import pyarrow.parquet as pq
@@ -200,6 +233,9 @@ def _parquet_rows(path: Path) -> Iterator[Row]:
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
             for value in batch.to_pylist():
                 index += 1
-                yield Row(str(path), f"row {index}", index, value=value)
+                try:
+                    yield Row(str(path), f"row {index}", index, value=_json_ready(value))
+                except _NotJSON as exc:
+                    yield Row(str(path), f"row {index}", index, problem=str(exc))
     except (pyarrow.ArrowException, OSError) as exc:
         raise TaskFormatError(f"the Parquet file is damaged after row {index} ({exc})", path) from None

@@ -42,7 +42,10 @@ class TaskFormatError(ValueError):
         super().__init__(f"{where}{field + ': ' if field else ''}{problem}")
 
     def located(self, path: str | os.PathLike[str], line: int | str | None) -> TaskFormatError:
-        """The same problem, placed in a file and row."""
+        """The same problem, placed in a file and row (unless it already names its own, e.g. a
+        benchmark's answer file read for the row)."""
+        if self.path is not None:
+            return self
         return type(self)(self.problem, path, line, field=self.field)
 
 

@@ -83,7 +83,9 @@ def _is_our_task(row: dict[str, Any]) -> bool:
     replies = isinstance(messages, list) and any(
         isinstance(m, dict) and m.get("role") != "user" and m.get("role") != "system" for m in messages
     )
-    return set(row) <= _TASK_KEYS and not replies
+    # Messages as a JSON string are an OpenAI row's spelling (ours are a list, or missing: then
+    # validating the task names what is missing).
+    return set(row) <= _TASK_KEYS and (messages is None or isinstance(messages, list)) and not replies
 
 
 FORMATS: tuple[DataFormat, ...] = (

@@ -52,9 +52,14 @@ def read_messages(messages: list[Any], field: str = "messages") -> list[Turn]:
         if role == "function":  # the legacy reply to a function_call
             turns.append(Turn("tool", content, field=where))
             continue
-        if role not in _ROLES:
+        if not isinstance(role, str) or role not in _ROLES:
             raise TaskFormatError(f"role must be one of {', '.join([*_ROLES, 'function'])}, got {role!r}", field=where)
-        raw_calls = list(message.get("tool_calls") or [])
+        tool_calls = message.get("tool_calls") or []
+        if not isinstance(tool_calls, list):
+            raise TaskFormatError(
+                f"must be a list of calls, got {type(tool_calls).__name__}", field=f"{where}.tool_calls"
+            )
+        raw_calls = list(tool_calls)
         if isinstance(message.get("function_call"), dict):
             raw_calls.append(message["function_call"])
         if raw_calls and role != "assistant":

@@ -156,19 +156,12 @@ def read_turns(conversations: list[Any], field: str = "conversations") -> tuple[
             turns.extend(_tool_turns(value, where) or _observation_turns(value, turns, where))
         else:
             responses = _tool_turns(value, where)
-            is_results = responses is not None and not _without_responses(value).strip()
+            is_results = responses is not None and not strip_tool_call_blocks(
+                value, TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE
+            )
             turns.extend(responses if is_results else [Turn("user", value, field=where)])
         after_function_call = role == "function_call"
     return turns, listing
-
-
-def _without_responses(text: str) -> str:
-    while True:
-        start = text.find(TOOL_RESPONSE_OPEN)
-        end = text.find(TOOL_RESPONSE_CLOSE, start)
-        if start < 0 or end < 0:
-            return text
-        text = text[:start] + text[end + len(TOOL_RESPONSE_CLOSE) :]
 
 
 def _observation_turns(value: str, turns: list[Turn], where: str) -> list[Turn]:

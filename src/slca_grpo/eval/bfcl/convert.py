@@ -111,16 +111,18 @@ def exposed_names(docs: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """
     mapping: dict[str, str] = {}
     taken: set[str] = set()
+    next_counter: dict[str, int] = {}  # per base: the suffix to try first (every lower one is taken)
     for doc in docs:
         original = str(doc.get("name", ""))
         if original in mapping:
             continue
         base = _NAME_CHARS.sub("_", original)[:_MAX_NAME_LENGTH] or "function"
-        candidate, counter = base, 2
+        candidate, counter = base, next_counter.get(base, 2)
         while candidate in taken:
             suffix = f"_{counter}"
             candidate = base[: _MAX_NAME_LENGTH - len(suffix)] + suffix
             counter += 1
+        next_counter[base] = counter
         mapping[original] = candidate
         taken.add(candidate)
     return mapping
