@@ -530,3 +530,33 @@ def test_cli_lists_estimators(capsys: pytest.CaptureFixture[str]) -> None:
     assert names[:4] == ["grpo", "slca", "toolpo", "rltr"]
     slca_line = lines[names.index("slca")]
     assert "SLCA:" in slca_line and "score, tool, summary, no_call" in slca_line
+
+
+def test_slca_no_summary_is_slca_without_its_summary_channel() -> None:
+    """The study's control arm: tool tokens exactly as SLCA's, summary tokens 0, whatever R_sum says."""
+    base = compute_advantages("slca", group_ids=SLCA_GROUPS, segment_ids=SLCA_SEGMENTS, rewards=SLCA_REWARDS)
+    control = compute_advantages(
+        "slca-no-summary", group_ids=SLCA_GROUPS, segment_ids=SLCA_SEGMENTS, rewards=SLCA_REWARDS
+    )
+    tool = SLCA_SEGMENTS == SEG_TOOL
+    assert torch.equal(control[tool], base[tool])
+    assert torch.all(control[SLCA_SEGMENTS == SEG_SUMMARY] == 0) and torch.any(base[SLCA_SEGMENTS == SEG_SUMMARY] != 0)
+    noisy = {**SLCA_REWARDS, "summary": [0.9, 0.1, 0.5, 0.0, 1.0, 0.3, 0.7]}
+    assert torch.equal(
+        compute_advantages("slca-no-summary", group_ids=SLCA_GROUPS, segment_ids=SLCA_SEGMENTS, rewards=noisy), control
+    )
+    # It is what `slca` gives with lambda_summary = 0, whatever lambda_summary it is handed.
+    zeroed = compute_advantages(
+        "slca", group_ids=SLCA_GROUPS, segment_ids=SLCA_SEGMENTS, rewards=SLCA_REWARDS, config={"lambda_summary": 0.0}
+    )
+    assert torch.equal(control, zeroed)
+    assert torch.equal(
+        compute_advantages(
+            "slca-no-summary",
+            group_ids=SLCA_GROUPS,
+            segment_ids=SLCA_SEGMENTS,
+            rewards=SLCA_REWARDS,
+            config={"lambda_summary": 2.0},
+        ),
+        control,
+    )

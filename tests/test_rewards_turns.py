@@ -96,10 +96,11 @@ def test_out_of_order_and_missing_steps():
     # Answering after step 1: the last call turn is charged for step 2.
     early = turn_rewards(flight_task(), [call(SEARCH), ANSWER])
     assert early.values == pytest.approx((0.5, 0.0)) and early.missing == 1 and early.step_scores == (1.0, 0.0)
-    # Repeating step 1 where step 2 was due: the repeat is a wrong-tool attempt at step 2 (format and
-    # parallel: 0.4), which pairs for a larger total than leaving step 2 missing; step 1 keeps its 1.0.
+    # Repeating step 1 where step 2 was due: the repeat calls none of step 2's tools, so it earns
+    # nothing for it (format and parallel credit alone do not serve a step) and serves nothing; step
+    # 2 is missing and charged to the turn the rollout stopped progressing after.
     repeat = turn_rewards(flight_task(), [call(SEARCH), call(SEARCH), ANSWER])
-    assert repeat.values == pytest.approx((1.0, 0.4, 0.0)) and repeat.missing == 0
+    assert repeat.values == pytest.approx((0.5, 0.0, 0.0)) and repeat.missing == 1 and repeat.extra == 1
     # Skipping step 1 with a right step 2: charged; two of three steps missing: (score + 0 + 0) / 3.
     three = flight_task(gold_calls=[[SEARCH], [BOOK], [WRONG_FLIGHT]])
     assert turn_rewards(three, [call(BOOK), ANSWER]).values == pytest.approx((1 / 3, 0.0))
@@ -109,9 +110,10 @@ def test_truncated_rollouts_score_what_they_wrote():
     # The turn limit left the last call unanswered: it is still a call turn serving step 2.
     unanswered = turn_rewards(flight_task(), [call(SEARCH), call(BOOK)])
     assert unanswered.values == pytest.approx((1.0, 1.0))
-    # Cut inside the call: an open tag and no valid block, so format, names, keys, values and parallel are 0.
+    # Cut inside the call: an open tag and no valid block, so it earns nothing and serves no step;
+    # step 2 is missing and charged to the search, exactly as if the rollout had stopped there.
     cut = turn_rewards(flight_task(), [call(SEARCH), '<tool_call>{"name": "book_fl'])
-    assert cut.values == pytest.approx((1.0, 0.0)) and cut.turns[1].has_call
+    assert cut.values == pytest.approx((0.5, 0.0)) and cut.turns[1].has_call and cut.turns[1].step is None
     # Nothing at all: every step missing, and no call turn to charge.
     assert turn_rewards(flight_task(), []).missing == 2
     assert turn_rewards(flight_task(), [ANSWER]).values == (0.0,)
@@ -121,9 +123,9 @@ def test_irrelevant_tasks_and_turns_without_calls():
     irrelevant = flight_task(gold_calls=[], subset=SUBSET_IRRELEVANT)
     rewards = turn_rewards(irrelevant, [call(SEARCH), "I cannot do that, sorry."])
     assert rewards.values == (0.0, 0.0) and rewards.extra == 1 and rewards.steps == 0
-    # Empty gold steps are skipped; a stray close tag is not a call.
+    # Empty gold steps are skipped; a stray close tag is a (malformed) call turn that serves nothing.
     gappy = turn_rewards(flight_task(gold_calls=[[], [SEARCH]]), ["text </tool_call>", call(SEARCH)])
-    assert gappy.values == pytest.approx((0.0, 1.0)) and gappy.steps == 1
+    assert gappy.values == pytest.approx((0.0, 1.0)) and gappy.steps == 1 and gappy.extra == 1
 
 
 def test_inputs_may_be_texts_or_turn_records():
@@ -173,21 +175,24 @@ def test_the_batch_path_with_and_without_turns():
     assert TurnRewardFamily.uses_turns
 
 
-def brute_force_best(scores: list[list[float]]) -> float:
-    """The largest total over every order-preserving one-to-one pairing of turns with steps."""
+def brute_force_best(scores: list[list[float | None]]) -> float:
+    """The largest total over every order-preserving one-to-one pairing of turns with steps they
+    can serve (``None``: that turn cannot serve that step)."""
     turns, steps = len(scores), len(scores[0]) if scores else 0
     best = 0.0
     for size in range(min(turns, steps) + 1):
         for chosen_turns in itertools.combinations(range(turns), size):
             for chosen_steps in itertools.combinations(range(steps), size):
-                best = max(best, sum(scores[i][j] for i, j in zip(chosen_turns, chosen_steps)))
+                pairs = [scores[i][j] for i, j in zip(chosen_turns, chosen_steps)]
+                if None not in pairs:
+                    best = max(best, sum(pairs))  # type: ignore[arg-type]
     return best
 
 
 score_tables = st.integers(0, 4).flatmap(
     lambda turns: st.integers(0, 3).flatmap(
         lambda steps: st.lists(
-            st.lists(st.sampled_from([0.0, 0.4, 0.8, 0.9, 1.0]), min_size=steps, max_size=steps),
+            st.lists(st.sampled_from([None, 0.1, 0.4, 0.8, 0.9, 1.0]), min_size=steps, max_size=steps),
             min_size=turns,
             max_size=turns,
         )
@@ -197,12 +202,13 @@ score_tables = st.integers(0, 4).flatmap(
 
 @settings(max_examples=200, deadline=None)
 @given(score_tables)
-def test_alignment_is_the_best_order_preserving_pairing(scores: list[list[float]]) -> None:
+def test_alignment_is_the_best_order_preserving_pairing(scores: list[list[float | None]]) -> None:
     served = _align(scores)
     assert len(served) == len(scores)
     steps = [s for s in served if s is not None]
     assert steps == sorted(set(steps))  # each step once, in order
-    total = sum(scores[i][s] for i, s in enumerate(served) if s is not None)
+    assert all(scores[i][s] is not None for i, s in enumerate(served) if s is not None)  # only pairs it can serve
+    total = sum(scores[i][s] for i, s in enumerate(served) if s is not None)  # type: ignore[misc]
     assert total == pytest.approx(brute_force_best(scores))
 
 
@@ -219,10 +225,13 @@ def test_rewards_are_bounded_and_each_step_served_at_most_once(texts: list[str])
     served = [t.step for t in rewards.turns if t.step is not None]
     assert served == sorted(set(served))
     assert rewards.missing == 2 - len(served) and rewards.missing >= 0
-    assert all(t.has_call for t in rewards.turns if t.step is not None)
-    # Every missing step is charged to exactly one call turn, when there is one.
+    assert all(t.has_call and t.score > 0 for t in rewards.turns if t.step is not None)
+    # Every missing step is charged to exactly one serving turn, when there is one, and only
+    # serving turns are charged: so every charge strictly lowers a reward.
     charged = sum(t.charged for t in rewards.turns)
-    assert charged == (rewards.missing if any(t.has_call for t in rewards.turns) else 0)
+    assert charged == (rewards.missing if served else 0)
+    assert all(t.step is not None for t in rewards.turns if t.charged)
+    assert all(t.reward < t.score for t in rewards.turns if t.charged)
     assert all(t.reward <= t.score for t in rewards.turns)
 
 
@@ -231,3 +240,66 @@ def test_turns_must_be_a_sequence_of_turns():
         turn_rewards(flight_task(), call(SEARCH))
     with pytest.raises(TypeError, match="a turn must be its text, a ParsedResponse or a Turn, got dict"):
         turn_rewards(flight_task(), [{"text": call(SEARCH)}])
+
+
+# -- junk never beats stopping -----------------------------------------------------------------
+
+SELECT = ToolCall("select_seat", {"flight_id": "FL-1", "seat": "12A"})
+HALF_BOOK = ToolCall("book_flight", {"flight_id": "FL-2"})
+# A turn that earns nothing for any gold step: malformed, cut off, a tool that does not exist, an
+# existing tool that is no step's, a stray close tag, an empty call list.
+JUNK_TURNS = [
+    "<tool_call>{not json</tool_call>",
+    '<tool_call>{"name": "book_fl',
+    call(ToolCall("cancel_everything", {})),
+    call(ToolCall("lookup_weather", {"city": "Rome"})),
+    "ok </tool_call>",
+    "<tool_call>[]</tool_call>",
+]
+# Turns that may earn something: right, partly right and wrong calls of every step.
+REAL_TURNS = [call(c) for c in (SEARCH, BOOK, WRONG_FLIGHT, HALF_BOOK, SELECT, ToolCall("search_flights", {}))]
+
+
+def three_step_task() -> Task:
+    tools = [
+        tool("search_flights", "origin", "destination"),
+        tool("book_flight", "flight_id"),
+        tool("select_seat", "flight_id", "seat"),
+        tool("lookup_weather", "city"),
+    ]
+    return flight_task(tools=tools, gold_calls=[[SEARCH], [BOOK], [SELECT]])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(["two", "three"]),
+    st.lists(st.sampled_from(REAL_TURNS + JUNK_TURNS), max_size=4),
+    st.lists(st.sampled_from(JUNK_TURNS), min_size=1, max_size=3),
+)
+def test_junk_calls_never_beat_stopping(steps: str, prefix: list[str], junk: list[str]) -> None:
+    """Stopping after any turns vs. adding junk calls before answering: every turn both rollouts
+    share keeps its reward, and each junk turn is at the floor, 0. So no per-turn normalisation can
+    rank the junk rollout's turns above the stopper's."""
+    task = flight_task() if steps == "two" else three_step_task()
+    stopped = turn_rewards(task, [*prefix, ANSWER]).values
+    junked = turn_rewards(task, [*prefix, *junk, ANSWER]).values
+    assert junked[: len(prefix)] == pytest.approx(stopped[: len(prefix)])
+    assert junked[len(prefix) :] == pytest.approx((0.0,) * (len(junk) + 1))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(REAL_TURNS + JUNK_TURNS), min_size=1, max_size=5))
+def test_stopping_early_always_costs(turns: list[str]) -> None:
+    """Whenever a step is missing and some turn earned something, the rollout's rewards sum to less
+    than its turns' scores: no charge lands where it is free."""
+    rewards = turn_rewards(three_step_task(), turns)
+    if rewards.missing and any(t.step is not None for t in rewards.turns):
+        assert sum(rewards.values) < sum(t.score for t in rewards.turns)
+
+
+def test_the_issue_example_a_junk_second_call_no_longer_dodges_the_charge():
+    stopped = turn_rewards(flight_task(), [call(SEARCH), ANSWER])
+    junked = turn_rewards(flight_task(), [call(SEARCH), call(ToolCall("no_such_tool", {})), ANSWER])
+    assert stopped.values == pytest.approx((0.5, 0.0))
+    assert junked.values == pytest.approx((0.5, 0.0, 0.0))  # it was (1.0, 0, 0): the junk turn took step 2
+    assert junked.turns[1].step is None and junked.turns[0].charged == 1

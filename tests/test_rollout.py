@@ -125,9 +125,23 @@ def test_turn_limit_cuts_a_rollout_that_keeps_calling(tokenizer):
     assert trajectory.truncated
     assert trajectory.counters["turns"] == 3
     assert len(environment.simulator.requests) == 2  # the last turn's call is never executed
-    # The last run of generated tokens is the cut-off call; it still counts as the summary segment.
+    # The last run of generated tokens is the cut-off call: a tool segment, and no summary at all.
     batch = trajectory_batch([trajectory], loop.formatter.pad_id)
-    assert int(batch.segment_ids[0, -1]) == SEG_SUMMARY
+    assert int(batch.segment_ids[0, -1]) == SEG_TOOL
+    assert SEG_SUMMARY not in batch.segment_ids[0].tolist()
+
+
+def test_a_tool_response_that_overruns_the_budget_ends_the_rollout_without_a_summary(tokenizer):
+    class Verbose(EchoSimulator):
+        def simulate_many(self, requests):
+            return [Observation(text="word " * 300) for _ in requests]
+
+    script = lambda p, t: CALL if t == 0 else "Done.<|im_end|>"  # noqa: E731
+    loop, _ = build_loop(tokenizer, script, simulator=Verbose(), max_response_tokens=60)
+    trajectory = loop.run([make_task()], group_size=1)[0]
+    assert trajectory.truncated and len(trajectory.turns) == 1 and trajectory.response_mask[-1] == 0
+    segments = trajectory_batch([trajectory], loop.formatter.pad_id).segment_ids[0].tolist()
+    assert SEG_TOOL in segments and SEG_SUMMARY not in segments
 
 
 def test_malformed_call_gets_an_error_observation(tokenizer):

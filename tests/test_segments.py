@@ -11,9 +11,12 @@ from slca_grpo.algos import (
     SEG_NONE,
     SEG_SUMMARY,
     SEG_TOOL,
+    segment_ids_for,
     segment_presence,
+    segment_roles,
     segment_token_counts,
     segments_from_mask,
+    turn_segments_from_mask,
     validate_segment_ids,
 )
 
@@ -177,3 +180,61 @@ def test_counts_match_comparisons(rows: list[list[bool]]) -> None:
     counts = segment_token_counts(segments)
     for code in (SEG_NONE, SEG_TOOL, SEG_SUMMARY):
         assert torch.equal(counts[:, code], (segments == code).sum(1))
+
+
+# -- a segment's kind comes from its content -----------------------------------------------------
+
+
+def test_a_rollout_cut_off_on_a_call_has_no_summary_segment() -> None:
+    mask = torch.tensor(
+        [
+            [1, 1, 0, 1, 1, 0, 1, 1],  # call, call, answer
+            [1, 1, 0, 1, 1, 0, 1, 1],  # call, call, call cut off by max_turns: no answer
+            [0, 1, 1, 1, 0, 0, 0, 0],  # a single call the token budget left unanswered
+            [0, 1, 1, 1, 0, 0, 0, 0],  # a single answer
+        ]
+    )
+    answered = torch.tensor([True, False, False, True])
+    expected = torch.tensor(
+        [
+            [1, 1, 0, 1, 1, 0, 2, 2],
+            [1, 1, 0, 1, 1, 0, 1, 1],
+            [0, 1, 1, 1, 0, 0, 0, 0],
+            [0, 2, 2, 2, 0, 0, 0, 0],
+        ]
+    )
+    assert torch.equal(segments_from_mask(mask, answered), expected)
+    assert torch.equal(segments_from_mask(mask, [True, False, False, True]), expected)  # plain flags too
+    # The turn layout: the unanswered call is turn 3 (code 5), the lone cut-off call turn 1 (code 3).
+    turns = turn_segments_from_mask(mask, answered)
+    assert turns[1].tolist() == [3, 3, 0, 4, 4, 0, 5, 5]
+    assert turns[2].tolist() == [0, 3, 3, 3, 0, 0, 0, 0]
+    assert torch.equal(segment_roles(turns), expected)
+    # Without flags every response is taken to end with its answer (the mask alone cannot tell).
+    assert torch.equal(segments_from_mask(mask), segments_from_mask(mask, [True] * 4))
+    # One flag for a 1-D mask; the registry's entry point passes flags through.
+    assert segments_from_mask(mask[1], False).tolist() == expected[1].tolist()
+    assert torch.equal(segment_ids_for("slca", mask, answered), expected)
+    assert torch.equal(segment_ids_for("slca-turn", mask, answered), turns)
+
+
+def test_answered_flags_must_match_the_rows() -> None:
+    mask = torch.ones(3, 4)
+    with pytest.raises(ValueError, match=r"one flag per response \(3\)"):
+        segments_from_mask(mask, [True, False])
+    with pytest.raises(ValueError, match="non-finite"):
+        segments_from_mask(mask, torch.tensor([1.0, float("nan"), 0.0]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(masks, st.data())
+def test_unanswered_rows_are_all_tool_and_answered_rows_unchanged(rows: list[list[bool]], data) -> None:
+    answered = data.draw(st.lists(st.booleans(), min_size=len(rows), max_size=len(rows)))
+    mask = torch.tensor(rows, dtype=torch.bool).reshape(len(rows), -1)
+    result = segments_from_mask(mask, answered)
+    for row, flag in enumerate(answered):
+        if flag:
+            assert result[row].tolist() == reference_segments(rows[row])
+        else:
+            assert result[row].tolist() == [SEG_TOOL if bit else SEG_NONE for bit in rows[row]]
+    assert torch.equal(segment_roles(turn_segments_from_mask(mask, answered)), result)

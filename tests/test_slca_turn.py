@@ -171,9 +171,13 @@ def test_more_turns_than_gold_steps_and_a_turn_only_one_rollout_has():
 
 
 def test_truncated_rollout_and_rollouts_without_the_turn():
-    # Rollout 0 was cut by the turn limit after its second call: that last run is its summary
-    # segment, so the per-turn reward of turn 2 (1.0) is not read. Rollout 2 answered at once.
-    segments = torch.tensor([ONE_TURN, TWO_TURNS, SUMMARY_ONLY, TWO_TURNS])
+    # Rollout 0 was cut by the turn limit after its second call: it has no answer, so that last run
+    # is its turn 2 (not a summary) and the per-turn reward of turn 2 (1.0) is read; it has no
+    # summary segment. Rollout 2 answered at once.
+    mask = torch.tensor([[1, 1, 0, 1, 1, 0, 0, 0], [1, 1, 0, 1, 1, 0, 1, 1], [1, 1, 1, 0, 0, 0, 0, 0]])
+    mask = torch.cat([mask, mask[1:2]])
+    segments = segment_ids_for("slca-turn", mask, answered=[False, True, True, True])
+    assert segments[0].tolist() == [3, 3, 0, 4, 4, 0, 0, 0] and segments[1].tolist() == TWO_TURNS
     adv = compute_advantages(
         "slca-turn",
         group_ids=[0, 0, 0, 0],
@@ -185,13 +189,13 @@ def test_truncated_rollout_and_rollouts_without_the_turn():
     assert per_rollout(adv, segments, TURN1) == approx(
         [-(2 / 3) / (std + EPS), (1 / 3) / (std + EPS), None, (1 / 3) / (std + EPS)]
     )
-    # turn 2 over rollouts 1, 3: [0.5, 1] mean 0.75, std sqrt(0.125)
-    std2 = math.sqrt(0.125)
-    assert per_rollout(adv, segments, TURN2) == approx([None, -0.25 / (std2 + EPS), None, 0.25 / (std2 + EPS)])
-    # summary over all four: [0, 0.25, 0.5, 0.75] mean 0.375, std sqrt(0.3125 / 3)
-    std_s = math.sqrt((0.375**2 + 0.125**2 + 0.125**2 + 0.375**2) / 3)
-    expected = [(v - 0.375) / (std_s + EPS) for v in (0.0, 0.25, 0.5, 0.75)]
-    assert per_rollout(adv, segments, SEG_SUMMARY) == approx(expected)
+    # turn 2 over rollouts 0, 1, 3: [1, 0.5, 1] mean 5/6, std sqrt(((1/6)² + (1/3)² + (1/6)²) / 2) = sqrt(1/12)
+    std2 = math.sqrt(1 / 12)
+    assert per_rollout(adv, segments, TURN2) == approx(
+        [(1 / 6) / (std2 + EPS), -(1 / 3) / (std2 + EPS), None, (1 / 6) / (std2 + EPS)]
+    )
+    # summary over rollouts 1, 2, 3 (0 has none): [0.25, 0.5, 0.75] mean 0.5, std 0.25
+    assert per_rollout(adv, segments, SEG_SUMMARY) == approx([None, -0.25 / (0.25 + EPS), 0.0, 0.25 / (0.25 + EPS)])
 
 
 def test_groups_are_normalised_apart_and_a_lone_turn_gets_zero():
@@ -481,6 +485,23 @@ def test_rollouts_of_a_two_step_task_through_rewards_and_advantages():
     slca = compute_advantages("slca", group_ids=[0, 0, 0], segment_ids=roles, rewards=values)
     tool_values = slca[1][roles[1] == 1]
     assert torch.all(tool_values == tool_values[0])  # SLCA: one advantage for both calls
+
+
+def test_a_rollout_the_turn_limit_cuts_off_ends_on_a_tool_segment():
+    """Through the agent loop: a policy that only calls is cut off by max_turns; its last call is a
+    tool turn (slca-turn) and a tool segment (slca), and its summary segment is absent."""
+    from slca_grpo.trainer.batch import ends_with_answer, trajectory_batch
+
+    task, tokenizer, formatter, environment, scripts = two_step_setup()
+    calls_only = scripts["both right"][:2] + [scripts["both right"][1]]  # a third call where the answer was due
+    cut = scripted_loop(tokenizer, formatter, environment, calls_only).run([task], session_prefix="cut")
+    done = scripted_loop(tokenizer, formatter, environment, scripts["both right"]).run([task], session_prefix="ok")
+    assert cut[0].truncated and not ends_with_answer(cut[0]) and ends_with_answer(done[0])
+    turns = trajectory_batch(cut + done, formatter.pad_id, estimator="slca-turn").segment_ids
+    assert sorted(set(turns[0].tolist())) == [0, TURN1, TURN2, TURN3]
+    assert SEG_SUMMARY in turns[1].tolist() and TURN3 not in turns[1].tolist()
+    roles = trajectory_batch(cut + done, formatter.pad_id, estimator="slca").segment_ids
+    assert SEG_SUMMARY not in roles[0].tolist() and SEG_SUMMARY in roles[1].tolist()
 
 
 def test_a_trainer_step_with_slca_turn(monkeypatch):

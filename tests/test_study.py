@@ -20,7 +20,8 @@ from slca_grpo.study.plan import (
     parse_noise_levels,
     run_dir,
 )
-from slca_grpo.study.report import format_interval, write_study_report
+from slca_grpo.study.report import write_study_report
+from slca_grpo.study.tables import format_interval, significance_marker, wins_text
 
 
 def test_noise_levels_parse_into_names_labels_and_overrides():
@@ -48,7 +49,8 @@ def parse(*argv):
 
 def test_budgets_and_command_line_options():
     plan = parse()
-    assert plan.budget == DEFAULT_BUDGET and plan.estimators == ("grpo", "slca") and plan.baseline == "grpo"
+    assert plan.budget == DEFAULT_BUDGET and plan.estimators == ("grpo", "slca", "slca-no-summary")
+    assert plan.baseline == "grpo" and DEFAULT_BUDGET.seeds >= 8 and QUICK_BUDGET.seeds >= 8
     assert len(plan.levels) >= 3 and plan.levels[0].name == "none" and plan.seeds == tuple(range(DEFAULT_BUDGET.seeds))
     assert parse("--quick").budget == QUICK_BUDGET
     plan = parse(
@@ -79,24 +81,31 @@ def test_budgets_and_command_line_options():
             parse(*argv)
 
 
-def test_intervals_are_formatted_with_scale_sign_star_and_wins():
+def test_intervals_significance_and_wins_are_formatted():
     assert format_interval({"mean": 0.1234, "low": 0.1, "high": 0.15, "n": 5}, 100.0) == "12.3 [10.0, 15.0]"
-    assert (
-        format_interval({"mean": 0.02, "low": 0.01, "high": 0.04, "n": 5, "wins": 5}, 100.0, signed=True)
-        == "+2.0 [+1.0, +4.0]* 5/5"
-    )
+    # A bootstrap CI that excludes 0 is not a test: no marker comes from it.
+    assert format_interval({"mean": 0.02, "low": 0.01, "high": 0.04, "n": 5}, 100.0, signed=True) == "+2.0 [+1.0, +4.0]"
     assert (
         format_interval({"mean": 0.02, "low": -0.01, "high": 0.04, "n": 5}, 1.0, signed=True)
         == "+0.020 [-0.010, +0.040]"
     )
     assert format_interval({"mean": 0.5, "low": None, "high": None, "n": 1}) == "0.500 (n=1)"
     assert format_interval(None) == "–"
+    # Significance is the exact test's: * below 0.05, ** when the Holm-adjusted p is too.
+    assert significance_marker({"p": 0.0625}) == "" and significance_marker(None) == ""
+    assert significance_marker({"p": 0.0078, "holm_p": 0.09}) == "*"
+    assert significance_marker({"p": 0.0078, "holm_p": 0.04}) == "**"
+    assert wins_text({"wins": 6, "n": 8, "ties": 0}) == "6/8"
+    assert wins_text({"wins": 5, "n": 8, "ties": 1}) == "5/8, 1 tied"
 
 
-def fake_run(path, *, start, final, cosine, extra=None):
+def fake_run(path, *, start, final, cosine, extra=None, truncated=None, provenance=None):
     """A finished RL run: held-out Name-F1 ``start`` → ``final``, a constant gradient cosine;
-    ``extra`` metrics in every evaluation."""
+    ``extra`` metrics in every evaluation; ``truncated``: each step's ``rollout/truncated``;
+    ``provenance``: the run's recorded code and environment."""
     path.mkdir(parents=True)
+    if provenance is not None:
+        (path / "provenance.json").write_text(json.dumps(provenance))
     evals = [
         {"step": -1, "n": 8, "name_f1": start, "r_sum": 0.1, **(extra or {})},
         {"step": 1, "n": 8, "name_f1": (start + final) / 2, "r_sum": 0.2, **(extra or {})},
@@ -109,6 +118,8 @@ def fake_run(path, *, start, final, cosine, extra=None):
         {"step": s, "reward/tool": 0.1 * s, "reward/summary": 0.2, "diag/grad_cosine_tool_summary": cosine}
         for s in range(4)
     ]
+    for row, value in zip(rows, truncated or ()):
+        row["rollout/truncated"] = value
     rows.append(
         {"step": 3, "reward/tool": 0.3, "reward/summary": 0.2, "diag/grad_cosine_tool_summary": cosine}
     )  # replayed
@@ -146,8 +157,11 @@ def test_the_report_on_constructed_runs_has_the_known_answers(tmp_path):
     assert compared["noise_effect"]["grpo"]["prob1 - none"]["name_f1"]["mean"] == pytest.approx(-0.1)
     assert compared["noise_effect"]["slca"]["prob1 - none"]["name_f1"]["high"] == pytest.approx(0.0)
     assert compared["interaction"]["slca - grpo"]["prob1 - none"]["name_f1"]["mean"] == pytest.approx(0.1)
+    # Four seeds all one way: the exact sign-flip p is 2/2⁴, which no test at 0.05 can pass.
+    assert compared["paired"]["prob1"]["slca - grpo"]["name_f1"]["p"] == pytest.approx(0.125)
+    assert compared["paired"]["prob1"]["slca - grpo"]["name_f1"]["t_low"] == pytest.approx(0.15)
     table = (tmp_path / "report.md").read_text()
-    assert "| p=1 · slca - grpo |" in table and "+15.0 [+15.0, +15.0]* 4/4" in table
+    assert "| p=1 · slca − grpo | Name-F1 | +15.0 | [+15.0, +15.0] | [+15.0, +15.0] | 0.125 | 0.500 | 4/4 |" in table
     assert report["settings"]["steps"] == 4 and report["settings"]["eval_tasks"] == 8
     for chart in ("curves.png", "training.png", "noise_levels.png"):
         assert (tmp_path / chart).stat().st_size > 5000
@@ -172,7 +186,57 @@ def test_three_estimators_are_compared_pairwise_with_per_step_scores(tmp_path):
     assert paired["slca-turn - slca"]["step/1"]["mean"] == pytest.approx(0.0)
     table = (tmp_path / "report.md").read_text()
     assert "### Paired differences" in table and "| Step 1 | Step 2 |" in table
-    assert "| none · slca-turn - slca |" in table and "+20.0 [+20.0, +20.0]* 3/3" in table
+    assert "| none · slca-turn − slca | Name-F1 | +0.0 |" in table and "| Step 2 | +20.0 | [+20.0, +20.0] |" in table
+
+
+def test_eight_seeds_exact_tests_holm_truncation_and_one_provenance(tmp_path):
+    from slca_grpo.provenance import provenance
+
+    plan = StudyPlan(
+        StudyBudget("demo-quick", seeds=8, noise="none", steps=4, evals=2, eval_tasks=8),
+        ("grpo", "slca", "slca-no-summary"),
+        (NoiseLevel(),),
+    )
+    here = provenance()
+    for seed in range(8):
+        # slca beats grpo by 0.1 on every seed; the control differs from grpo by ±0.05, alternating.
+        finals = {"grpo": 0.5, "slca": 0.6, "slca-no-summary": 0.5 + (0.05 if seed % 2 else -0.05)}
+        for estimator, final in finals.items():
+            truncated = [0.5, 0.25, 0.25, 0.0] if estimator == "grpo" else [0.0] * 4
+            fake_run(
+                run_dir(tmp_path, NoiseLevel(), estimator, seed),
+                start=0.4,
+                final=final + 0.01 * seed,
+                cosine=0.0,
+                extra={"truncated": 0.125 if estimator == "grpo" else 0.0},
+                truncated=truncated,
+                provenance=here,
+            )
+    report = write_study_report(tmp_path, plan)
+    paired = report["comparisons"]["paired"]["none"]
+    lead = paired["slca - grpo"]["name_f1"]
+    assert lead["p"] == pytest.approx(2 / 2**8) and (lead["wins"], lead["losses"], lead["ties"]) == (8, 0, 0)
+    # Holm over the table: 3 pairs × the 2 metrics these runs have = 6 tests. Two have p = 2/2⁸
+    # (slca − grpo, and slca-no-summary − slca, whose seeds all lose), four have p = 1 (R_sum is
+    # tied on every seed; the control's ±0.05 sums to 0): the smallest is multiplied by 6.
+    assert lead["holm_p"] == pytest.approx(6 * 2 / 2**8)
+    assert paired["slca-no-summary - slca"]["name_f1"]["holm_p"] == pytest.approx(6 * 2 / 2**8)
+    control = paired["slca-no-summary - grpo"]["name_f1"]
+    assert control["p"] == pytest.approx(1.0) and (control["wins"], control["losses"]) == (4, 4)
+    cell = report["cells"]["none"]["grpo"]
+    assert cell["train_truncated"]["mean"] == pytest.approx(0.25)
+    assert cell["final"]["truncated"]["mean"] == pytest.approx(0.125)
+    assert report["settings"]["code"].startswith(("commit", "no git checkout"))
+    table = (tmp_path / "report.md").read_text()
+    assert f"Code and environment of every run: {report['settings']['code']}." in table
+    # 8 seeds one way: p = 0.0078, and 0.047 after Holm: two stars.
+    assert "| none · slca − grpo | Name-F1 | +10.0** |" in table
+    assert "| none · grpo | – | – | 53.5 [" in table and "| 12.5 [12.5, 12.5] | 25.0 [25.0, 25.0] |" in table
+    # Runs of different code are never paired in one report.
+    other = {**here, "source_digest": "0" * 16, "commit": "f" * 40}
+    (run_dir(tmp_path, NoiseLevel(), "slca", 3) / "provenance.json").write_text(json.dumps(other))
+    with pytest.raises(ConfigError, match="different code or environments, and are not paired"):
+        write_study_report(tmp_path, plan)
 
 
 TINY = (
@@ -216,6 +280,9 @@ def test_a_tiny_study_end_to_end_with_paired_prompts_and_resume(tmp_path, monkey
         "2",
         "--noise",
         "none,std=0.5+prob=0.5",
+        "--estimators",
+        "grpo",
+        "slca",
         *[arg for item in TINY for arg in ("--set", item)],
     ]
     assert main(argv) == 0
@@ -249,6 +316,17 @@ def test_a_tiny_study_end_to_end_with_paired_prompts_and_resume(tmp_path, monkey
     assert main([*argv, "--set", "sft.steps=5"]) == 2
     assert "runs from an SFT checkpoint made with other settings" in capsys.readouterr().err
     assert main(["study", "--report-only", "--out", str(out)]) == 0
+    assert report["settings"]["code"] and (run_dir(out, NoiseLevel(), "slca", 1) / "provenance.json").exists()
+    # A run made with other code (or without a record of it) is never paired with runs made now.
+    recorded = run_dir(out, NoiseLevel(), "slca", 1) / "provenance.json"
+    saved = json.loads(recorded.read_text())
+    recorded.write_text(json.dumps({**saved, "source_digest": "0" * 16}))
+    assert main(argv) == 2
+    assert "cannot be paired with runs made now: it was run with" in capsys.readouterr().err
+    recorded.unlink()
+    assert main(argv) == 2
+    assert "did not record its code and environment" in capsys.readouterr().err
+    recorded.write_text(json.dumps(saved))
     assert main(["study", "--report-only", "--out", str(tmp_path / "nothing")]) == 2
     for broken in ('{"budget": {"x": 1}}', "[1, 2]"):
         bad = tmp_path / "broken"

@@ -1,13 +1,19 @@
 """The study's statistics on constructed inputs whose answers are known."""
 
+import itertools
 import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slca_grpo.study.stats import (
     bootstrap_ci,
+    holm_adjust,
     paired_difference_ci,
+    sign_flip_p,
+    t_interval,
     tail_levels,
     unpaired_difference_ci,
 )
@@ -105,3 +111,77 @@ def test_expanded_tail_levels_match_hand_computed_values():
     lower, upper = tail_levels(5, 0.95, expanded=True)
     assert lower == pytest.approx(0.000954, abs=2e-6) and upper == pytest.approx(1 - lower)
     assert tail_levels(5, 0.95, expanded=False) == pytest.approx((0.025, 0.975))
+
+
+# -- the exact paired test and the t-interval ------------------------------------------------------
+
+
+def brute_force_sign_flip(differences: list[float]) -> float:
+    """Sums compared exactly: the tests use eighths, which add up without rounding."""
+    observed = abs(sum(differences))
+    patterns = list(itertools.product((-1, 1), repeat=len(differences)))
+    reached = sum(abs(sum(s * d for s, d in zip(signs, differences))) >= observed for signs in patterns)
+    return reached / len(patterns)
+
+
+def test_sign_flip_hand_values():
+    # All n differences one way: only the all-plus and all-minus patterns reach the sum: 2/2ⁿ.
+    assert sign_flip_p([0.1, 0.2, 0.3, 0.4, 0.5]) == pytest.approx(2 / 32)  # 5 seeds: never below 0.0625
+    assert sign_flip_p([1.0] * 8) == pytest.approx(2 / 256)
+    # One of four against: |sum| = 2 + 3 + 4 − 1 = 8. Flipping a set S of the absolute values moves
+    # the sum 10 by −2·sum(S); |10 − 2·sum(S)| ≥ 8 needs sum(S) ≤ 1 ({}, {1}) or ≥ 9 (their
+    # complements): 4 of the 16 patterns.
+    assert sign_flip_p([2.0, 3.0, 4.0, -1.0]) == pytest.approx(4 / 16)
+    # No effect at all: every pattern reaches 0.
+    assert sign_flip_p([0.0, 0.0, 0.0]) == 1.0 and sign_flip_p([0.5, -0.5]) == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-40, 40).map(lambda k: k / 8), min_size=1, max_size=10))
+def test_sign_flip_matches_brute_force(differences: list[float]):
+    assert sign_flip_p(differences) == pytest.approx(brute_force_sign_flip(differences))
+
+
+def test_sign_flip_beyond_enumeration_samples_and_stays_a_valid_p():
+    # 17 and 19 values are still enumerated (in chunks); 24 are sampled with the add-one estimate.
+    rng = np.random.default_rng(5)
+    ones = [1.0] * 17
+    assert sign_flip_p(ones) == pytest.approx(2 / 2**17)
+    null = rng.normal(0, 1, 19)
+    assert 0 < sign_flip_p(null) <= 1
+    sampled = sign_flip_p([1.0] * 24, resamples=5_000)
+    assert sampled == pytest.approx(1 / 5_001)  # no sampled pattern reaches it: (0 + 1) / (N + 1)
+    with pytest.raises(ValueError, match="finite"):
+        sign_flip_p([1.0, float("nan")])
+
+
+def test_sign_flip_is_a_valid_test_under_the_null():
+    # Symmetric noise around 0: the rejection rate at 0.05 stays at or under 0.05 (exact test).
+    rng = np.random.default_rng(7)
+    rejected = sum(sign_flip_p(rng.normal(0, 1, 8)) < 0.05 for _ in range(400))
+    assert rejected / 400 <= 0.07
+
+
+def test_t_interval_hand_values():
+    interval = t_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    # mean 3, s = sqrt(2.5), t(4, 0.975) = 2.776445: half-width 2.776445 · 1.581139 / sqrt(5) = 1.963243
+    assert interval.mean == pytest.approx(3.0)
+    assert (interval.low, interval.high) == pytest.approx((3 - 1.963243, 3 + 1.963243), abs=1e-6)
+    assert math.isnan(t_interval([0.3]).low)
+
+
+def test_holm_adjusted_p_values():
+    # Sorted 0.01, 0.03, 0.04 of three tests: 3·0.01, max(0.03, 2·0.03), max(0.06, 1·0.04).
+    assert holm_adjust([0.01, None, 0.04, 0.03]) == pytest.approx([0.03, None, 0.06, 0.06])
+    assert holm_adjust([0.5, 0.9]) == [1.0, 1.0]
+    assert holm_adjust([]) == []
+
+
+def test_a_paired_difference_carries_t_interval_exact_p_and_ties():
+    difference = paired_difference_ci({s: 1.0 + (s % 3) for s in range(8)}, {s: 1.0 for s in range(8)})
+    # differences 0, 1, 2, 0, 1, 2, 0, 1: five won, three tied; the zeros do not change any sum.
+    assert (difference.wins, difference.losses, difference.ties) == (5, 0, 3)
+    assert difference.p == pytest.approx(2 / 2**5)
+    record = difference.to_dict()
+    assert record["t_low"] < record["mean"] < record["t_high"] and record["p"] == difference.p
+    assert (record["wins"], record["losses"], record["ties"]) == (5, 0, 3)

@@ -466,3 +466,88 @@ def test_each_evaluation_of_a_run_uses_fresh_simulator_sessions(tmp_path, monkey
     train(smoke_config(tmp_path / "run", **{"train.eval_every": 1, "rl.steps": 2}), echo=False)
     assert len(prefixes) == 3 and len(set(prefixes)) == 3  # start, after step 0, after step 1
     assert indomain.evaluate_loop.__kwdefaults__["session_prefix"] == "eval"
+
+
+def test_a_rollout_cut_off_on_a_call_trains_its_call_tokens_on_the_tool_reward():
+    """The last run of a rollout that ended on an unanswered call is a tool segment: under SLCA its
+    call tokens get the tool advantage, and no summary reward (noise included) reaches them."""
+    from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL, compute_advantages
+    from slca_grpo.trainer.batch import trajectory_batch
+    from slca_grpo.types import Trajectory, Turn
+
+    call = '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
+
+    def rollout(last: str, truncated: bool) -> Trajectory:
+        return Trajectory(
+            task_id="t",
+            prompt_ids=[5, 6],
+            response_ids=[10, 11, 12, 20, 21, 30, 31],
+            response_mask=[1, 1, 1, 0, 0, 1, 1],
+            turns=[Turn(call), Turn(last)],
+            truncated=truncated,
+        )
+
+    trajectories = [rollout("The answer.", False), rollout(call, True), rollout("Done.", False)]
+    batch = trajectory_batch(trajectories, pad_id=0, estimator="slca")
+    last_run = slice(7, 9)  # prompt (2) + first call (3) + tool response (2)
+    assert batch.segment_ids[0, last_run].tolist() == [SEG_SUMMARY] * 2
+    assert batch.segment_ids[1, last_run].tolist() == [SEG_TOOL] * 2
+    rewards = {"score": [1.0, 0.4, 0.6], "tool": [0.9, 0.4, 0.2], "summary": [0.1, 0.0, 0.4], "no_call": [False] * 3}
+
+    def advantages(summary: list[float]) -> torch.Tensor:
+        return compute_advantages(
+            "slca", group_ids=[0, 0, 0], segment_ids=batch.segment_ids, rewards={**rewards, "summary": summary}
+        )
+
+    clean, noisy = advantages([0.1, 0.0, 0.4]), advantages([0.9, 1.0, 0.0])
+    # Every call token of the cut-off rollout carries its tool advantage, whatever R_sum says.
+    tool_values = torch.tensor([0.9, 0.4, 0.2], dtype=torch.float64)
+    expected = float((0.4 - tool_values.mean()) / (tool_values.std() + 1e-6))
+    assert clean[1, 2:9][batch.loss_mask[1, 2:9] > 0].tolist() == pytest.approx([expected] * 5)
+    assert torch.equal(clean[1], noisy[1])
+    assert not torch.equal(clean[0, last_run], noisy[0, last_run])  # an answer's tokens do follow R_sum
+
+
+@pytest.mark.parametrize("value", [0.5, 1, 1.0, 1.0001, 3, float("inf"), float("nan"), None])
+def test_dual_clip_validation_matches_the_loss(value):
+    logp = torch.zeros(1, 2)
+    try:
+        policy_loss(logp, logp, None, torch.ones(1, 2), torch.ones(1, 2), dual_clip=value)
+        loss_accepts = True
+    except ValueError:
+        loss_accepts = False
+    try:
+        RLConfig(dual_clip=value)
+        config_accepts = True
+    except ConfigError as exc:
+        config_accepts = False
+        assert "dual_clip must be a finite number > 1 (null turns it off)" in str(exc)
+    assert config_accepts == loss_accepts
+
+
+def test_dual_clip_can_be_switched_off_from_config(tmp_path):
+    config = load_yaml_config(RunConfig, resolve_config_path("demo-quick"), ["rl.dual_clip=null"])
+    assert config.rl.dual_clip is None
+    with pytest.raises(ConfigError, match="dual_clip must be a finite number > 1"):
+        apply_overrides(config, ["rl.dual_clip=1"])
+
+
+def test_old_and_reference_logprobs_are_computed_without_dropout(tiny):
+    """With dropout in the model (LoRA's, or its own), the frozen log-probs the ratio and KL are
+    measured against must not carry dropout noise: they are computed in eval mode."""
+    model, tokenizer = tiny
+    model = type(model)(model.config)
+    model.load_state_dict(tiny[0].state_dict())
+    for layer in model.model.layers:
+        layer.self_attn.attention_dropout = 0.5
+    batch = random_batch(tokenizer, seed=3)
+    loop = AgentLoop(model, ChatFormatter(tokenizer), ToolEnvironment(simulator=None), RolloutConfig(group_size=2))
+    trainer = RLTrainer(model, None, loop, RuleJudge(), RewardConfig(), RLConfig(estimator="grpo", kl_coef=0.0))
+    model.train()
+    model.eval()
+    with torch.no_grad():
+        expected = trainer._logprobs(model, batch)
+    model.train()
+    frozen = trainer._frozen_logprobs(model, batch)
+    assert model.training  # put back as it was
+    assert torch.allclose(frozen, expected, atol=1e-6)

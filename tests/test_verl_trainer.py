@@ -36,7 +36,7 @@ from slca_grpo.trainer.batch import trajectory_batch
 from slca_grpo.trainer.rl import segment_advantage_stats
 from slca_grpo.types import Trajectory
 
-GROUP = 3
+GROUP = 4
 ANSWER = "I looked it up: the results are in, see the details above."
 REWARD = (
     "reward.custom_reward_function.path=pkg://slca_grpo.integrations.verl.reward",
@@ -66,13 +66,15 @@ def agent_loop_worker(cls, reward_worker):
 
 
 def scripts(task):
-    """Three rollouts of one prompt: a call then an answer, an answer without a call, a bad call."""
+    """Four rollouts of one prompt: a call then an answer, an answer without a call, a bad call, and
+    calls until the turn limit cuts the rollout off without an answer."""
     call = render_tool_calls(task.flat_gold_calls) + IM_END
     wrong = render_tool_calls([type(task.flat_gold_calls[0])(task.flat_gold_calls[0].name, {})]) + IM_END
     return [
         lambda turn: call if turn == 0 else ANSWER + IM_END,
         lambda turn: ANSWER + IM_END,
         lambda turn: wrong if turn == 0 else "Sorry." + IM_END,
+        lambda turn: call,
     ]
 
 
@@ -159,8 +161,10 @@ def test_verls_reward_worker_scores_our_rollouts_with_hierr(tokenizer_dir, rollo
     assert [info["no_call"] for info in infos] == expected["no_call"]
     assert [output.reward_score for output in outputs] == expected["score"]
     # The answer without a call is the omission gate: the penalty, and no tool or summary reward.
-    assert infos[1] == {"score": -0.5, "r_tool": 0.0, "r_sum": 0.0, "no_call": True}
+    assert infos[1] == {"score": -0.5, "r_tool": 0.0, "r_sum": 0.0, "no_call": True, "answered": True}
     assert infos[0]["r_tool"] > infos[2]["r_tool"] > 0 and not infos[0]["no_call"]
+    # The rollout the turn limit cut off on a call has no answer: its last turn is a tool segment.
+    assert [info["answered"] for info in infos] == [True, True, True, False] * 2
 
 
 @pytest.fixture(scope="module")
@@ -214,10 +218,18 @@ def test_advantages_through_verls_data_path_equal_our_trainers(
 
     # Our trainer's computation (RLTrainer.step) on the same token sequences and rewards.
     trajectories = [
-        Trajectory(task.id, output.prompt_ids, output.response_ids, output.response_mask)
+        Trajectory(
+            task.id,
+            output.prompt_ids,
+            output.response_ids,
+            output.response_mask,
+            response_text=output.extra_fields[RESPONSE_TEXT_FIELD],
+        )
         for task, _, output in rollouts
     ]
     batch = trajectory_batch(trajectories, pad_id=0, estimator=estimator)
+    cut_off = batch.segment_ids[GROUP - 1][batch.loss_mask[GROUP - 1] > 0]
+    assert not bool((cut_off == 2).any())  # the cut-off rollout has no summary segment, on both sides
     rewards = our_rewards(rollouts, estimator_spec(estimator).rewards, verl_tokenizer).tensors()
     group_ids = torch.arange(len(rollouts) // GROUP).repeat_interleave(GROUP)
     ours = compute_advantages(estimator, group_ids=group_ids, segment_ids=batch.segment_ids, rewards=rewards)
@@ -229,7 +241,7 @@ def test_advantages_through_verls_data_path_equal_our_trainers(
         assert {"adv/turn1_mean", "adv/summary_mean"} <= set(metrics)
     if estimator == "slca":
         real = batch.segment_ids[:-1]
-        assert metrics == pytest.approx(segment_advantage_stats(ours[:-1], real))
+        assert metrics == pytest.approx(segment_advantage_stats(ours[:-1], real), abs=1e-6)
         assert {"adv/tool_mean", "adv/summary_mean", "adv/tool_present"} <= set(metrics)
 
 
@@ -288,7 +300,7 @@ def test_a_plugin_estimator_and_its_reward_run_on_verl(tokenizer_dir, rollouts, 
             )
             for _, kwargs, output in rollouts
         ]
-        assert [info["verl_plugin_calls"] for info in infos] == [1.0, 0.0, 1.0] * 2
+        assert [info["verl_plugin_calls"] for info in infos] == [1.0, 0.0, 1.0, 4.0] * 2
         mask = torch.nn.utils.rnn.pad_sequence(
             [torch.tensor(o.response_mask) for _, _, o in rollouts], batch_first=True
         )

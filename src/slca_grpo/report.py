@@ -19,10 +19,22 @@ TABLE_COLUMNS = (
     ("calls", "Calls/task", 1.0),
     ("redundant_calls", "Redundant/task", 1.0),
     ("generated_tokens", "Tokens/task", 1.0),
+    ("truncated", "Truncated %", 100.0),  # held-out rollouts cut off by max_turns or the token budget
+    ("train_truncated", "Truncated (train) %", 100.0),  # the run's rollout/truncated, mean over its steps
 )
+TRAIN_TRUNCATED = "rollout/truncated"
 
 
 COUNT_KEYS = frozenset({"calls", "redundant_calls", "generated_tokens", "r_sum"})
+
+
+def train_truncation(metrics: Sequence[dict[str, Any]]) -> float | None:
+    """The share of a run's training rollouts cut off before an answer: ``rollout/truncated``
+    averaged over its steps (a resumed run's replayed steps count once, the last one kept)."""
+    per_step = {
+        int(row["step"]): float(row[TRAIN_TRUNCATED]) for row in metrics if row.get(TRAIN_TRUNCATED) is not None
+    }
+    return sum(per_step.values()) / len(per_step) if per_step else None
 
 
 def _flat_eval_metrics(summary: dict[str, Any]) -> tuple[str, dict[str, float]]:
@@ -205,13 +217,17 @@ def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str
     rows: list[tuple[str, dict[str, Any]]] = []
     if runs and runs[0]["summary"].get("evals"):
         rows.append(("start (before RL)", runs[0]["summary"]["evals"][0]))
-    rows += [(run["name"], run["summary"].get("final_eval", {})) for run in runs]
+    rows += [
+        (run["name"], {**run["summary"].get("final_eval", {}), "train_truncated": train_truncation(run["metrics"])})
+        for run in runs
+    ]
     report = {
         "runs": [
             {
                 "name": run["name"],
                 "dir": run["dir"],
                 "final_eval": run["summary"].get("final_eval", {}),
+                "train_truncated": train_truncation(run["metrics"]),
                 "grad_norm_std": run["summary"].get("grad_norm_std"),
                 "grad_norm_mean": run["summary"].get("grad_norm_mean"),
             }

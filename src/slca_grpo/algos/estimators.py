@@ -1,5 +1,6 @@
 """The built-in advantage estimators (docs/method.md §5): ``grpo``, ``slca``, ``toolpo``, ``rltr``,
-and ``slca-turn`` (SLCA with one segment per tool turn, docs/algorithms.md).
+``slca-turn`` (SLCA with one segment per tool turn, docs/algorithms.md), and ``slca-no-summary``
+(SLCA with λ_summary = 0, the study's control arm).
 
 Each one computes a few per-rollout scalars with the grouped helpers in :mod:`.grouping`, then
 :func:`route_by_segment` (or :func:`route_table`) places them on the tokens in a single gather pass
@@ -7,6 +8,8 @@ over ``[B, T]``.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 from torch import Tensor
@@ -22,7 +25,7 @@ from slca_grpo.algos.segments import (
     turn_count,
 )
 
-__all__ = ["grpo", "rltr", "route_by_segment", "route_table", "slca", "slca_turn", "toolpo"]
+__all__ = ["grpo", "rltr", "route_by_segment", "route_table", "slca", "slca_no_summary", "slca_turn", "toolpo"]
 
 
 def route_table(segment_ids: Tensor, table: Tensor) -> Tensor:
@@ -183,3 +186,11 @@ def slca_turn(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, con
         dim=1,
     )
     return route_table(segment_ids, table)
+
+
+@register_estimator("slca-no-summary", rewards=("score", "tool", "summary", "no_call"))
+def slca_no_summary(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig) -> Tensor:
+    """SLCA with λ_summary = 0: tool tokens as in SLCA, summary tokens get no advantage (a control arm)."""
+    # The study's control: it reads no summary reward at all, so summary noise cannot reach it; read
+    # against slca it says what SLCA's summary channel adds, against grpo what noise costs GRPO.
+    return slca(group_index, segment_ids, rewards, dataclasses.replace(config, lambda_summary=0.0))

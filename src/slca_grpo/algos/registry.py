@@ -19,6 +19,7 @@ from slca_grpo.algos.segments import (
     SEG_FIRST_TURN,
     SEG_TOOL,
     SEGMENTATIONS,
+    Answered,
     checked_segment_ids,
     segment_ids_from_mask,
     segment_roles,
@@ -160,13 +161,15 @@ def list_estimators() -> list[str]:
     return list(_REGISTRY)
 
 
-def segment_ids_for(name: str, response_mask: Tensor) -> Tensor:
+def segment_ids_for(name: str, response_mask: Tensor, answered: Answered = None) -> Tensor:
     """The segment ids the estimator ``name`` reads, from a ``[B, T]`` (or ``[T]``) response mask.
 
     The one place a trainer (ours or the verl adapter) turns a mask into segments: the layout is
     the one the estimator declares, the runs are the mask's maximal runs of learnable tokens.
+    ``answered`` (``[B]`` flags): whether each response ends with its answer; a response cut off on
+    a call has no summary segment, its last run is a tool run. ``None``: every response does.
     """
-    return segment_ids_from_mask(estimator_spec(name).segmentation, response_mask)
+    return segment_ids_from_mask(estimator_spec(name).segmentation, response_mask, answered)
 
 
 RewardValue = Tensor | Sequence[float] | Sequence[bool]

@@ -1,8 +1,13 @@
 """Segment codes and the split of a response into tool and summary segments (docs/method.md §3).
 
 A response's learnable tokens (``response_mask == 1``) come in maximal runs: one per assistant turn,
-separated by injected tool responses (mask 0). The last run is the *summary* segment, all earlier
-runs together are the *tool* segment; a response with a single run is all summary.
+separated by injected tool responses (mask 0). A segment's kind comes from its content: every run
+but the last asked for tool results (that is why a tool response follows it), so it is a tool run;
+the last run is the *summary* segment when it is the rollout's answer, and a tool run when it holds
+a call too (a rollout cut off by ``max_turns`` or the token budget before answering, which has no
+summary segment). The mask cannot say which: the caller passes ``answered`` (one flag per
+response, from the last turn's text: ``chat.parser.is_call_turn``); without it every response is
+taken to end with its answer.
 
 Two layouts share these runs. The *role* layout (``segments_from_mask``) codes 0 none, 1 tool,
 2 summary. The *turn* layout (``turn_segments_from_mask``) keeps 0 and 2 and gives the k-th tool
@@ -56,15 +61,33 @@ def _as_bool_mask(response_mask: Tensor) -> Tensor:
     return response_mask != 0
 
 
-def _label_runs(response_mask: Tensor, label: Callable[[Tensor, Tensor, Tensor], Tensor]) -> Tensor:
-    """``label(mask, run_number, last_run)`` over a ``[B, T]`` (or ``[T]``) mask: ``mask`` bool,
+Answered = Tensor | Sequence[bool] | bool | None
+
+
+def _answered_rows(answered: Answered, rows: int, device: torch.device) -> Tensor:
+    """``[B, 1]`` bool: whether each response's last run is its answer (all, for ``None``)."""
+    if answered is None:
+        return torch.ones((rows, 1), dtype=torch.bool, device=device)
+    flags = torch.as_tensor(answered, device=device)
+    if flags.dim() == 0:
+        flags = flags.reshape(1)
+    if flags.dim() != 1 or flags.shape[0] != rows:
+        raise ValueError(f"answered must hold one flag per response ({rows}), got shape {tuple(flags.shape)}")
+    if flags.is_floating_point() and not bool(torch.isfinite(flags).all()):
+        raise ValueError("answered has non-finite values (NaN or inf)")
+    return (flags != 0).reshape(rows, 1)
+
+
+def _label_runs(response_mask: Tensor, answered: Answered, label: Callable[[Tensor, Tensor, Tensor], Tensor]) -> Tensor:
+    """``label(mask, run_number, summary_run)`` over a ``[B, T]`` (or ``[T]``) mask: ``mask`` bool,
     ``run_number`` the 1-based number of each token's run (meaningful where the mask is set),
-    ``last_run`` ``[B, 1]`` the row's last run number."""
+    ``summary_run`` ``[B, 1]`` the number of the row's summary run (0 when it has none)."""
     if isinstance(response_mask, Tensor) and response_mask.dim() == 1:
-        return _label_runs(response_mask.unsqueeze(0), label).squeeze(0)
+        return _label_runs(response_mask.unsqueeze(0), answered, label).squeeze(0)
     mask = _as_bool_mask(response_mask)
     if mask.dim() != 2:
         raise ValueError(f"response_mask must be [B, T] (or [T]), got shape {tuple(mask.shape)}")
+    ends_with_answer = _answered_rows(answered, mask.shape[0], mask.device)
     if mask.shape[1] == 0:
         return torch.zeros(mask.shape, dtype=torch.long, device=mask.device)
     # A run starts where the mask is 1 and the previous token is not; numbering the runs with a
@@ -72,42 +95,47 @@ def _label_runs(response_mask: Tensor, label: Callable[[Tensor, Tensor, Tensor],
     run_starts = mask.clone()
     run_starts[:, 1:] &= ~mask[:, :-1]
     run_number = run_starts.cumsum(dim=1, dtype=torch.int32)
-    return label(mask, run_number, run_number[:, -1:])
+    summary_run = torch.where(ends_with_answer, run_number[:, -1:], 0)
+    return label(mask, run_number, summary_run)
 
 
-def _role_labels(mask: Tensor, run_number: Tensor, last_run: Tensor) -> Tensor:
+def _role_labels(mask: Tensor, run_number: Tensor, summary_run: Tensor) -> Tensor:
     segment_ids = mask.long()
-    segment_ids += (run_number == last_run) & mask  # 1 (tool) becomes 2 (summary) on the last run
+    segment_ids += (run_number == summary_run) & mask  # 1 (tool) becomes 2 (summary) on the answer
     return segment_ids
 
 
-def _turn_labels(mask: Tensor, run_number: Tensor, last_run: Tensor) -> Tensor:
+def _turn_labels(mask: Tensor, run_number: Tensor, summary_run: Tensor) -> Tensor:
     codes = run_number.long()
     codes += SEG_FIRST_TURN - 1  # run k -> turn code
-    codes.masked_fill_(run_number == last_run, SEG_SUMMARY)
+    codes.masked_fill_(run_number == summary_run, SEG_SUMMARY)
     return codes.masked_fill_(~mask, SEG_NONE)
 
 
-def segments_from_mask(response_mask: Tensor) -> Tensor:
+def segments_from_mask(response_mask: Tensor, answered: Answered = None) -> Tensor:
     """Label each token ``SEG_NONE``, ``SEG_TOOL`` or ``SEG_SUMMARY`` from a ``[B, T]`` response mask.
 
-    Any non-zero entry counts as learnable (bool, int and float masks are accepted). A 1-D mask is
-    treated as a single row and a 1-D result is returned. The result is ``torch.long``.
+    ``answered`` (``[B]`` flags, or one for a 1-D mask): whether each response ends with its answer.
+    Its last run is then the summary; otherwise it is a tool call cut off unanswered, a tool run,
+    and the response has no summary segment. ``None``: every response ends with its answer.
+    Any non-zero mask entry counts as learnable (bool, int and float masks are accepted). A 1-D
+    mask is treated as a single row and a 1-D result is returned. The result is ``torch.long``.
     """
-    return _label_runs(response_mask, _role_labels)
+    return _label_runs(response_mask, answered, _role_labels)
 
 
-def turn_segments_from_mask(response_mask: Tensor) -> Tensor:
-    """The turn layout: the k-th run gets ``SEG_FIRST_TURN + k - 1`` unless it is the row's last,
-    which is ``SEG_SUMMARY``; not learnable is ``SEG_NONE``. The same runs as
-    :func:`segments_from_mask` (``segment_roles`` of the result equals it); 1-D in, 1-D out.
+def turn_segments_from_mask(response_mask: Tensor, answered: Answered = None) -> Tensor:
+    """The turn layout: the k-th run gets ``SEG_FIRST_TURN + k - 1`` unless it is the response's
+    answer (its last run, where ``answered``), which is ``SEG_SUMMARY``; not learnable is
+    ``SEG_NONE``. The same runs as :func:`segments_from_mask` (``segment_roles`` of the result
+    equals it); 1-D in, 1-D out.
     """
-    return _label_runs(response_mask, _turn_labels)
+    return _label_runs(response_mask, answered, _turn_labels)
 
 
 def learnable_runs(response_mask: Sequence[int] | Sequence[bool] | Tensor) -> list[tuple[int, int]]:
     """``[(start, end), ...]``: the maximal runs of learnable tokens of one response, in order (run
-    k is assistant turn k, the last one the summary). With the response ids, this is how a trainer
+    k is assistant turn k). With the response ids, this is how a trainer
     that holds only tokens (the verl adapter) recovers each turn's text for the per-turn reward."""
     if isinstance(response_mask, Tensor):
         mask = _as_bool_mask(response_mask)  # refuses NaN, as the tensor segmenters do
@@ -131,16 +159,17 @@ _SEGMENTERS = {"role": segments_from_mask, "turn": turn_segments_from_mask}
 SEGMENTATIONS = tuple(_SEGMENTERS)
 
 
-def segment_ids_from_mask(segmentation: str, response_mask: Tensor) -> Tensor:
-    """Segment ids of ``response_mask`` in the layout ``segmentation`` (``"role"`` or ``"turn"``).
+def segment_ids_from_mask(segmentation: str, response_mask: Tensor, answered: Answered = None) -> Tensor:
+    """Segment ids of ``response_mask`` in the layout ``segmentation`` (``"role"`` or ``"turn"``);
+    ``answered`` as in :func:`segments_from_mask`.
 
-    Trainers call it through ``algos.segment_ids_for(estimator, mask)``, which reads the layout the
-    estimator declares."""
+    Trainers call it through ``algos.segment_ids_for(estimator, mask, answered)``, which reads the
+    layout the estimator declares."""
     try:
         segmenter = _SEGMENTERS[segmentation]
     except (KeyError, TypeError):
         raise ValueError(f"unknown segmentation {segmentation!r}; known: {', '.join(SEGMENTATIONS)}") from None
-    return segmenter(response_mask)
+    return segmenter(response_mask, answered)
 
 
 def segment_roles(segment_ids: Tensor) -> Tensor:

@@ -85,6 +85,12 @@ class ParsedResponse:
         return self.n_open > 0
 
     @property
+    def is_call_turn(self) -> bool:
+        """Whether the text asks for a tool at all: any ``<tool_call>`` or ``</tool_call>`` tag,
+        well-formed or not (see :func:`is_call_turn`)."""
+        return self.n_open > 0 or self.n_close > 0
+
+    @property
     def format_score(self) -> float:
         """Valid blocks over max(open, close) tags; 0 when there are no tags (docs/method.md §4 ``fmt``)."""
         denominator = max(self.n_open, self.n_close)
@@ -225,6 +231,21 @@ def _final_answer(text: str) -> str:
     tail = text[anchor:]
     dangling = tail.find(TOOL_CALL_OPEN)
     return clean_answer(tail if dangling < 0 else tail[:dangling])
+
+
+def is_call_turn(text: str) -> bool:
+    """Whether an assistant turn's text (Hermes view) holds a tool call: any ``<tool_call>`` or
+    ``</tool_call>`` tag outside reasoning, so a malformed or cut-off call counts. A turn without one
+    is an answer. This is what makes a run of tokens a tool segment or the summary segment."""
+    text = strip_think(text)
+    return TOOL_CALL_OPEN in text or TOOL_CALL_CLOSE in text
+
+
+def last_turn_text(response_text: str) -> str:
+    """The last assistant turn of a whole multi-turn response, when its turn boundaries are not
+    known: everything after the last ``</tool_response>`` (the whole text if there is none)."""
+    cut = response_text.rfind(TOOL_RESPONSE_CLOSE)
+    return response_text if cut < 0 else response_text[cut + len(TOOL_RESPONSE_CLOSE) :]
 
 
 def parse_tool_calls(text: Any, allowed_tools: Collection[str] | None = None) -> ParsedResponse:

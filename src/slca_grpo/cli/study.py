@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from slca_grpo.cli.common import fail
-from slca_grpo.study.plan import DEFAULT_BUDGET, QUICK_BUDGET
+from slca_grpo.study.plan import DEFAULT_BUDGET, DEFAULT_ESTIMATORS, QUICK_BUDGET
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,12 +15,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help=f"{quick.seeds} seeds × {quick.steps} steps, noise {quick.noise} (≤ 20 min on 2 cores)",
+        help=f"{quick.seeds} seeds × {quick.steps} steps, noise {quick.noise} (≈ 30 min on 2 cores, docs/study.md)",
     )
     parser.add_argument("--out", default="runs/study", help="output folder (default: runs/study); rerun to resume")
     parser.add_argument("--seeds", type=int, help=f"RL seeds per cell (default: {full.seeds}; quick {quick.seeds})")
     parser.add_argument(
-        "--estimators", nargs="+", default=["grpo", "slca"], help="registered estimator names (default: grpo slca)"
+        "--estimators",
+        nargs="+",
+        default=list(DEFAULT_ESTIMATORS),
+        help=f"registered estimator names (default: {' '.join(DEFAULT_ESTIMATORS)})",
     )
     parser.add_argument(
         "--noise", help=f"comma-separated noise levels: none, std=S, prob=P, std=S+prob=P (default: {full.noise})"

@@ -71,6 +71,7 @@ AGGREGATED = (
     "generated_tokens",
     "redundant_calls",
     "repeat_calls",
+    "truncated",
 ) + tuple(f"success@{t}" for t in SUCCESS_THRESHOLDS)
 
 

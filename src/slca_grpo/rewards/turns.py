@@ -4,21 +4,35 @@ Pure arithmetic over a task and a rollout's turns (their texts), so it runs with
 a verl reward function can return it as an extra. Rules:
 
 - **Which turns.** A turn is one assistant message (one run of learnable tokens). A *call turn*
-  holds at least one ``<tool_call>`` tag; other turns serve no step and score 0.
-- **Which step.** The task's non-empty gold steps are served in order, each by at most one turn:
-  among the order-preserving one-to-one pairings of call turns with steps, the one with the
-  largest total execution reward wins (on a tie, the earlier turn takes the step). A turn is
-  scored with the execution reward's parts (format, name F1, keys, values, parallel) against the
-  one step it serves, as HierR scores a whole response against all of them.
-- **Extra turns** (more call turns than steps, a repeat of a served step, a step called out of
-  order after a later one, any call on a task with no gold step) serve nothing and score 0: the
-  lowest execution reward.
-- **Missing steps** (no turn serves them) are charged to the call turn that went past them: the
-  first call turn serving a later step, or, when none does, the rollout's last call turn. A charged
-  turn scores the mean of its own score and a 0 for every step charged to it,
-  ``score / (1 + charged)``, as HierR's flat reward counts an unmatched gold call 0. Without this,
-  per-turn normalisation over the rollouts that have a turn would never say whether the turn
-  should exist: stopping early, or skipping step 1, would cost nothing.
+  holds a ``<tool_call>`` or ``</tool_call>`` tag (``chat.parser.is_call_turn``); other turns
+  serve no step and score 0.
+- **Which step.** The task's non-empty gold steps are served in order, each by at most one turn.
+  A turn can serve a step only if it *earns something for it*: it calls one of the step's tools
+  (name F1 > 0 against the step) and its execution reward against the step is above 0. Format and
+  parallel credit alone do not count: any well-formed call earns them, whatever step it is for.
+  Among the order-preserving one-to-one pairings of call turns with steps they can serve, the one
+  with the largest total execution reward wins (on a tie, the earlier turn takes the step). A turn
+  is scored with the execution reward's parts (format, name F1, keys, values, parallel) against
+  the one step it serves, as HierR scores a whole response against all of them.
+- **Extra turns** (more call turns than steps, a malformed or cut-off call, a call to a tool that
+  does not exist or to no step's tool, a repeat of a served step, a step called out of order after
+  a later one, any call on a task with no gold step) serve nothing and score 0: the floor.
+- **Missing steps** (no turn serves them) are charged to a turn that earned something: the first
+  turn serving a later step (it went past the missing one), or, when none does, the last serving
+  turn (the rollout stopped after it). A charged turn scores the mean of its own score and a 0 for
+  every step charged to it, ``score / (1 + charged)``, as HierR's flat reward counts an unmatched
+  gold call 0. Without a charge, per-turn normalisation over the rollouts that have a turn would
+  never say whether the turn should exist: stopping early, or skipping step 1, would cost nothing.
+  A rollout whose call turns serve nothing is charged nowhere: every turn of it is already at 0.
+
+Why charges go only to serving turns: a charge on a turn that scores 0 costs nothing, so a rollout
+could dodge it by ending with a junk call that takes the charge. Since a serving turn scores above
+0, every charge strictly lowers a reward, and since neither alignment nor charges look at turns
+that serve nothing, appending any such turn to a rollout leaves the rewards of its earlier turns
+unchanged and adds a turn at the floor: a junk call never beats stopping (a property test checks
+this over generated turn sequences). The charge divides rather than subtracts so a reward stays in
+[0, 1] with 0 the floor: a subtracted charge would rank a real but charged turn below a junk turn
+at the same position in another rollout of the group.
 """
 
 from __future__ import annotations
@@ -131,19 +145,25 @@ def _turn_text(turn: TurnInput) -> str | ParsedResponse:
     raise TypeError(f"a turn must be its text, a ParsedResponse or a Turn, got {type(turn).__name__}")
 
 
-def _align(scores: list[list[float]]) -> list[int | None]:
+def _align(scores: list[list[float | None]]) -> list[int | None]:
     """For each call turn, the step it serves: the order-preserving one-to-one pairing with the
-    largest total score; on ties a turn takes a step rather than passing it to a later turn."""
+    largest total score, over the pairs a turn can serve (``None``: it earns nothing for that
+    step); on ties a turn takes a step rather than passing it to a later turn."""
     turns, steps = len(scores), len(scores[0]) if scores else 0
     # best[i][j]: the largest total pairing turns i.. with steps j..
     best = [[0.0] * (steps + 1) for _ in range(turns + 1)]
     for i in range(turns - 1, -1, -1):
         for j in range(steps - 1, -1, -1):
-            best[i][j] = max(scores[i][j] + best[i + 1][j + 1], best[i + 1][j], best[i][j + 1])
+            take = scores[i][j]
+            options = [best[i + 1][j], best[i][j + 1]]
+            if take is not None:
+                options.append(take + best[i + 1][j + 1])
+            best[i][j] = max(options)
     served: list[int | None] = [None] * turns
     i = j = 0
     while i < turns and j < steps:
-        if scores[i][j] + best[i + 1][j + 1] >= best[i][j] - TIE_TOLERANCE:
+        take = scores[i][j]
+        if take is not None and take + best[i + 1][j + 1] >= best[i][j] - TIE_TOLERANCE:
             served[i] = j
             i, j = i + 1, j + 1
         elif best[i][j + 1] >= best[i][j] - TIE_TOLERANCE:
@@ -151,6 +171,12 @@ def _align(scores: list[list[float]]) -> list[int | None]:
         else:
             i += 1
     return served
+
+
+def _earned(execution: ExecutionReward) -> float | None:
+    """The score a turn brings to a step it can serve, or None when it earns nothing for the step
+    (no call to the step's tools, or nothing at all)."""
+    return execution.total if execution.name_f1 > 0 and execution.total > 0 else None
 
 
 def _step_task(task: Task, step: Sequence[ToolCall]) -> Task:
@@ -168,11 +194,11 @@ def turn_rewards(
     parsed = [parse_for_task(_turn_text(turn), task) for turn in turns]
     steps = [step for step in task.gold_calls if step]
     step_tasks = [_step_task(task, step) for step in steps]
-    call_turns = [index for index, p in enumerate(parsed) if p.has_tool_call]
+    call_turns = [index for index, p in enumerate(parsed) if p.is_call_turn]
     executions = [
         [execution_reward(parsed[index], step_task, weights) for step_task in step_tasks] for index in call_turns
     ]
-    served = _align([[e.total for e in row] for row in executions])
+    served = _align([[_earned(e) for e in row] for row in executions])
     charged = _charges(served, len(steps))
     scores = [TurnScore(has_call=False) for _ in parsed]
     for row, index, step, charge in zip(executions, call_turns, served, charged):
@@ -181,16 +207,17 @@ def turn_rewards(
 
 
 def _charges(served: Sequence[int | None], steps: int) -> list[int]:
-    """Per call turn, the missing steps it went past: each unserved step goes to the first call
-    turn serving a later step, or else to the last call turn."""
+    """Per call turn, the missing steps charged to it: each unserved step goes to the first turn
+    serving a later step, or else to the last serving turn; with no serving turn, to none."""
     charged = [0] * len(served)
-    if not served:
+    serving = [i for i, step in enumerate(served) if step is not None]
+    if not serving:
         return charged
-    done = {step for step in served if step is not None}
+    done = {served[i] for i in serving}
     for step in range(steps):
         if step in done:
             continue
-        later = next((i for i, s in enumerate(served) if s is not None and s > step), len(served) - 1)
+        later = next((i for i in serving if served[i] > step), serving[-1])  # type: ignore[operator]
         charged[later] += 1
     return charged
 

@@ -6,13 +6,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.report import agg_pyplot
+from slca_grpo.report import TRAIN_TRUNCATED, agg_pyplot
+from slca_grpo.study.metrics import GRAD_COSINE, STUDY_METRICS, metric_label, metric_scale
 from slca_grpo.study.plan import StudyPlan
-from slca_grpo.study.report import GRAD_COSINE, STUDY_METRICS, metric_label, metric_scale
 
 TRAINING_TITLES = {
     "reward/tool": "training R_tool (smoothed)",
     "reward/summary": "training R_sum, clean (smoothed)",
+    TRAIN_TRUNCATED: "training rollouts truncated (smoothed)",
     GRAD_COSINE: "grad cosine tool·summary",
 }
 

@@ -16,38 +16,22 @@ from typing import Any
 
 import yaml
 
-from slca_grpo.report import TABLE_COLUMNS, load_run, moving_average
+from slca_grpo.config import ConfigError
+from slca_grpo.provenance import describe, pairing_key, read_provenance
+from slca_grpo.report import load_run, moving_average, train_truncation
+from slca_grpo.study.metrics import (
+    GRAD_COSINE,
+    HELD_OUT_TRUNCATED,
+    NOISE_KEYS,
+    STUDY_METRICS,
+    TRAINING_KEYS,
+    TRAINING_TRUNCATED,
+    study_metrics,
+)
 from slca_grpo.study.plan import TIMINGS_FILE, NoiseLevel, StudyPlan, read_json, run_dir
-from slca_grpo.study.stats import Interval, bootstrap_ci, paired_difference_ci
-
-STUDY_METRICS = ("success@0.7", "success@0.9", "name_f1", "arg_match", "process", "r_sum")
-LABELS = {key: label for key, label, _ in TABLE_COLUMNS}
-SCALES = {key: scale for key, _, scale in TABLE_COLUMNS}
-STEP_PREFIX = "step/"  # held-out score of gold step j's turn (eval/indomain.py), on multi-step tasks
-
-
-def study_metrics(runs: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-    """The study's metrics, and ``step/<j>`` for every gold step the final evaluations score."""
-    steps = sorted(
-        {key for run in runs for key in run["final"] if key.startswith(STEP_PREFIX)},
-        key=lambda key: int(key[len(STEP_PREFIX) :]),
-    )
-    return (*STUDY_METRICS, *steps)
-
-
-def metric_label(metric: str) -> str:
-    if metric.startswith(STEP_PREFIX):
-        return f"Step {metric[len(STEP_PREFIX) :]}"
-    return LABELS[metric]
-
-
-def metric_scale(metric: str) -> float:
-    return 100.0 if metric.startswith(STEP_PREFIX) else SCALES[metric]
-
-
-GRAD_COSINE = "diag/grad_cosine_tool_summary"
-TRAINING_KEYS = ("reward/tool", "reward/summary", GRAD_COSINE)
-NOISE_KEYS = ("noise/mean", "noise/std", "noise/replaced_rate")
+from slca_grpo.study.plots import plot_study
+from slca_grpo.study.stats import Interval, bootstrap_ci, holm_adjust, paired_difference_ci, sign_flip_p
+from slca_grpo.study.tables import markdown_report
 
 
 def per_step(metrics: Sequence[Mapping[str, Any]], key: str) -> dict[int, float]:
@@ -71,6 +55,8 @@ def run_record(path: Path) -> dict[str, Any]:
         "training": {key: per_step(metrics, key) for key in TRAINING_KEYS},
         "grad_cosine": sum(cosines) / len(cosines) if cosines else None,
         "noise": {key: _mean(per_step(metrics, key).values()) for key in NOISE_KEYS},
+        TRAINING_TRUNCATED: train_truncation(metrics),
+        "provenance": read_provenance(path),
     }
 
 
@@ -100,12 +86,16 @@ def _values(runs: Mapping[int, dict[str, Any]], pick: Callable[[dict[str, Any]],
     return out
 
 
-def _interval(values: Mapping[int, float]) -> dict[str, Any] | None:
+def _interval(values: Mapping[int, float], *, test: bool = False) -> dict[str, Any] | None:
+    """Mean and bootstrap CI over seeds; with ``test``, also the exact sign-flip p of "mean = 0"."""
     if not values:
         return None
     interval = bootstrap_ci(list(values.values()))
     assert isinstance(interval, Interval)
-    return {**interval.to_dict(), "values": {str(s): v for s, v in values.items()}}
+    out = {**interval.to_dict(), "values": {str(s): v for s, v in values.items()}}
+    if test:
+        out["p"] = sign_flip_p(list(values.values()))
+    return out
 
 
 def _paired(treatment: Mapping[int, float], baseline: Mapping[int, float]) -> dict[str, Any] | None:
@@ -146,8 +136,9 @@ def _curve(
 def summarise_cell(runs: Mapping[int, dict[str, Any]], metrics: Sequence[str] = STUDY_METRICS) -> dict[str, Any]:
     return {
         "seeds": sorted(runs),
-        "final": {m: _interval(_values(runs, _final(m))) for m in metrics},
-        "delta": {m: _interval(_values(runs, _delta(m))) for m in metrics},
+        "final": {m: _interval(_values(runs, _final(m))) for m in (*metrics, HELD_OUT_TRUNCATED)},
+        "delta": {m: _interval(_values(runs, _delta(m)), test=True) for m in metrics},
+        TRAINING_TRUNCATED: _interval(_values(runs, lambda run: run[TRAINING_TRUNCATED])),
         "grad_cosine": _interval(_values(runs, lambda run: run["grad_cosine"])),
         "noise": {
             key.split("/")[1]: _mean(_values(runs, lambda run, k=key: run["noise"][k]).values()) for key in NOISE_KEYS
@@ -213,158 +204,37 @@ def comparisons(
             }
             for level in noisy
         }
+    for family in ("paired", "noise_effect", "interaction"):
+        add_holm(
+            [test for pairs in out[family].values() for by_metric in pairs.values() for test in by_metric.values()]
+        )
     return out
 
 
-# -- markdown ---------------------------------------------------------------------------------
+def add_holm(tests: Sequence[dict[str, Any] | None]) -> None:
+    """Set ``holm_p`` on each test of one table (a family): its Holm–Bonferroni adjusted p-value."""
+    present = [test for test in tests if test is not None and test.get("p") is not None]
+    for test, adjusted in zip(present, holm_adjust([test["p"] for test in present])):
+        test["holm_p"] = adjusted
 
 
-def _number(value: float | None, scale: float, signed: bool = False) -> str:
-    if value is None:
-        return "–"
-    digits = 1 if scale != 1.0 else 3
-    return f"{value * scale:+.{digits}f}" if signed else f"{value * scale:.{digits}f}"
-
-
-def format_interval(interval: Mapping[str, Any] | None, scale: float = 1.0, *, signed: bool = False) -> str:
-    """``45.2 [41.0, 49.3]``; a difference whose CI excludes 0 is starred; no CI with one seed."""
-    if not interval:
-        return "–"
-    mean = _number(interval["mean"], scale, signed)
-    if interval.get("low") is None:
-        return f"{mean} (n=1)"
-    star = "*" if signed and (interval["low"] > 0 or interval["high"] < 0) else ""
-    wins = f" {interval['wins']}/{interval['n']}" if "wins" in interval else ""
-    return f"{mean} [{_number(interval['low'], scale, signed)}, {_number(interval['high'], scale, signed)}]{star}{wins}"
-
-
-def _table(
-    title: str,
-    rows: Sequence[tuple[str, Mapping[str, Any]]],
-    metrics: Sequence[str],
-    *,
-    signed: bool,
-    note: str = "",
-) -> list[str]:
-    header = "| | " + " | ".join(metric_label(m) for m in metrics) + " |"
-    lines = [f"### {title}", "", *([note, ""] if note else []), header, "|---|" + "---:|" * len(metrics)]
-    for name, by_metric in rows:
-        lines.append(
-            f"| {name} | "
-            + " | ".join(format_interval(by_metric.get(m), metric_scale(m), signed=signed) for m in metrics)
-            + " |"
+def run_provenance(runs: Sequence[Mapping[str, Any]]) -> str | None:
+    """One line describing the code and environment every run shares; an error when they differ
+    (the study pairs runs seed by seed, which holds only within one commit and one environment)."""
+    records = [run["provenance"] for run in runs]
+    if all(record is None for record in records):
+        return None  # runs made before provenance was recorded
+    keys = {pairing_key(record) if record else None for record in records}
+    if len(keys) > 1:
+        shown = sorted({describe(record) if record else "not recorded" for record in records})
+        raise ConfigError(
+            "the study's runs were made with different code or environments, and are not paired: " + " | ".join(shown)
         )
-    return lines + [""]
-
-
-def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
-    labels = {level.name: level.label for level in plan.levels}
-    cells, compared, settings = report["cells"], report["comparisons"], report["settings"]
-    metrics = report.get("metrics") or STUDY_METRICS
-    baseline = compared["baseline"]
-    lines = [
-        "# Credit-assignment study",
-        "",
-        f"Preset `{settings['preset']}` · {settings['seeds']} seeds · {settings['steps']} RL steps × "
-        f"{settings['prompts_per_step']} prompts × G = {settings['group_size']} · "
-        f"held-out: {settings['eval_tasks']} tasks, greedy · "
-        f"noise levels: {', '.join(labels.values())} · estimators: {', '.join(plan.estimators)}.",
-        "",
-        "Mean [95% CI] over seeds (expanded percentile bootstrap of the mean, docs/study.md). "
-        "Rates in %, R_sum on its 0–1 scale. Differences are paired by seed; `*` marks a CI that excludes 0; "
-        "`k/n`: seeds where the difference is positive.",
-        "",
-    ]
-    start = report.get("start_eval") or {}
-    if start:
-        lines += [
-            "Start (the SFT checkpoint, before RL): "
-            + ", ".join(f"{metric_label(m)} {_number(start.get(m), metric_scale(m))}" for m in metrics),
-            "",
-        ]
-    rows = [
-        (f"{labels[level]} · {estimator}", cell["final"])
-        for level, by_est in cells.items()
-        for estimator, cell in by_est.items()
-    ]
-    lines += _table("Final held-out metrics", rows, metrics, signed=False)
-    rows = [
-        (f"{labels[level]} · {estimator}", cell["delta"])
-        for level, by_est in cells.items()
-        for estimator, cell in by_est.items()
-    ]
-    lines += _table("Change from the start (final − SFT checkpoint)", rows, metrics, signed=True)
-    rows = [
-        (f"{labels[level]} · {pair}", by_metric)
-        for level, pairs in compared["paired"].items()
-        for pair, by_metric in pairs.items()
-    ]
-    if rows:
-        title = f"Paired difference against {baseline}" if len(plan.estimators) < 3 else "Paired differences"
-        lines += _table(title, rows, metrics, signed=True)
-    reference = labels[compared["reference_level"]]
-    rows = [
-        (f"{estimator} · {labels[pair.split(' - ')[0]]} − {reference}", by_metric)
-        for estimator, pairs in compared["noise_effect"].items()
-        for pair, by_metric in pairs.items()
-    ]
-    if rows:
-        lines += _table(
-            "Effect of the noise (level − reference, same estimator)",
-            rows,
-            metrics,
-            signed=True,
-            note="Negative: the estimator ends worse with noisy summary rewards than without.",
-        )
-    rows = [
-        (f"({gap}) · {labels[pair.split(' - ')[0]]} − {reference}", by_metric)
-        for gap, pairs in compared["interaction"].items()
-        for pair, by_metric in pairs.items()
-    ]
-    if rows:
-        lines += _table(
-            "Interaction: how much the gap changes with noise",
-            rows,
-            metrics,
-            signed=True,
-            note=f"(treatment − {baseline}) at a level minus the same at {reference}. Positive: noise widens the "
-            "treatment's lead — what the paper's claim predicts for SLCA against GRPO.",
-        )
-    lines += [
-        "### Training diagnostics",
-        "",
-        "| | grad cosine tool·summary | noise: mean shift of R_sum | std of the shift | % replaced |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for level, by_est in cells.items():
-        for estimator, cell in by_est.items():
-            noise = cell["noise"]
-            lines.append(
-                f"| {labels[level]} · {estimator} | {format_interval(cell['grad_cosine'], signed=True)} | "
-                f"{_number(noise.get('mean'), 1.0, signed=True)} | {_number(noise.get('std'), 1.0)} | "
-                f"{_number(noise.get('replaced_rate'), 100.0)} |"
-            )
-    lines += [
-        "",
-        "Charts: `curves.png` (held-out metrics per step, band = 95% CI over seeds), `training.png` (training "
-        "R_tool and R_sum — the clean ones — and the gradient cosine per step), `noise_levels.png` (final metrics and "
-        "paired differences against the noise level).",
-        "",
-    ]
-    seconds = report.get("seconds") or {}
-    if seconds.get("runs"):
-        lines += [
-            f"Cost: SFT {seconds.get('sft') or 0:.0f} s; {seconds['runs']} RL runs timed, "
-            f"{seconds['run_mean']:.0f} s each on average.",
-            "",
-        ]
-    return "\n".join(lines)
+    return describe(records[0])
 
 
 def write_study_report(out_dir: str | Path, plan: StudyPlan) -> dict[str, Any]:
     """Read the finished runs of ``out_dir`` and write ``report.json``, ``report.md`` and charts."""
-    from slca_grpo.study.plots import plot_study
-
     out_dir = Path(out_dir)
     runs = collect_runs(out_dir, plan)
     finished = [run for by_est in runs.values() for cell in by_est.values() for run in cell.values()]
@@ -376,9 +246,17 @@ def write_study_report(out_dir: str | Path, plan: StudyPlan) -> dict[str, Any]:
     rl = config.get("rl", {})
     timings = read_json(out_dir / TIMINGS_FILE, {})
     sft_summary = read_json(out_dir / "sft_summary.json", {})
+    cells = {
+        level: {estimator: summarise_cell(cell, metrics) for estimator, cell in by_est.items()}
+        for level, by_est in runs.items()
+    }
+    add_holm([cell["delta"][m] for by_est in cells.values() for cell in by_est.values() for m in metrics])
+    sft_provenance = sft_summary.get("provenance")
     report = {
         "settings": {
             **plan.to_dict(),
+            "code": run_provenance(finished),
+            "sft_code": describe(sft_provenance) if isinstance(sft_provenance, dict) else None,
             "preset": plan.budget.preset,
             "seeds": len(plan.seeds),
             "steps": rl.get("steps"),
@@ -390,10 +268,7 @@ def write_study_report(out_dir: str | Path, plan: StudyPlan) -> dict[str, Any]:
         },
         "metrics": list(metrics),
         "start_eval": starts[0] if starts else None,
-        "cells": {
-            level: {estimator: summarise_cell(cell, metrics) for estimator, cell in by_est.items()}
-            for level, by_est in runs.items()
-        },
+        "cells": cells,
         "comparisons": comparisons(runs, plan, metrics),
         "seconds": {
             "sft": sft_summary.get("seconds"),

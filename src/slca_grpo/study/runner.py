@@ -5,7 +5,8 @@ step are a pure function of (seed, step) (``trainer.run._task_sampler``), and so
 noise draws (``rewards.noise``), so the estimators of a seed — and its noise levels — see the same
 prompts and the same noise slots. Runs go seed by seed, so an interrupted study leaves balanced
 cells; a finished run (``summary.json``) is skipped and an interrupted one resumes from its last
-checkpoint, after checking it was made with the same settings.
+checkpoint, after checking it was made with the same settings, code and environment (a study pairs
+runs of one commit only; ``provenance.json`` in each run folder records it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import yaml
 
 from slca_grpo.config import ConfigError, apply_overrides, load_yaml_config, to_dict
 from slca_grpo.presets import resolve_config_path
+from slca_grpo.provenance import describe, pairing_key, provenance, read_provenance
 from slca_grpo.study.plan import PLAN_FILE, TIMINGS_FILE, NoiseLevel, StudyPlan, read_json, run_dir
 from slca_grpo.trainer.run import RunConfig
 
@@ -79,6 +81,16 @@ def settings_difference(saved_yaml: Path, config: RunConfig) -> str | None:
     return None
 
 
+def provenance_difference(target: Path) -> str | None:
+    """Why a started run cannot be paired with runs made now (other code or environment), or None."""
+    earlier = read_provenance(target)
+    if earlier is None:
+        return "it was made by an earlier version that did not record its code and environment"
+    if pairing_key(earlier) != pairing_key(provenance()):
+        return f"it was run with {describe(earlier)}; this is {describe(provenance())}"
+    return None
+
+
 def _clock(seconds: float) -> str:
     minutes, seconds = divmod(int(round(seconds)), 60)
     hours, minutes = divmod(minutes, 60)
@@ -108,6 +120,12 @@ def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbos
             if difference:
                 raise ConfigError(
                     f"{target} was run with other settings ({difference}); use another --out or remove it"
+                )
+            reason = provenance_difference(target)
+            if reason:
+                raise ConfigError(
+                    f"{target} cannot be paired with runs made now: {reason}. A study pairs runs of one commit and "
+                    "one environment only; use another --out"
                 )
     if started_runs and not sft_is_current(base, out_dir):
         raise ConfigError(

@@ -1,4 +1,5 @@
-"""Statistics of a multi-seed study: bootstrap confidence intervals of means and paired differences.
+"""Statistics of a multi-seed study: confidence intervals of means, and paired differences with an
+exact test.
 
 Pure functions on numbers (no files, no torch). The interval is the percentile bootstrap of the
 mean, by default *expanded* for small samples (Hesterberg 2015, "What teachers should know about
@@ -6,6 +7,11 @@ the bootstrap", §5.1): with n seeds the plain percentile interval is as narrow 
 with the plug-in standard deviation and covers only ~85% at n = 5 for normal data; the expanded
 one reads the bootstrap distribution at the tail levels ``Φ(±√(n/(n−1))·t_{n−1})`` and so widens
 the interval as a t-interval would, while keeping the bootstrap's shape.
+
+No percentile interval can leave the range of its n values, so at a handful of seeds it is a
+description, not a test. A paired difference therefore also carries the paired t-interval and
+the exact sign-flip (permutation) p-value, which is what decides significance; over a table of
+such tests, :func:`holm_adjust` gives the Holm–Bonferroni adjusted p-values.
 """
 
 from __future__ import annotations
@@ -95,39 +101,122 @@ def bootstrap_ci(
     return [Interval(float(m), float(lo), float(hi), n) for m, lo, hi in zip(mean, lows, highs)]
 
 
+def t_interval(values: Sequence[float] | np.ndarray, *, confidence: float = 0.95) -> Interval:
+    """The Student t-interval of the mean, ``mean ± t_{n−1}·s/√n`` (NaN bounds below two values)."""
+    _check(confidence, 1)
+    samples = _as_samples(values)
+    n = samples.shape[0]
+    mean = float(samples.mean())
+    if n < 2:
+        return Interval(mean, math.nan, math.nan, n)
+    half = float(student_t.ppf(0.5 + confidence / 2, n - 1)) * float(samples.std(ddof=1)) / math.sqrt(n)
+    return Interval(mean, mean - half, mean + half, n)
+
+
+EXACT_SIGN_FLIP_MAX = 20  # up to 2**20 sign patterns are enumerated; more seeds are sampled
+SIGN_FLIP_RESAMPLES = 200_000
+
+
+def sign_flip_p(
+    differences: Sequence[float] | np.ndarray, *, resamples: int = SIGN_FLIP_RESAMPLES, seed: int = 0
+) -> float:
+    """Two-sided p-value of the paired sign-flip (permutation) test of "mean difference = 0".
+
+    Under the null each difference is as likely negative as positive, so every pattern of signs is
+    equally likely; p is the share of patterns whose |sum| reaches the observed one. Exact (all
+    2ⁿ patterns) up to ``EXACT_SIGN_FLIP_MAX`` values; beyond that, ``resamples`` random patterns
+    with the add-one estimate ``(k + 1) / (N + 1)``. The smallest exact p is ``2 / 2ⁿ`` when no
+    difference is 0: 0.0625 at n = 5, 0.0078 at n = 8.
+    """
+    samples = _as_samples(differences)
+    if samples.ndim != 1:
+        raise ValueError("sign_flip_p takes one difference per seed")
+    n = samples.shape[0]
+    observed = abs(float(samples.sum()))
+    tolerance = 1e-12 * max(1.0, float(np.abs(samples).sum()))  # sums equal up to rounding count as reached
+    if n <= EXACT_SIGN_FLIP_MAX:
+        reached = 0
+        chunk = 1 << min(n, 16)
+        low_bits = (np.arange(chunk)[:, None] >> np.arange(min(n, 16))) & 1
+        low_signs = 1 - 2 * low_bits  # [chunk, min(n, 16)] of ±1
+        low_sums = low_signs @ samples[: min(n, 16)]
+        for high in range(1 << max(0, n - 16)):  # the remaining (at most four) signs, pattern by pattern
+            high_signs = 1 - 2 * ((high >> np.arange(max(0, n - 16))) & 1)
+            sums = low_sums + float(high_signs @ samples[16:])
+            reached += int((np.abs(sums) >= observed - tolerance).sum())
+        return reached / float(1 << n)
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(resamples, n))
+    reached = int((np.abs(signs @ samples) >= observed - tolerance).sum())
+    return (reached + 1) / (resamples + 1)
+
+
+def holm_adjust(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm–Bonferroni adjusted p-values of a family of tests (``None`` entries are not tests):
+    a test is significant at level α after the correction when its adjusted p is below α."""
+    tested = sorted((p, index) for index, p in enumerate(p_values) if p is not None)
+    adjusted: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p, index) in enumerate(tested):
+        running = max(running, min(1.0, (len(tested) - rank) * p))  # keep the adjusted values monotone
+        adjusted[index] = running
+    return adjusted
+
+
 @dataclass(frozen=True)
 class PairedDifference:
-    """Treatment − baseline, seed by seed: the mean difference's CI and how many seeds it won."""
+    """Treatment − baseline, seed by seed: the mean difference with its bootstrap interval, its
+    paired t-interval, the exact sign-flip p-value, and the seeds won, lost and tied."""
 
     interval: Interval
     seeds: tuple[int, ...]
     differences: tuple[float, ...]
+    t: Interval
+    p: float
 
     @property
     def wins(self) -> int:
         return sum(d > 0 for d in self.differences)
 
+    @property
+    def losses(self) -> int:
+        return sum(d < 0 for d in self.differences)
+
+    @property
+    def ties(self) -> int:
+        return sum(d == 0 for d in self.differences)
+
     def to_dict(self) -> dict[str, Any]:
+        t_bounds = self.t.to_dict()
         return {
             **self.interval.to_dict(),
+            "t_low": t_bounds["low"],
+            "t_high": t_bounds["high"],
+            "p": self.p,
             "seeds": list(self.seeds),
             "differences": list(self.differences),
             "wins": self.wins,
+            "losses": self.losses,
+            "ties": self.ties,
         }
 
 
 def paired_difference_ci(
     treatment: Mapping[int, float], baseline: Mapping[int, float], **options: Any
 ) -> PairedDifference:
-    """CI of the mean of (treatment − baseline) over the seeds both have: a shared per-seed
-    effect (the seed's prompts, its start) cancels before resampling."""
+    """(treatment − baseline) over the seeds both have: a shared per-seed effect (the seed's
+    prompts, its start) cancels before any statistic. ``options`` go to :func:`bootstrap_ci`."""
     seeds = tuple(sorted(set(treatment) & set(baseline)))
     if not seeds:
         raise ValueError("a paired difference needs seeds present in both runs")
     differences = tuple(float(treatment[s]) - float(baseline[s]) for s in seeds)
     interval = bootstrap_ci(differences, **options)
     assert isinstance(interval, Interval)
-    return PairedDifference(interval, seeds, differences)
+    confidence = options.get("confidence", 0.95)
+    return PairedDifference(
+        interval, seeds, differences, t_interval(differences, confidence=confidence), sign_flip_p(differences)
+    )
 
 
 def unpaired_difference_ci(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from slca_grpo.algos import segment_ids_for, segments_from_mask
+from slca_grpo.chat.parser import is_call_turn, last_turn_text
 from slca_grpo.types import Trajectory
 
 
@@ -45,10 +46,16 @@ class TokenBatch:
 
 
 def pad_sequences(
-    sequences: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], pad_id: int, *, estimator: str | None = None
+    sequences: Sequence[Sequence[int]],
+    masks: Sequence[Sequence[int]],
+    pad_id: int,
+    *,
+    estimator: str | None = None,
+    answered: Sequence[bool] | None = None,
 ) -> TokenBatch:
     """Right-pad token sequences with their learnable-token masks; segments come from the masks, in
-    the layout ``estimator`` reads (``segment_ids_for``; the role layout without one)."""
+    the layout ``estimator`` reads (``segment_ids_for``; the role layout without one), and from
+    ``answered``: whether each sequence ends with its answer (None: all do)."""
     width = max(1, max(len(s) for s in sequences))
     batch = len(sequences)
     input_ids = torch.full((batch, width), pad_id, dtype=torch.long)
@@ -60,14 +67,25 @@ def pad_sequences(
         input_ids[row, : len(ids)] = torch.tensor(list(ids), dtype=torch.long)
         attention[row, : len(ids)] = 1
         loss_mask[row, : len(mask)] = torch.tensor(list(mask), dtype=torch.float32)
-    segment_ids = segments_from_mask(loss_mask) if estimator is None else segment_ids_for(estimator, loss_mask)
+    if estimator is None:
+        segment_ids = segments_from_mask(loss_mask, answered)
+    else:
+        segment_ids = segment_ids_for(estimator, loss_mask, answered)
     return TokenBatch(input_ids, attention, loss_mask, segment_ids)
 
 
+def ends_with_answer(trajectory: Trajectory) -> bool:
+    """Whether a rollout's last turn is an answer rather than a call the limits left unanswered."""
+    last = trajectory.turns[-1].text if trajectory.turns else last_turn_text(trajectory.response_text)
+    return not is_call_turn(last)
+
+
 def trajectory_batch(trajectories: Sequence[Trajectory], pad_id: int, *, estimator: str | None = None) -> TokenBatch:
+    """Prompt + response rows; a rollout that ends on a call has no summary segment."""
     sequences = [t.prompt_ids + t.response_ids for t in trajectories]
     masks = [[0] * len(t.prompt_ids) + list(t.response_mask) for t in trajectories]
-    return pad_sequences(sequences, masks, pad_id, estimator=estimator)
+    answered = [ends_with_answer(t) for t in trajectories]
+    return pad_sequences(sequences, masks, pad_id, estimator=estimator, answered=answered)
 
 
 def _accepts_logits_to_keep(model: torch.nn.Module) -> bool:

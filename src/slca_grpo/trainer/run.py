@@ -25,6 +25,7 @@ from slca_grpo.data.config import DataConfig
 from slca_grpo.data.loader import EvalOnlyError, load_dataset
 from slca_grpo.eval.indomain import evaluate_loop
 from slca_grpo.models.config import ModelConfig
+from slca_grpo.provenance import describe, provenance, record_provenance
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.factory import make_checker, make_judge
 from slca_grpo.rollout.environment import ToolEnvironment
@@ -315,6 +316,7 @@ def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_di
                 "first_loss": losses[0],
                 "final_loss": losses[-1],
                 "seconds": time.perf_counter() - started,
+                "provenance": provenance(),
             },
             indent=1,
         )
@@ -383,6 +385,13 @@ def train(
     out_dir = Path(config.train.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_yaml_config(config, out_dir / "config.yaml")
+    earlier = record_provenance(out_dir)
+    if earlier is not None:
+        print(
+            f"warning: {out_dir} was started with {describe(earlier)}; it continues with {describe(provenance())}, "
+            "so its steps mix the two (results of different code or machines are not comparable seed by seed)",
+            file=sys.stderr,
+        )
     if config.train.torch_threads:
         torch.set_num_threads(config.train.torch_threads)
     torch.manual_seed(config.train.seed)
@@ -528,6 +537,7 @@ def train(
         "evals": history["evals"],
         "grad_norm_std": std(history["grad_norms"]),
         "grad_norm_mean": sum(history["grad_norms"]) / max(1, len(history["grad_norms"])),
+        "provenance": provenance(),
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     logger.close()

@@ -18,8 +18,17 @@ from slca_grpo.algos.registry import segment_ids_for
 
 # Our reward names whose reward_extra_info keys read differently (HierR's R_tool and R_sum).
 EXTRA_KEYS = {"tool": "r_tool", "summary": "r_sum"}
+# Whether a rollout's last turn is its answer (compute_score reads it from the last turn's text).
+ANSWERED_KEY = "answered"
 
-__all__ = ["EXTRA_KEYS", "batch_advantages", "extra_key", "rewards_from_extras", "rollout_segments"]
+__all__ = [
+    "ANSWERED_KEY",
+    "EXTRA_KEYS",
+    "batch_advantages",
+    "extra_key",
+    "rewards_from_extras",
+    "rollout_segments",
+]
 
 
 def extra_key(reward: str) -> str:
@@ -27,14 +36,15 @@ def extra_key(reward: str) -> str:
     return EXTRA_KEYS.get(reward, reward)
 
 
-def rollout_segments(estimator: str, response_mask: Tensor) -> Tensor:
+def rollout_segments(estimator: str, response_mask: Tensor, answered: Sequence[bool] | None = None) -> Tensor:
     """Segment ids ``[B, T]`` of verl responses in the layout ``estimator`` reads (tool/summary, or
     one segment per turn for ``slca-turn``): the one place the verl path derives segments.
 
     verl's ``response_mask`` is 1 on generated tokens and 0 on tool responses and chat headers,
-    which is exactly the mask our segments are defined on.
+    which is exactly the mask our segments are defined on; ``answered`` (from the reward's extras)
+    says whether each response's last run is its answer or a call cut off unanswered.
     """
-    return segment_ids_for(estimator, response_mask)
+    return segment_ids_for(estimator, response_mask, answered)
 
 
 def rewards_from_extras(
@@ -80,7 +90,8 @@ def batch_advantages(
     config: AdvantageConfig | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``(advantages, segment_ids)``, both ``[B, T]`` over verl's response tokens."""
-    segment_ids = rollout_segments(estimator, response_mask)
+    answered = rewards_from_extras(reward_infos, [ANSWERED_KEY], rollouts)[ANSWERED_KEY]
+    segment_ids = rollout_segments(estimator, response_mask, [bool(flag) for flag in answered])
     rewards = rewards_from_extras(reward_infos, estimator_spec(estimator).rewards, rollouts)
     advantages = compute_advantages(
         estimator, group_ids=list(group_ids), segment_ids=segment_ids, rewards=rewards, config=config

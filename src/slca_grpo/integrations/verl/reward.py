@@ -20,7 +20,8 @@ from functools import lru_cache
 from typing import Any
 
 from slca_grpo.algos import estimator_spec, list_estimators
-from slca_grpo.integrations.verl.advantages import extra_key
+from slca_grpo.chat.parser import is_call_turn, last_turn_text
+from slca_grpo.integrations.verl.advantages import ANSWERED_KEY, extra_key
 from slca_grpo.integrations.verl.config import SECTION, plain, read_section
 from slca_grpo.integrations.verl.rows import task_from_extra_info
 from slca_grpo.plugins import load_plugins
@@ -60,7 +61,9 @@ def compute_score(
     reward_router_address: str | None = None,
     reward_model_tokenizer: Any = None,
 ) -> dict[str, float | bool]:
-    """``{"score", "r_tool", "r_sum", "no_call", ...}`` of one rollout.
+    """``{"score", "r_tool", "r_sum", "no_call", "answered", ...}`` of one rollout; ``answered``
+    says whether its last turn is an answer (not a call cut off unanswered), which decides whether
+    its last run of tokens is the summary segment.
 
     ``reward`` is the ``slca.reward`` section (our ``RewardConfig``: judge, weights, penalties),
     ``estimator`` verl's ``algorithm.adv_estimator`` and ``plugins`` the ``slca.plugins`` (imported
@@ -86,7 +89,10 @@ def compute_score(
         [text], [task], judge, config, names=names, checker=checker, turns=[list(turns)] if turns is not None else None
     )
     # A per-turn reward (one value per turn) is a JSON list: verl's extras hold a scalar or a string each.
-    return {
+    scores: dict[str, float | bool] = {
         extra_key(name): json.dumps(values[0]) if isinstance(values[0], list) else values[0]
         for name, values in batch.as_dict().items()
     }
+    last_turn = str(turns[-1]) if turns else last_turn_text(text)
+    scores[ANSWERED_KEY] = not is_call_turn(last_turn)
+    return scores
