@@ -1,10 +1,10 @@
 """The multi-seed credit-assignment study; the same as ``slca study`` (docs/study.md).
 
 From one SFT checkpoint, N seeds of each estimator (paired: same prompts per step within a seed)
-at several levels of summary-reward noise; report with bootstrap CIs over seeds.
+at several levels of summary-reward noise; report with intervals over seeds and exact paired tests.
 
-    python benchmarks/credit_assignment.py --quick                # ≤ 20 min on 2 cores
-    python benchmarks/credit_assignment.py                        # 5 seeds, ≤ 90 min
+    python benchmarks/credit_assignment.py --quick                # 8 seeds, 54 min on 2 cores
+    python benchmarks/credit_assignment.py                        # 8 seeds, 3 noise levels, ≈ 5 h
     python benchmarks/credit_assignment.py --noise none,std=0.25,std=0.5 --seeds 8 --out runs/study-std
 """
 

@@ -27,7 +27,7 @@ from slca_grpo.rollout.environment import ToolEnvironment
 from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.simulator import SimulatorConfig, build_simulator
-from slca_grpo.trainer.batch import token_logprobs, trajectory_batch
+from slca_grpo.trainer.batch import ends_with_answer, token_logprobs, trajectory_batch
 from slca_grpo.trainer.sft import SFTConfig, build_example, train_sft
 
 
@@ -103,10 +103,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         batch = trajectory_batch(rollouts, formatter.pad_id)
         input_ids, attention, learnable = batch.input_ids, batch.attention_mask, batch.loss_mask
 
-        # 3d. Segments from the mask: the last generated run is the summary, earlier runs the tool
-        # segment (batch.segment_ids holds the same, computed by trajectory_batch). The estimator
-        # routes each reward's group-normalised advantage to its own tokens.
-        segment_ids = segments_from_mask(learnable)
+        # 3d. Segments from the mask and what each turn holds: runs that asked for tool results are
+        # the tool segment, the last run the summary when it is an answer; a rollout cut off on a
+        # call has none (batch.segment_ids holds the same, computed by trajectory_batch). The
+        # estimator routes each reward's group-normalised advantage to its own tokens.
+        segment_ids = segments_from_mask(learnable, [ends_with_answer(r) for r in rollouts])
         advantages = compute_advantages(
             args.estimator, group_ids=group_ids, segment_ids=segment_ids, rewards=reward_tensors
         )

@@ -6,11 +6,11 @@ from slca_grpo.cli import main
 from slca_grpo.report import compare_runs
 
 
-def fake_training_run(path, estimator, success):
+def fake_training_run(path, estimator, success, truncated=(0.0, 0.0, 0.0, 0.0)):
     path.mkdir()
     evals = [
-        {"step": -1, "success@0.9": 0.1, "name_f1": 0.5},
-        {"step": 3, "success@0.9": success, "name_f1": 0.8, "calls": 1.5},
+        {"step": -1, "success@0.9": 0.1, "name_f1": 0.5, "truncated": 0.25},
+        {"step": 3, "success@0.9": success, "name_f1": 0.8, "calls": 1.5, "truncated": 0.125},
     ]
     summary = {
         "estimator": estimator,
@@ -21,18 +21,25 @@ def fake_training_run(path, estimator, success):
         "grad_norm_mean": 0.5,
     }
     (path / "summary.json").write_text(json.dumps(summary))
-    (path / "metrics.jsonl").write_text(
-        "".join(json.dumps({"step": i, "reward/score": 0.1 * i}) + "\n" for i in range(4))
-    )
+    rows = [{"step": i, "reward/score": 0.1 * i, "rollout/truncated": truncated[i]} for i in range(4)]
+    rows.append({"step": 3, "reward/score": 0.3, "rollout/truncated": truncated[3]})  # a resumed step, once
+    (path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
 
 
 def test_training_runs_side_by_side(tmp_path):
-    runs = [fake_training_run(tmp_path / "a", "grpo", 0.25), fake_training_run(tmp_path / "b", "slca", 0.5)]
+    runs = [
+        fake_training_run(tmp_path / "a", "grpo", 0.25, truncated=(0.5, 0.25, 0.25, 0.0)),
+        fake_training_run(tmp_path / "b", "slca", 0.5),
+    ]
     report = compare_runs(runs, tmp_path / "out")
     table = (tmp_path / "out" / "report.md").read_text()
     assert "| start (before RL) | 10.00 |" in table
     assert "| grpo | 25.00 |" in table and "| slca | 50.00 |" in table
+    # Every row says how many rollouts were cut off before an answer: held out, and in training.
+    assert "| Truncated % | Truncated (train) % |" in table
+    assert "| 12.50 | 25.00 |" in table and "| 12.50 | 0.00 |" in table and "| 25.00 | – |" in table
+    assert report["runs"][0]["train_truncated"] == pytest.approx(0.25)
     assert [r["name"] for r in report["runs"]] == ["grpo", "slca"]
     assert (tmp_path / "out" / "curves.png").stat().st_size > 1000
 

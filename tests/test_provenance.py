@@ -1,0 +1,67 @@
+"""Provenance: what code and environment a run was made with, and when two runs may be paired."""
+
+import json
+
+import slca_grpo.provenance as provenance_module
+from slca_grpo.provenance import (
+    PAIRING_FIELDS,
+    describe,
+    pairing_key,
+    provenance,
+    read_provenance,
+    record_provenance,
+    source_digest,
+)
+
+
+def test_the_record_names_code_libraries_and_machine():
+    record = provenance()
+    assert set(PAIRING_FIELDS) <= set(record) and len(record["source_digest"]) == 16
+    assert record["torch"] and record["python"] and record["cpu"]
+    line = describe(record)
+    assert record["source_digest"] in line and f"torch {record['torch']}" in line and record["cpu"] in line
+
+
+def test_the_source_digest_sees_every_edit(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "a.py").write_text("x = 1\n")
+    (package / "sub" / "b.yaml").write_text("k: v\n")
+    first = source_digest(package)
+    (package / "sub" / "b.yaml").write_text("k: w\n")
+    assert source_digest(package) != first
+    (package / "sub" / "b.yaml").write_text("k: v\n")
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    assert source_digest(package) == first  # caches are not code
+
+
+def test_a_run_folder_records_it_once_and_reports_a_resume_with_other_code(tmp_path, monkeypatch):
+    assert read_provenance(tmp_path) is None
+    assert record_provenance(tmp_path) is None
+    saved = read_provenance(tmp_path)
+    assert saved == provenance()
+    assert record_provenance(tmp_path) is None  # the same code and machine: nothing to say
+    other = {**saved, "source_digest": "f" * 16}
+    monkeypatch.setattr(provenance_module, "provenance", lambda: other)
+    assert record_provenance(tmp_path) == saved  # the first record is kept, and returned
+    assert read_provenance(tmp_path) == saved
+    assert pairing_key(other) != pairing_key(saved)
+    (tmp_path / "provenance.json").write_text("[1, 2]")
+    assert read_provenance(tmp_path) is None
+    assert json.loads(json.dumps(provenance()))  # plain JSON
+
+
+def test_a_resumed_run_with_other_code_warns(tmp_path, monkeypatch, capsys):
+    from test_trainer import smoke_config
+
+    from slca_grpo.trainer.run import train
+
+    config = smoke_config(tmp_path / "run", **{"rl.steps": 1, "sft.steps": 0, "train.eval_tasks": 0})
+    train(config, echo=False)
+    assert read_provenance(tmp_path / "run")["source_digest"] == provenance()["source_digest"]
+    recorded = json.loads((tmp_path / "run" / "summary.json").read_text())["provenance"]
+    assert recorded == provenance()
+    (tmp_path / "run" / "provenance.json").write_text(json.dumps({**provenance(), "source_digest": "0" * 16}))
+    train(config, resume=True, echo=False)
+    assert "was started with" in capsys.readouterr().err
