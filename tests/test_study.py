@@ -232,6 +232,8 @@ def test_eight_seeds_exact_tests_holm_truncation_and_one_provenance(tmp_path):
     # 8 seeds one way: p = 0.0078, and 0.047 after Holm: two stars.
     assert "| none · slca − grpo | Name-F1 | +10.0** |" in table
     assert "| none · grpo | – | – | 53.5 [" in table and "| 12.5 [12.5, 12.5] | 25.0 [25.0, 25.0] |" in table
+    # The change table shows them too: the held-out share's change (0 here) and the training share.
+    assert "| +0.0 [+0.0, +0.0] | 25.0 [25.0, 25.0] |" in table
     # Runs of different code are never paired in one report.
     other = {**here, "source_digest": "0" * 16, "commit": "f" * 40}
     (run_dir(tmp_path, NoiseLevel(), "slca", 3) / "provenance.json").write_text(json.dumps(other))

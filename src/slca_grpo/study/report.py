@@ -137,7 +137,10 @@ def summarise_cell(runs: Mapping[int, dict[str, Any]], metrics: Sequence[str] = 
     return {
         "seeds": sorted(runs),
         "final": {m: _interval(_values(runs, _final(m))) for m in (*metrics, HELD_OUT_TRUNCATED)},
-        "delta": {m: _interval(_values(runs, _delta(m)), test=True) for m in metrics},
+        "delta": {
+            **{m: _interval(_values(runs, _delta(m)), test=True) for m in metrics},
+            HELD_OUT_TRUNCATED: _interval(_values(runs, _delta(HELD_OUT_TRUNCATED))),
+        },
         TRAINING_TRUNCATED: _interval(_values(runs, lambda run: run[TRAINING_TRUNCATED])),
         "grad_cosine": _interval(_values(runs, lambda run: run["grad_cosine"])),
         "noise": {

@@ -75,9 +75,9 @@ def _cell_table(
     signed: bool,
     note: str = "",
 ) -> list[str]:
-    """Rows of (name, metric → interval, extra cells); ``signed`` tables are differences, marked by
-    their exact test."""
-    extra_headers = ["Truncated %", "Truncated (train) %"] if not signed else []
+    """Rows of (name, metric → interval, the two truncation cells); ``signed`` tables are
+    differences, marked by their exact test."""
+    extra_headers = ["Truncated %", "Truncated (train) %"]
     header = "| | " + " | ".join([*(metric_label(m) for m in metrics), *extra_headers]) + " |"
     lines = [f"### {title}", "", *([note, ""] if note else []), header]
     lines.append("|---|" + "---:|" * (len(metrics) + len(extra_headers)))
@@ -187,7 +187,14 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
     ]
     lines += _cell_table("Final held-out metrics", rows, metrics, signed=False)
     rows = [
-        (f"{labels[level]} · {estimator}", cell["delta"], [])
+        (
+            f"{labels[level]} · {estimator}",
+            cell["delta"],
+            [
+                format_interval(cell["delta"].get(HELD_OUT_TRUNCATED), 100.0, signed=True),
+                format_interval(cell.get(TRAINING_TRUNCATED), 100.0),
+            ],
+        )
         for level, by_est in cells.items()
         for estimator, cell in by_est.items()
     ]
@@ -196,7 +203,8 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
         rows,
         metrics,
         signed=True,
-        note="Markers: the exact sign-flip test of the per-seed changes against 0 (Holm over this table).",
+        note="Markers: the exact sign-flip test of the per-seed changes against 0 (Holm over this table). "
+        "Truncated: the change of the held-out share, and the training share (as in the table above).",
     )
     rows = [
         (
