@@ -217,9 +217,10 @@ def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str
     rows: list[tuple[str, dict[str, Any]]] = []
     if runs and runs[0]["summary"].get("evals"):
         rows.append(("start (before RL)", runs[0]["summary"]["evals"][0]))
+    truncation = [train_truncation(run["metrics"]) for run in runs]
     rows += [
-        (run["name"], {**run["summary"].get("final_eval", {}), "train_truncated": train_truncation(run["metrics"])})
-        for run in runs
+        (run["name"], {**run["summary"].get("final_eval", {}), "train_truncated": share})
+        for run, share in zip(runs, truncation)
     ]
     report = {
         "runs": [
@@ -227,11 +228,11 @@ def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str
                 "name": run["name"],
                 "dir": run["dir"],
                 "final_eval": run["summary"].get("final_eval", {}),
-                "train_truncated": train_truncation(run["metrics"]),
+                "train_truncated": share,
                 "grad_norm_std": run["summary"].get("grad_norm_std"),
                 "grad_norm_mean": run["summary"].get("grad_norm_mean"),
             }
-            for run in runs
+            for run, share in zip(runs, truncation)
         ],
         "start_eval": rows[0][1] if rows and rows[0][0].startswith("start") else None,
     }

@@ -85,12 +85,6 @@ class ParsedResponse:
         return self.n_open > 0
 
     @property
-    def is_call_turn(self) -> bool:
-        """Whether the text asks for a tool at all: any ``<tool_call>`` or ``</tool_call>`` tag,
-        well-formed or not (see :func:`is_call_turn`)."""
-        return self.n_open > 0 or self.n_close > 0
-
-    @property
     def format_score(self) -> float:
         """Valid blocks over max(open, close) tags; 0 when there are no tags (docs/method.md §4 ``fmt``)."""
         denominator = max(self.n_open, self.n_close)

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from slca_grpo.chat.parser import TOOL_CALL_CLOSE, ParsedResponse
+from slca_grpo.chat.parser import TOOL_CALL_CLOSE, ParsedResponse, is_call_turn
 from slca_grpo.rewards.config import ExecutionWeights, RewardConfig
 from slca_grpo.rewards.execution import ExecutionReward, execution_reward, parse_for_task
 from slca_grpo.rewards.registry import Answers, FamilyResult, Planned, RewardFamily, register_reward_family
@@ -194,7 +194,7 @@ def turn_rewards(
     parsed = [parse_for_task(_turn_text(turn), task) for turn in turns]
     steps = [step for step in task.gold_calls if step]
     step_tasks = [_step_task(task, step) for step in steps]
-    call_turns = [index for index, p in enumerate(parsed) if p.is_call_turn]
+    call_turns = [index for index, p in enumerate(parsed) if is_call_turn(p.text)]
     executions = [
         [execution_reward(parsed[index], step_task, weights) for step_task in step_tasks] for index in call_turns
     ]

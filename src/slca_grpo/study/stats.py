@@ -115,6 +115,7 @@ def t_interval(values: Sequence[float] | np.ndarray, *, confidence: float = 0.95
 
 EXACT_SIGN_FLIP_MAX = 20  # up to 2**20 sign patterns are enumerated; more seeds are sampled
 SIGN_FLIP_RESAMPLES = 200_000
+SIGN_FLIP_CHUNK = 4_000_000  # signs drawn at once (32 MB of float64)
 
 
 def sign_flip_p(
@@ -147,8 +148,11 @@ def sign_flip_p(
         return reached / float(1 << n)
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1, got {resamples}")
-    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(resamples, n))
-    reached = int((np.abs(signs @ samples) >= observed - tolerance).sum())
+    rng, reached = np.random.default_rng(seed), 0
+    chunk = max(1, SIGN_FLIP_CHUNK // n)  # patterns per draw, so memory stays bounded whatever n is
+    for start in range(0, resamples, chunk):
+        signs = rng.choice((-1.0, 1.0), size=(min(chunk, resamples - start), n))
+        reached += int((np.abs(signs @ samples) >= observed - tolerance).sum())
     return (reached + 1) / (resamples + 1)
 
 

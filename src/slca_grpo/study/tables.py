@@ -9,7 +9,7 @@ read off the exact test only: ``*`` p < 0.05, ``**`` also after the Holm correct
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from slca_grpo.study.metrics import (
@@ -125,6 +125,14 @@ def _comparison_table(
     return lines + [""]
 
 
+def _comparison_rows(
+    family: Mapping[str, Mapping[str, Mapping[str, Any]]], describe: Callable[[str, str], tuple[str, str]]
+) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """Rows of a comparison table from one family of ``report.json``'s comparisons (outer key →
+    comparison → metric → difference); ``describe(outer, comparison)`` gives (label, truncation)."""
+    return [(*describe(outer, name), by_metric) for outer, pairs in family.items() for name, by_metric in pairs.items()]
+
+
 def _truncation(cells: Mapping[str, Any], level: str, estimator: str) -> str:
     interval = cells.get(level, {}).get(estimator, {}).get(TRAINING_TRUNCATED)
     return _number(interval["mean"], 100.0) if interval else "–"
@@ -206,28 +214,30 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
         note="Markers: the exact sign-flip test of the per-seed changes against 0 (Holm over this table). "
         "Truncated: the change of the held-out share, and the training share (as in the table above).",
     )
-    rows = [
-        (
-            f"{labels[level]} · {pair.replace(' - ', ' − ')}",
-            " / ".join(_truncation(cells, level, name) for name in pair.split(" - ")),
-            by_metric,
-        )
-        for level, pairs in compared["paired"].items()
-        for pair, by_metric in pairs.items()
-    ]
+    reference = compared["reference_level"]
+
+    def truncation(level: str, names: str) -> str:
+        """``treatment / baseline`` training truncation of an ``"a - b"`` pair at ``level``."""
+        return " / ".join(_truncation(cells, level, name) for name in names.split(" - "))
+
+    def paired_row(level: str, pair: str) -> tuple[str, str]:
+        return f"{labels[level]} · {pair.replace(' - ', ' − ')}", truncation(level, pair)
+
+    def noise_row(estimator: str, levels: str) -> tuple[str, str]:
+        level = levels.split(" - ")[0]
+        trunc = f"{_truncation(cells, level, estimator)} / {_truncation(cells, reference, estimator)}"
+        return f"{estimator} · {labels[level]} − {labels[reference]}", trunc
+
+    def interaction_row(gap: str, levels: str) -> tuple[str, str]:
+        level = levels.split(" - ")[0]
+        trunc = "; ".join(truncation(at, gap) for at in (level, reference))
+        return f"({gap.replace(' - ', ' − ')}) · {labels[level]} − {labels[reference]}", trunc
+
+    rows = _comparison_rows(compared["paired"], paired_row)
     if rows:
         title = f"Paired difference against {baseline}" if len(plan.estimators) < 3 else "Paired differences"
         lines += _comparison_table(title, rows, metrics, note="Truncated: treatment / baseline.")
-    reference = compared["reference_level"]
-    rows = [
-        (
-            f"{estimator} · {labels[pair.split(' - ')[0]]} − {labels[reference]}",
-            f"{_truncation(cells, pair.split(' - ')[0], estimator)} / {_truncation(cells, reference, estimator)}",
-            by_metric,
-        )
-        for estimator, pairs in compared["noise_effect"].items()
-        for pair, by_metric in pairs.items()
-    ]
+    rows = _comparison_rows(compared["noise_effect"], noise_row)
     if rows:
         lines += _comparison_table(
             "Effect of the noise (level − reference, same estimator)",
@@ -236,18 +246,7 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
             note="Negative: the estimator ends worse with noisy summary rewards than without. Truncated: level / "
             "reference.",
         )
-    rows = [
-        (
-            f"({gap.replace(' - ', ' − ')}) · {labels[pair.split(' - ')[0]]} − {labels[reference]}",
-            "; ".join(
-                " / ".join(_truncation(cells, level, name) for name in gap.split(" - "))
-                for level in (pair.split(" - ")[0], reference)
-            ),
-            by_metric,
-        )
-        for gap, pairs in compared["interaction"].items()
-        for pair, by_metric in pairs.items()
-    ]
+    rows = _comparison_rows(compared["interaction"], interaction_row)
     if rows:
         lines += _comparison_table(
             "Interaction: how much the gap changes with noise",

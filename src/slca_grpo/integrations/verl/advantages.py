@@ -90,9 +90,9 @@ def batch_advantages(
     config: AdvantageConfig | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``(advantages, segment_ids)``, both ``[B, T]`` over verl's response tokens."""
-    answered = rewards_from_extras(reward_infos, [ANSWERED_KEY], rollouts)[ANSWERED_KEY]
-    segment_ids = rollout_segments(estimator, response_mask, [bool(flag) for flag in answered])
-    rewards = rewards_from_extras(reward_infos, estimator_spec(estimator).rewards, rollouts)
+    rewards = rewards_from_extras(reward_infos, [*estimator_spec(estimator).rewards, ANSWERED_KEY], rollouts)
+    answered = [bool(flag) for flag in rewards.pop(ANSWERED_KEY)]
+    segment_ids = rollout_segments(estimator, response_mask, answered)
     advantages = compute_advantages(
         estimator, group_ids=list(group_ids), segment_ids=segment_ids, rewards=rewards, config=config
     )
