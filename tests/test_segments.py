@@ -224,6 +224,9 @@ def test_answered_flags_must_match_the_rows() -> None:
         segments_from_mask(mask, [True, False])
     with pytest.raises(ValueError, match="non-finite"):
         segments_from_mask(mask, torch.tensor([1.0, float("nan"), 0.0]))
+    for bad in ("yes", [None, None, None], [True, "no", False]):
+        with pytest.raises(ValueError, match="answered must be one bool per response"):
+            segments_from_mask(mask, bad)
 
 
 @settings(max_examples=100, deadline=None)

@@ -68,7 +68,10 @@ def _answered_rows(answered: Answered, rows: int, device: torch.device) -> Tenso
     """``[B, 1]`` bool: whether each response's last run is its answer (all, for ``None``)."""
     if answered is None:
         return torch.ones((rows, 1), dtype=torch.bool, device=device)
-    flags = torch.as_tensor(answered, device=device)
+    try:
+        flags = torch.as_tensor(answered, device=device)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"answered must be one bool per response, got {type(answered).__name__}") from None
     if flags.dim() == 0:
         flags = flags.reshape(1)
     if flags.dim() != 1 or flags.shape[0] != rows:
