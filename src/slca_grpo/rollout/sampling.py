@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from slca_grpo.rollout.kv_cache import decode_attention, growing_cache
+
 STOP_EOS = "eos"  # a stop token (end of turn)
 STOP_STRING = "stop_string"  # a stop string such as </tool_call>
 STOP_LENGTH = "length"  # the token budget ran out
@@ -177,62 +179,79 @@ def sample(
 
     cache_name, can_keep_last = _forward_options(model)
     extra = {"logits_to_keep": 1} if can_keep_last else {}
-    # Rollouts of one group share their prompt: prefill each distinct prompt once, then copy its
-    # cache rows (and last logits) to every rollout that starts from it.
-    prefill = prefill_shared(model, *distinct_rows(prompts), pad_id=pad_id, device=device, **extra)
-    past, attention, positions = prefill.cache, prefill.attention, prefill.positions
-    logits = prefill.output.logits[:, -1, :][prefill.index]
-    last_position = positions[:, -1:]
-    for _ in range(max(budgets)):
-        logits = logits.float()
-        if config.temperature > 0:
-            scaled = logits / config.temperature
-            logprobs_all = torch.log_softmax(scaled, dim=-1)
-            probs = torch.softmax(_filter_logits(scaled, config), dim=-1)
-            # Inverse-CDF draw: one uniform per row and a binary search, far cheaper on CPU than
-            # torch.multinomial or a noise tensor the size of the vocabulary.
-            cumulative = probs.cumsum(dim=-1)
-            # Drawn where the generator lives (the CPU by default), so a seed gives the same
-            # tokens whichever device the model is on.
-            draw_device = generator.device if generator is not None else probs.device
-            uniform = torch.rand((probs.shape[0], 1), generator=generator, device=draw_device).to(probs.device)
-            uniform = uniform * cumulative[:, -1:]
-            tokens = torch.searchsorted(cumulative, uniform, right=True).squeeze(1).clamp_(max=probs.shape[-1] - 1)
-        else:
-            logprobs_all = torch.log_softmax(logits, dim=-1)
-            tokens = logits.argmax(dim=-1)
-        token_logprobs = logprobs_all.gather(1, tokens[:, None]).squeeze(1).tolist()
-        is_stop = torch.isin(tokens, stop_ids).tolist()
-        token_list = tokens.tolist()
-        for row in range(batch):
-            if not active[row]:
-                continue
-            result = results[row]
-            result.token_ids.append(token_list[row])
-            result.logprobs.append(token_logprobs[row])
-            if is_stop[row]:
-                result.stop_reason = STOP_STRING if token_list[row] in string_stop_ids else STOP_EOS
-                active[row] = False
-            elif stop_strings and decode is not None:
-                tail = decode(result.token_ids[-tail_window:])
-                # Checked every step, so a stop string in the tail was completed by this token.
-                if any(s in tail for s in stop_strings):
-                    result.stop_reason, active[row] = STOP_STRING, False
-            if active[row] and len(result.token_ids) >= budgets[row]:
-                active[row] = False
-        if not any(active):
-            break
-        # Finished rows keep decoding (their tokens are discarded) so the cache stays rectangular.
-        next_input = torch.where(torch.tensor(active, device=device), tokens, torch.full_like(tokens, pad_id))
-        attention = torch.cat([attention, torch.ones((batch, 1), dtype=attention.dtype, device=device)], dim=1)
-        last_position = last_position + 1
-        output = model(
-            input_ids=next_input[:, None],
-            attention_mask=attention,
-            position_ids=last_position,
-            use_cache=True,
-            **{cache_name: past},
-        )
-        past = output_cache(output)
-        logits = output.logits[:, -1, :]
+    cache = growing_cache(model)
+    if cache is not None:
+        extra[cache_name] = cache
+    with decode_attention(model):
+        # Rollouts of one group share their prompt: prefill each distinct prompt once, then copy
+        # its cache rows (and last logits) to every rollout that starts from it.
+        prefill = prefill_shared(model, *distinct_rows(prompts), pad_id=pad_id, device=device, **extra)
+        past, attention, positions = prefill.cache, prefill.attention, prefill.positions
+        logits = prefill.output.logits[:, -1, :][prefill.index]
+        last_position = positions[:, -1:]
+        rows = list(range(batch))  # batch row -> result row; finished rows are dropped now and then
+        for _ in range(max(budgets)):
+            logits = logits.float()
+            if config.temperature > 0:
+                scaled = logits / config.temperature
+                logprobs_all = torch.log_softmax(scaled, dim=-1)
+                probs = torch.softmax(_filter_logits(scaled, config), dim=-1)
+                # Inverse-CDF draw: one uniform per row and a binary search, far cheaper on CPU
+                # than torch.multinomial or a noise tensor the size of the vocabulary. Drawn for
+                # every result row (on the generator's device, the CPU by default), so a seed
+                # gives the same tokens whichever rows are still decoding and wherever the model is.
+                draw_device = generator.device if generator is not None else probs.device
+                uniform = torch.rand((batch, 1), generator=generator, device=draw_device).to(probs.device)
+                if len(rows) < batch:
+                    uniform = uniform[rows]
+                cumulative = probs.cumsum(dim=-1)
+                uniform = uniform * cumulative[:, -1:]
+                tokens = torch.searchsorted(cumulative, uniform, right=True).squeeze(1)
+                tokens = tokens.clamp_(max=probs.shape[-1] - 1)
+            else:
+                logprobs_all = torch.log_softmax(logits, dim=-1)
+                tokens = logits.argmax(dim=-1)
+            token_logprobs = logprobs_all.gather(1, tokens[:, None]).squeeze(1).tolist()
+            is_stop = torch.isin(tokens, stop_ids).tolist()
+            token_list = tokens.tolist()
+            for index, row in enumerate(rows):
+                if not active[row]:
+                    continue
+                result = results[row]
+                result.token_ids.append(token_list[index])
+                result.logprobs.append(token_logprobs[index])
+                if is_stop[index]:
+                    result.stop_reason = STOP_STRING if token_list[index] in string_stop_ids else STOP_EOS
+                    active[row] = False
+                elif stop_strings and decode is not None:
+                    tail = decode(result.token_ids[-tail_window:])
+                    # Checked every step, so a stop string in the tail was completed by this token.
+                    if any(s in tail for s in stop_strings):
+                        result.stop_reason, active[row] = STOP_STRING, False
+                if active[row] and len(result.token_ids) >= budgets[row]:
+                    active[row] = False
+            still = [index for index, row in enumerate(rows) if active[row]]
+            if not still:
+                break
+            if len(still) <= len(rows) // 2 and past is not None:
+                # Half the rows are done: stop decoding them (their cache rows are dropped).
+                keep = torch.tensor(still, dtype=torch.long, device=device)
+                past = select_cache_rows(past, keep)
+                attention, last_position, tokens = attention[keep], last_position[keep], tokens[keep]
+                rows = [rows[index] for index in still]
+            # Finished rows still in the batch decode a pad (their tokens are discarded), so the
+            # cache stays rectangular.
+            live = torch.tensor([active[row] for row in rows], device=device)
+            next_input = torch.where(live, tokens, torch.full_like(tokens, pad_id))
+            attention = torch.cat([attention, attention.new_ones((len(rows), 1))], dim=1)
+            last_position = last_position + 1
+            output = model(
+                input_ids=next_input[:, None],
+                attention_mask=attention,
+                position_ids=last_position,
+                use_cache=True,
+                **{cache_name: past},
+            )
+            past = output_cache(output)
+            logits = output.logits[:, -1, :]
     return results

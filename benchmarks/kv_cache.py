@@ -1,0 +1,101 @@
+"""Decode-step time of the rollout sampler's cache and attention against ``transformers``' own.
+
+    python benchmarks/kv_cache.py                      # the reader's shape, 48 rows, ~1,000 cached tokens
+    python benchmarks/kv_cache.py --rows 16 --steps 40 --repeats 5
+
+Four ways to run the same one-token decode steps after the same left-padded prefill, each
+repeated ``--repeats`` times in alternating order so background load hits all alike:
+``dynamic`` (``DynamicCache`` and SDPA: what ``transformers`` does), ``in-place`` (our
+``GrowingLayer`` cache), ``grouped`` (our one-token attention that does not expand grouped keys)
+and ``both`` (what the sampler uses). It prints the median milliseconds per step of each and its
+ratio to ``dynamic``, and the largest logit difference from ``dynamic`` (numerics, not speed).
+Times depend on the CPU: quote the ratios, with the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from slca_grpo.models import load_model  # noqa: E402
+from slca_grpo.rollout import kv_cache  # noqa: E402
+from slca_grpo.rollout.sampling import cache_keyword, distinct_rows, output_cache, prefill_shared  # noqa: E402
+
+WAYS = {"dynamic": (False, False), "in-place": (True, False), "grouped": (False, True), "both": (True, True)}
+
+
+def decode_steps(model, prompts, pad_id, steps, growing, grouped):
+    model.set_attn_implementation(kv_cache.ATTENTION_NAME if grouped else "sdpa")
+    extra = {cache_keyword(model): kv_cache.growing_cache(model)} if growing else {}
+    with torch.no_grad():
+        prefill = prefill_shared(model, *distinct_rows(prompts), pad_id=pad_id, device="cpu", logits_to_keep=1, **extra)
+        past, attention, last = prefill.cache, prefill.attention, prefill.positions[:, -1:]
+        tokens = torch.full((len(prompts),), 5)
+        logits = []
+        start = time.perf_counter()
+        for _ in range(steps):
+            attention = torch.cat([attention, attention.new_ones((len(prompts), 1))], dim=1)
+            last = last + 1
+            output = model(
+                input_ids=tokens[:, None],
+                attention_mask=attention,
+                position_ids=last,
+                use_cache=True,
+                **{cache_keyword(model): past},
+            )
+            past = output_cache(output)
+            logits.append(output.logits[:, -1])
+            tokens = output.logits[:, -1].argmax(-1)
+        seconds = (time.perf_counter() - start) / steps
+    model.set_attn_implementation("sdpa")
+    return seconds, torch.stack(logits)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="reader", help="a model name or folder (default: the shipped reader)")
+    parser.add_argument("--rows", type=int, default=48, help="rollouts decoding together (default: 6 prompts x 8)")
+    parser.add_argument("--prompt-tokens", type=int, default=1000, help="longest prompt (others shorter)")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    model, tokenizer = load_model(args.model)
+    generator = torch.Generator().manual_seed(0)
+    groups = max(1, args.rows // 8)
+    lengths = [args.prompt_tokens - 90 * i for i in range(groups)]
+    distinct = [torch.randint(300, len(tokenizer) - 20, (n,), generator=generator).tolist() for n in lengths]
+    prompts = [distinct[i % groups] for i in range(args.rows)]
+    times: dict[str, list[float]] = {way: [] for way in WAYS}
+    reference = None
+    differences: dict[str, float] = {}
+    for repeat in range(args.repeats):
+        order = list(WAYS) if repeat % 2 == 0 else list(reversed(WAYS))
+        for way in order:
+            seconds, logits = decode_steps(model, prompts, tokenizer.pad_token_id, args.steps, *WAYS[way])
+            times[way].append(seconds)
+            if way == "dynamic" and reference is None:
+                reference = logits
+            elif reference is not None:
+                differences[way] = max(differences.get(way, 0.0), float((logits - reference).abs().max()))
+    base = statistics.median(times["dynamic"])
+    print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(f"{args.rows} rows, prompts up to {args.prompt_tokens} tokens, {args.steps} steps, {args.repeats} repeats")
+    print("| way | ms / step | vs dynamic | max logit diff |")
+    print("|---|---:|---:|---:|")
+    for way in WAYS:
+        median = statistics.median(times[way])
+        diff = "–" if way == "dynamic" else f"{differences.get(way, 0.0):.1e}"
+        print(f"| {way} | {median * 1000:.1f} | {base / median:.2f}x | {diff} |")
+
+
+if __name__ == "__main__":
+    main()
