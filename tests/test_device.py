@@ -22,7 +22,7 @@ def test_device_specs_resolve_or_fail_naming_the_key():
         with pytest.raises(ConfigError, match="train.device is 'cuda:1' but this torch sees no CUDA device"):
             resolve_device("cuda:1")
     with pytest.raises(ConfigError, match="train.device must be auto, cpu, cuda or cuda:N"):
-        load_yaml_config(RunConfig, resolve_config_path("demo-quick"), ["train.device=tpu"])
+        load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), ["train.device=tpu"])
 
 
 def test_a_batch_moves_and_selects_on_its_device():
@@ -62,7 +62,7 @@ def test_auto_and_an_explicit_cpu_train_identically_on_a_cpu_machine(tmp_path):
             "train.eval_tasks=2",
             "train.progress=false",
         ]
-        train(load_yaml_config(RunConfig, resolve_config_path("demo-quick"), overrides), echo=False)
+        train(load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), overrides), echo=False)
         runs[device] = [m for m in read_metrics(tmp_path / device / "metrics.jsonl") if "reward/score" in m]
     assert len(runs["auto"]) == 2
     for auto, cpu in zip(runs["auto"], runs["cpu"]):
@@ -119,6 +119,6 @@ def test_a_short_run_on_cuda_keeps_everything_on_the_gpu(tmp_path):
         "train.save_every=1",
         "train.progress=false",
     ]
-    summary = train(load_yaml_config(RunConfig, resolve_config_path("demo-quick"), overrides), echo=False)
+    summary = train(load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), overrides), echo=False)
     steps = [m for m in read_metrics(tmp_path / "metrics.jsonl") if "reward/score" in m]
     assert summary["steps"] == 2 and len(steps) == 2 and steps[-1]["memory/peak_gb"] > 0

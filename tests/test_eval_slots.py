@@ -107,3 +107,16 @@ def test_aggregate_reports_slot_accuracy_as_counts_and_scalars():
     table = "\n".join(slot_table([("start", summary), ("old run", {"name_f1": 0.5})]))
     assert "| start | 50.0 | 0.0 |" in table and "| old run | – | – |" in table
     assert slot_table([("old run", {"name_f1": 0.5})]) == []
+
+
+def test_aggregate_splits_tasks_on_held_out_tools_from_the_rest():
+    base = {key: 0.0 for key in AGGREGATED} | {"kind": "single", "no_call": False}
+    items = [
+        {**base, "name_f1": 1.0, "new_tools": False},
+        {**base, "name_f1": 0.5, "new_tools": False},
+        {**base, "name_f1": 0.25, "new_tools": True},
+    ]
+    groups = aggregate(items)["by_tools"]
+    assert groups["seen_tools"]["n"] == 2 and groups["seen_tools"]["name_f1"] == 0.75
+    assert groups["new_tools"] == {**groups["new_tools"], "n": 1, "name_f1": 0.25}
+    assert set(aggregate(items[:2])["by_tools"]) == {"seen_tools"}  # no empty group

@@ -15,7 +15,7 @@ from slca_grpo.trainer.run import RunConfig, make_simulator
 
 
 def load(*overrides: str) -> RunConfig:
-    return load_yaml_config(RunConfig, resolve_config_path("demo-quick"), list(overrides))
+    return load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), list(overrides))
 
 
 @pytest.mark.parametrize(
@@ -85,8 +85,11 @@ def test_bad_config_files_and_empty_data_are_one_line_cli_errors(tmp_path, capsy
     for argv, message in (
         (["train", str(binary)], "binary.yaml"),
         (["train", str(listed)], "the top level must be a mapping"),
-        (["train", "demo-quick", "--set", "rl.lr=.inf"], "rl.lr must be a finite number"),
-        (["train", "demo-quick", "--set", f"data.train={empty}", "--set", f"train.out_dir={tmp_path / 'o'}"], "empty"),
+        (["train", "demo-quick-tiny", "--set", "rl.lr=.inf"], "rl.lr must be a finite number"),
+        (
+            ["train", "demo-quick-tiny", "--set", f"data.train={empty}", "--set", f"train.out_dir={tmp_path / 'o'}"],
+            "empty",
+        ),
     ):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip()

@@ -115,7 +115,7 @@ def test_a_resume_from_a_damaged_run_is_a_one_line_error(tmp_path, tiny, capsys)
     (folder / "state.pt").write_bytes(b"\x80\x04junk")
     capsys.readouterr()  # the save's own progress output
     overrides = [f"train.out_dir={out}", "sft.steps=0", "rl.steps=1", "train.progress=false", "data.n_train=8"]
-    code = main(["train", "demo-quick", "--resume", *[arg for o in overrides for arg in ("--set", o)]])
+    code = main(["train", "demo-quick-tiny", "--resume", *[arg for o in overrides for arg in ("--set", o)]])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: no intact checkpoint") and len(err.strip().splitlines()) == 1
 
@@ -149,7 +149,7 @@ def test_a_run_whose_gradients_blow_up_stops_at_that_step_and_keeps_the_last_goo
         "train.progress=false",
     ]
     try:
-        code = main(["train", "demo-quick", *[arg for o in overrides for arg in ("--set", o)]])
+        code = main(["train", "demo-quick-tiny", *[arg for o in overrides for arg in ("--set", o)]])
     finally:
         unregister_estimator("explodes-second")
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after transformers' progress bars
@@ -187,7 +187,7 @@ def test_a_save_that_fails_midway_leaves_the_run_resumable(tmp_path, tiny, monke
 
 
 def test_a_cache_path_that_is_a_directory_is_a_one_line_error(tmp_path, capsys):
-    assert main(["train", "demo-quick", "--set", f"simulator.cache_path={tmp_path}"]) == 2
+    assert main(["train", "demo-quick-tiny", "--set", f"simulator.cache_path={tmp_path}"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: simulator.cache_path '{tmp_path}' is a directory; give the SQLite file's path"
 
@@ -199,6 +199,6 @@ def test_no_progress_bars_when_progress_is_off(tmp_path, capfd):
 
     overrides = [f"train.out_dir={tmp_path}", "data.n_train=20", "data.n_test=2", "sft.steps=1", "sft.batch_size=4",
                  "rl.steps=0", "train.eval_tasks=0", "train.progress=false"]  # fmt: skip
-    train(load_yaml_config(RunConfig, resolve_config_path("demo-quick"), overrides), echo=False)
+    train(load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), overrides), echo=False)
     err = capfd.readouterr().err
     assert "Writing model shards" not in err and "Loading weights" not in err

@@ -71,9 +71,9 @@ def test_only_adapters_train_and_the_reference_is_the_base_with_adapters_off(tin
 
 def test_lora_settings_are_checked():
     with pytest.raises(ConfigError, match="model.lora.r must be >= 0"):
-        load_yaml_config(RunConfig, resolve_config_path("demo-quick"), ["model.lora.r=-1"])
+        load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), ["model.lora.r=-1"])
     with pytest.raises(ConfigError, match="model.lora.dropout must be < 1"):
-        load_yaml_config(RunConfig, resolve_config_path("demo-quick"), ["model.lora.r=4", "model.lora.dropout=1"])
+        load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), ["model.lora.r=4", "model.lora.dropout=1"])
 
 
 def lora_config(out_dir, *extra):
@@ -97,7 +97,7 @@ def lora_config(out_dir, *extra):
         "train.progress=false",
         *extra,
     ]
-    return load_yaml_config(RunConfig, resolve_config_path("demo-quick"), overrides)
+    return load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), overrides)
 
 
 @pytest.mark.slow

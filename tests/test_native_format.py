@@ -273,13 +273,15 @@ def test_slca_train_names_the_setting_when_a_template_cannot_be_used(tmp_path, c
     unusable = tmp_path / "plain.jinja"
     unusable.write_text(IGNORES_TOOLS)
     common = ["--set", f"train.out_dir={tmp_path / 'run'}", "--set", "data.n_train=20", "--set", "sft.steps=1"]
-    assert main(["train", "demo-quick", "--set", f"model.chat_template={tmp_path / 'missing.jinja'}", *common]) == 2
+    assert (
+        main(["train", "demo-quick-tiny", "--set", f"model.chat_template={tmp_path / 'missing.jinja'}", *common]) == 2
+    )
     assert "model.chat_template: cannot read" in capsys.readouterr().err
     empty = tmp_path / "empty.jinja"
     empty.write_text("\n")
-    assert main(["train", "demo-quick", "--set", f"model.chat_template={empty}", *common]) == 2
+    assert main(["train", "demo-quick-tiny", "--set", f"model.chat_template={empty}", *common]) == 2
     assert f"model.chat_template: {empty} is empty" in capsys.readouterr().err
-    assert main(["train", "demo-quick", "--set", f"model.chat_template={unusable}", *common]) == 2
+    assert main(["train", "demo-quick-tiny", "--set", f"model.chat_template={unusable}", *common]) == 2
     err = capsys.readouterr().err
     assert "model.chat_format: tiny: the chat template does not show the tools" in err and "Traceback" not in err
 

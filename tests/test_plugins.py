@@ -96,7 +96,7 @@ def test_a_training_run_uses_a_plugin_estimator_from_its_config(plugin_file, tmp
         "train.eval_tasks=2",
         "train.progress=false",
     ]
-    summary = train(load_yaml_config(RunConfig, resolve_config_path("demo-quick"), overrides), echo=False)
+    summary = train(load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), overrides), echo=False)
     assert summary["estimator"] == "tool-only-b" and summary["steps"] == 1
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     step = next(m for m in map(json.loads, lines) if "reward/tool-only-b-calls" in m)

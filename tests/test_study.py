@@ -132,7 +132,7 @@ def fake_run(path, *, start, final, cosine, extra=None, truncated=None, provenan
 def test_the_report_on_constructed_runs_has_the_known_answers(tmp_path):
     levels = (NoiseLevel(), NoiseLevel(prob=1.0))
     plan = StudyPlan(
-        StudyBudget("demo-quick", seeds=4, noise="none,prob=1", steps=4, evals=2, eval_tasks=8),
+        StudyBudget("demo-quick-tiny", seeds=4, noise="none,prob=1", steps=4, evals=2, eval_tasks=8),
         ("grpo", "slca"),
         levels,
     )
@@ -170,7 +170,7 @@ def test_the_report_on_constructed_runs_has_the_known_answers(tmp_path):
 
 def test_three_estimators_are_compared_pairwise_with_per_step_scores(tmp_path):
     plan = StudyPlan(
-        StudyBudget("demo-quick", seeds=3, noise="none", steps=4, evals=2, eval_tasks=8),
+        StudyBudget("demo-quick-tiny", seeds=3, noise="none", steps=4, evals=2, eval_tasks=8),
         ("grpo", "slca", "slca-turn"),
         (NoiseLevel(),),
     )
@@ -193,7 +193,7 @@ def test_eight_seeds_exact_tests_holm_truncation_and_one_provenance(tmp_path):
     from slca_grpo.provenance import provenance
 
     plan = StudyPlan(
-        StudyBudget("demo-quick", seeds=8, noise="none", steps=4, evals=2, eval_tasks=8),
+        StudyBudget("demo-quick-tiny", seeds=8, noise="none", steps=4, evals=2, eval_tasks=8),
         ("grpo", "slca", "slca-no-summary"),
         (NoiseLevel(),),
     )
@@ -272,6 +272,8 @@ def test_a_tiny_study_end_to_end_with_paired_prompts_and_resume(tmp_path, monkey
     out = tmp_path / "study"
     argv = [
         "study",
+        "--preset",
+        "demo-quick-tiny",
         "--out",
         str(out),
         "--seeds",

@@ -44,7 +44,9 @@ def rollout(city: str, answer: str = ANSWER) -> str:
 
 def test_the_config_keys_load_and_bad_values_name_the_key():
     config = load_yaml_config(
-        RunConfig, resolve_config_path("demo-quick"), ["reward.summary_noise_std=0.5", "reward.summary_noise_prob=0.25"]
+        RunConfig,
+        resolve_config_path("demo-quick-tiny"),
+        ["reward.summary_noise_std=0.5", "reward.summary_noise_prob=0.25"],
     )
     assert config.reward.summary_noise_std == 0.5 and config.reward.summary_noise_prob == 0.25
     assert config.reward.has_summary_noise and not RewardConfig().has_summary_noise
@@ -54,7 +56,7 @@ def test_the_config_keys_load_and_bad_values_name_the_key():
         ("reward.summary_noise_std=.nan", "summary_noise_std must be a finite number"),
     ):
         with pytest.raises(ConfigError, match=re.escape(message)):
-            load_yaml_config(RunConfig, resolve_config_path("demo-quick"), [override])
+            load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), [override])
 
 
 def test_draws_are_a_pure_function_of_seed_step_and_slot():

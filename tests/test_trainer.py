@@ -170,7 +170,7 @@ def test_schedules():
 def test_config_loading_checks_keys_and_types(tmp_path):
     config = load_yaml_config(
         RunConfig,
-        resolve_config_path("demo-quick"),
+        resolve_config_path("demo-quick-tiny"),
         ["rl.estimator=grpo", "rollout.group_size=4", "reward.weights.fmt=0.2"],
     )
     assert config.rl.estimator == "grpo" and config.rollout.group_size == 4 and config.reward.weights.fmt == 0.2
@@ -184,7 +184,16 @@ def test_config_loading_checks_keys_and_types(tmp_path):
     bad.write_text("rl: [1, 2\n")
     with pytest.raises(ConfigError, match="invalid YAML"):
         load_yaml_config(RunConfig, bad)
-    for preset in ("demo", "demo-quick", "demo-smollm2", "smollm2", "qwen2.5-7b", "qwen2.5-0.5b", "qwen2.5-7b-lora"):
+    for preset in (
+        "demo",
+        "demo-quick",
+        "demo-quick-tiny",
+        "demo-smollm2",
+        "smollm2",
+        "qwen2.5-7b",
+        "qwen2.5-0.5b",
+        "qwen2.5-7b-lora",
+    ):
         load_yaml_config(RunConfig, resolve_config_path(preset))
 
 
@@ -209,7 +218,7 @@ def smoke_config(out_dir, **extra):
         f"train.out_dir={out_dir}",
         *[f"{k}={v}" for k, v in extra.items()],
     ]
-    return load_yaml_config(RunConfig, resolve_config_path("demo-quick"), overrides)
+    return load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), overrides)
 
 
 @pytest.mark.slow
@@ -281,11 +290,11 @@ def test_cli_reports_bad_configs_and_data_without_a_traceback(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1}\n')
     out = f"train.out_dir={tmp_path / 'run'}"
-    assert main(["train", "demo-quick", "--set", "rl.estimator=foo", "--set", out]) == 2
+    assert main(["train", "demo-quick-tiny", "--set", "rl.estimator=foo", "--set", out]) == 2
     assert "unknown estimator(s) foo" in capsys.readouterr().err
-    assert main(["train", "demo-quick", "--set", f"data.train={bad}", "--set", out]) == 2
+    assert main(["train", "demo-quick-tiny", "--set", f"data.train={bad}", "--set", out]) == 2
     assert f"{bad}:1: 'messages'" in capsys.readouterr().err
-    assert main(["train", "demo-quick", "--set", f"data.train={tmp_path / 'missing.jsonl'}", "--set", out]) == 2
+    assert main(["train", "demo-quick-tiny", "--set", f"data.train={tmp_path / 'missing.jsonl'}", "--set", out]) == 2
     assert "No such file" in capsys.readouterr().err
     assert main(["demo", "--quick", "--estimators", "nope", "--out", str(tmp_path / "demo")]) == 2
     assert not (tmp_path / "demo" / "sft").exists()  # refused before any training
@@ -408,10 +417,15 @@ def test_demo_presets_by_model_and_size():
     from slca_grpo.demo import demo_config, demo_preset
 
     assert [demo_preset(q, m) for q, m in ((True, "tiny"), (False, "tiny"), (False, "smollm2"))] == [
-        "demo-quick",
+        "demo-quick-tiny",
         "demo",
         "demo-smollm2",
     ]
+    assert (demo_preset(True), demo_preset(False)) == ("demo-quick", "demo")  # the reader, a tiny model
+    assert demo_config(True).model.name == "reader"
+    for quick, model in ((True, "smollm2"), (False, "reader")):
+        with pytest.raises(ConfigError, match=f"the {model} demo exists as"):
+            demo_preset(quick, model)
     smol = demo_config(False, model="smollm2")
     assert smol.model.name == "smollm2" and smol.sft.bf16 and smol.rl.bf16
     with pytest.raises(ConfigError, match="demo model must be one of"):
@@ -443,7 +457,7 @@ def test_demo_evaluates_the_shared_start_once(tmp_path, monkeypatch):
         "train.eval_tasks=4",
         "train.eval_every=0",
     )
-    report = run_demo(tmp_path, quick=True, overrides=overrides, echo=False)
+    report = run_demo(tmp_path, quick=True, model="tiny", overrides=overrides, echo=False)
     assert len(calls) == 3  # the start once, then each estimator's end
     starts = [json.loads((tmp_path / e / "summary.json").read_text())["evals"][0] for e in ("grpo", "slca")]
     assert starts[0]["step"] == -1 and starts[0] == starts[1] == report["start_eval"]
@@ -526,7 +540,7 @@ def test_dual_clip_validation_matches_the_loss(value):
 
 
 def test_dual_clip_can_be_switched_off_from_config(tmp_path):
-    config = load_yaml_config(RunConfig, resolve_config_path("demo-quick"), ["rl.dual_clip=null"])
+    config = load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), ["rl.dual_clip=null"])
     assert config.rl.dual_clip is None
     with pytest.raises(ConfigError, match="dual_clip must be a finite number > 1"):
         apply_overrides(config, ["rl.dual_clip=1"])

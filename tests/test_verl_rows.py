@@ -114,7 +114,7 @@ def test_the_slca_section_is_checked_and_filled_from_defaults():
 
 def test_slca_verl_data_writes_train_and_test_files(tmp_path, capsys):
     code = main(
-        ["verl", "data", "demo-quick", "--out", str(tmp_path), "--set", "data.n_train=6", "--set", "data.n_test=2"]
+        ["verl", "data", "demo-quick-tiny", "--out", str(tmp_path), "--set", "data.n_train=6", "--set", "data.n_test=2"]
     )
     assert code == 0, capsys.readouterr().err
     train = pq.read_table(tmp_path / "train.parquet").to_pylist()

@@ -1,9 +1,10 @@
 """``slca demo``: SFT a model once, then RL it with each estimator from that same start.
 
 Every estimator gets the same SFT checkpoint, seeds, prompts per step and step budget; the
-report compares their held-out metrics and learning curves. On the tiny model, quick mode (GRPO
-vs SLCA) fits in about ten minutes on two CPU cores and full mode adds ToolPO and RLTR and trains
-longer; ``model="smollm2"`` runs GRPO vs SLCA on SmolLM2-135M-Instruct in about 40 minutes.
+report compares their held-out metrics and learning curves. Quick mode (GRPO vs SLCA) starts from
+the shipped reader model (``model="tiny"``: a tiny model built here); full mode trains a tiny
+model, adds ToolPO and RLTR and trains longer; ``model="smollm2"`` runs GRPO vs SLCA on
+SmolLM2-135M-Instruct. Timings: docs/training.md.
 """
 
 from __future__ import annotations
@@ -22,20 +23,33 @@ from slca_grpo.trainer.run import RunConfig, ensure_sft
 
 QUICK_ESTIMATORS = ("grpo", "slca")
 FULL_ESTIMATORS = ("grpo", "slca", "toolpo", "rltr")
-DEMO_MODELS = ("tiny", "smollm2")
+# (quick, model) -> preset. The quick demo starts from the shipped reader; the full one from a
+# tiny model built here; SmolLM2 has one size.
+DEMO_PRESETS = {
+    (True, "reader"): "demo-quick",
+    (True, "tiny"): "demo-quick-tiny",
+    (False, "tiny"): "demo",
+    (False, "smollm2"): "demo-smollm2",
+}
+DEMO_MODELS = ("reader", "tiny", "smollm2")
 
 
-def demo_preset(quick: bool, model: str = "tiny") -> str:
+def default_demo_model(quick: bool) -> str:
+    return "reader" if quick else "tiny"
+
+
+def demo_preset(quick: bool, model: str | None = None) -> str:
+    model = model or default_demo_model(quick)
     if model not in DEMO_MODELS:
         raise ConfigError(f"demo model must be one of {', '.join(DEMO_MODELS)}, got {model!r}")
-    if model == "smollm2":
-        if quick:
-            raise ConfigError("--quick applies to the tiny model; the SmolLM2 demo has one size")
-        return "demo-smollm2"
-    return "demo-quick" if quick else "demo"
+    preset = DEMO_PRESETS.get((quick, model))
+    if preset is None:
+        sizes = [("--quick" if q else "the full demo") for q, m in DEMO_PRESETS if m == model]
+        raise ConfigError(f"the {model} demo exists as {' and '.join(sizes)} only")
+    return preset
 
 
-def demo_config(quick: bool, overrides: tuple[str, ...] = (), model: str = "tiny") -> RunConfig:
+def demo_config(quick: bool, overrides: tuple[str, ...] = (), model: str | None = None) -> RunConfig:
     return load_yaml_config(RunConfig, resolve_config_path(demo_preset(quick, model)), overrides)
 
 
@@ -43,7 +57,7 @@ def run_demo(
     out_dir: str | Path,
     *,
     quick: bool = False,
-    model: str = "tiny",
+    model: str | None = None,
     estimators: tuple[str, ...] | None = None,
     overrides: tuple[str, ...] = (),
     echo: bool = True,
@@ -55,6 +69,7 @@ def run_demo(
     out_dir.mkdir(parents=True, exist_ok=True)
     base = demo_config(quick, overrides, model)
     load_plugins(base.train.plugins)
+    model = model or default_demo_model(quick)
     estimators = estimators or (FULL_ESTIMATORS if model == "tiny" and not quick else QUICK_ESTIMATORS)
     check_estimators(estimators, base.rl.log_rewards)
 

@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slca_grpo.cli.algos",
     "slca_grpo.cli.verl",
     "slca_grpo.cli.data",
+    "slca_grpo.cli.pretrain",
 )
 
 # Subcommands plugins add: (register(subparsers), the parent command or None for the top level).

@@ -17,7 +17,7 @@ def resolve_agent(spec: str, **model_options: Any) -> ChatAgent:
 
     ``oracle`` (replays the gold answers), ``oracle:corrupt=F[,mode=drop|alter][,seed=N]``
     (answers a fraction F of entries wrongly), or a model spec of
-    :func:`slca_grpo.eval.policies.resolve_model_agent` (``hf:PATH``, ``smollm2``, ``openai:URL#MODEL``)
+    :func:`slca_grpo.eval.policies.resolve_model_agent` (``hf:PATH``, ``smollm2``, ``reader``, ``openai:URL#MODEL``)
     with ``model_options`` (e.g. ``max_new_tokens``, ``bf16`` for local models).
     """
     from slca_grpo.eval.bfcl.oracle import BFCLOracleAgent

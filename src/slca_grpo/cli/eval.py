@@ -19,7 +19,7 @@ def register(subparsers: Any) -> Any:
         "indomain",
         help="the paper's in-domain metrics on a task file over the training stack's agent loop and simulator",
     )
-    indomain.add_argument("--policy", required=True, help="oracle, hf:PATH, smollm2 or openai:BASE_URL#MODEL")
+    indomain.add_argument("--policy", required=True, help="oracle, hf:PATH, smollm2, reader or openai:BASE_URL#MODEL")
     indomain.add_argument(
         "--tasks",
         required=True,

@@ -17,7 +17,7 @@ from slca_grpo.cli.common import add_chat_format_arguments, chat_format_options,
 # import τ² and litellm (~3 s); a test keeps the two equal.
 TAU2_DOMAINS = ("airline", "retail", "telecom")
 
-POLICY_SPECS = ("oracle", "hf:PATH", "smollm2", "openai:BASE_URL#MODEL")
+POLICY_SPECS = ("oracle", "hf:PATH", "smollm2", "reader", "openai:BASE_URL#MODEL")
 USER_KINDS = ("llm", "scripted")
 
 

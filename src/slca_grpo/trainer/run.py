@@ -331,7 +331,7 @@ def ensure_sft(config: RunConfig, out_dir: Path, *, announce: str | None = None)
     if not sft_is_current(config, out_dir):
         if announce:
             print(
-                f"{announce} building the {config.model.name} model and running SFT ({config.sft.steps} steps)",
+                f"{announce} loading the {config.model.name} model and running SFT ({config.sft.steps} steps)",
                 flush=True,
             )
         train_tasks, _ = load_data(config.data)

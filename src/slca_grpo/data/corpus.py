@@ -1,0 +1,381 @@
+"""The pretraining corpus of the shipped "reader" model: documents where copying is what pays.
+
+Every document is a ChatML conversation (the format the model will be used in), drawn from its own
+``random.Random`` seeded by ``(seed, index)``, so document ``i`` is the same text in any process:
+
+- ``task``: a gold trajectory of a fresh *train-split* synthetic task whose values are made fresh:
+  strings from the catalogue's word lists become invented words, ids and codes get new characters
+  of the same shape, all dates and times of the task are shifted together (so durations and
+  check-out dates stay consistent). A model cannot memorise such values; it has to copy them.
+- ``drill``: several short exchanges that exercise copying on its own: repeat a value, pick one of
+  several named values, fill a call's JSON arguments from a list, convert a spelt-out date or a
+  12-hour time.
+- ``invented``: a call to an invented tool (invented name, description and parameters) chosen from
+  two to four invented tools by the words of the request, so the model learns to read a schema it
+  has never seen rather than to recall the catalogue's.
+
+Only train-split tools and phrasings are used; the test split's tools and phrasings never appear
+(``tests/test_corpus.py`` checks the text), so held-out evaluation stays held out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from slca_grpo.chat.template import render_chat
+from slca_grpo.data.synthetic import DEFAULT_KIND_WEIGHTS, SuiteConfig, generate_tasks, render_gold
+from slca_grpo.data.synthetic.values import MONTHS
+
+KINDS = ("task", "drill", "invented")
+DEFAULT_MIX = {"task": 0.5, "drill": 0.3, "invented": 0.2}
+# The first documents lean on drills: copying is learnt first, on short copy-dense text, and the
+# tasks' long tool schemas come after (a curriculum for the induction circuit).
+WARMUP_MIX = {"task": 0.05, "drill": 0.85, "invented": 0.1}
+
+_CONSONANTS = "bcdfghjklmnprstvwz"
+_VOWELS = "aeiou"
+_KEEP_WORDS = frozenset({"a", "an", "the", "of", "with", "and", "to", "in", "on", "at", "for", "my", "by", "from"})
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MONTH_NAMES = "|".join(MONTHS)
+_LONG_DATE = re.compile(rf"\b({_MONTH_NAMES}) (\d{{1,2}}), (\d{{4}})\b")
+_DAY_MONTH_DATE = re.compile(rf"\b(\d{{1,2}}) ({_MONTH_NAMES}) (\d{{4}})\b")
+_CLOCK_12 = re.compile(r"\b(\d{1,2}):(\d{2}) (am|pm)\b")
+_CLOCK_24 = re.compile(r"(?<![\d:])([01]\d|2[0-3]):([0-5]\d)(?![\d:])")
+_ANY_DATE_OR_TIME = re.compile(
+    "|".join(p.pattern for p in (_ISO_DATE, _LONG_DATE, _DAY_MONTH_DATE, _CLOCK_12, _CLOCK_24))
+)
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """What the corpus holds: the mix of document kinds and the synthetic tasks' shape."""
+
+    seed: int = 0
+    mix: tuple[tuple[str, float], ...] = tuple(DEFAULT_MIX.items())
+    warmup_mix: tuple[tuple[str, float], ...] = tuple(WARMUP_MIX.items())
+    warmup_docs: int = 30000
+    tools_per_task: tuple[int, int] = (2, 3)
+
+    def __post_init__(self) -> None:
+        for name in ("mix", "warmup_mix"):
+            mix = getattr(self, name)
+            mix = tuple((str(k), float(w)) for k, w in (mix.items() if isinstance(mix, dict) else mix))
+            object.__setattr__(self, name, mix)
+            unknown = sorted({kind for kind, _ in mix} - set(KINDS))
+            if unknown:
+                raise ValueError(f"unknown corpus document kind(s) {unknown} in {name}; kinds are {list(KINDS)}")
+            if any(weight < 0 for _, weight in mix) or sum(weight for _, weight in mix) <= 0:
+                raise ValueError(f"corpus {name} weights must be non-negative with a positive sum, got {dict(mix)}")
+        object.__setattr__(self, "tools_per_task", tuple(self.tools_per_task))
+
+
+def invented_word(rng: random.Random, length: int | None = None, capital: bool = False) -> str:
+    """A pronounceable made-up word (``"tovarim"``): a value no word list holds."""
+    length = length or rng.randint(4, 9)
+    letters = []
+    for position in range(length):
+        letters.append(rng.choice(_VOWELS if position % 2 else _CONSONANTS))
+    word = "".join(letters)
+    return word.capitalize() if capital else word
+
+
+def _fresh_words(value: str, rng: random.Random) -> str:
+    """The same words' shape with invented words: ``"Lunch with the landlord"`` → ``"Pemol with the tusavork"``."""
+
+    def swap(match: re.Match[str]) -> str:
+        word = match.group(0)
+        if word.lower() in _KEEP_WORDS or len(word) < 2:
+            return word
+        return invented_word(rng, max(3, min(10, len(word) + rng.randint(-2, 2))), capital=word[0].isupper())
+
+    return re.sub(r"[A-Za-zÀ-ÿ]+", swap, value)
+
+
+def _fresh_code(value: str, rng: random.Random) -> str:
+    """Same shape, new characters: ``"ORD-CIV8ED"`` → ``"ORD-KQP2ZA"`` (a dash-separated prefix stays)."""
+    prefix, dash, rest = value.partition("-")
+    if not dash or not prefix.isalpha():
+        prefix, dash, rest = "", "", value
+    out = []
+    for char in rest:
+        if char.isdigit():
+            out.append(rng.choice("0123456789"))
+        elif char.isupper():
+            out.append(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+        elif char.islower():
+            out.append(rng.choice("abcdefghijklmnopqrstuvwxyz"))
+        else:
+            out.append(char)
+    return prefix + dash + "".join(out)
+
+
+def _is_code(value: str) -> bool:
+    return bool(re.search(r"[\d@]", value)) or bool(re.fullmatch(r"[A-Z]{2,6}", value))
+
+
+def _shift_dates_and_times(text: str, days: int, minutes: int) -> str:
+    """Every date moved by ``days`` and every clock time by ``minutes``, each in its own written form."""
+
+    def date(year: int, month: int, day: int) -> dt.date | None:
+        try:
+            return dt.date(year, month, day) + dt.timedelta(days=days)
+        except (ValueError, OverflowError):
+            return None
+
+    def iso(match: re.Match[str]) -> str:
+        moved = date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+        return moved.isoformat() if moved else match.group(0)
+
+    def long(match: re.Match[str]) -> str:
+        moved = date(int(match.group(3)), MONTHS.index(match.group(1)) + 1, int(match.group(2)))
+        return f"{MONTHS[moved.month - 1]} {moved.day}, {moved.year}" if moved else match.group(0)
+
+    def day_month(match: re.Match[str]) -> str:
+        moved = date(int(match.group(3)), MONTHS.index(match.group(2)) + 1, int(match.group(1)))
+        return f"{moved.day} {MONTHS[moved.month - 1]} {moved.year}" if moved else match.group(0)
+
+    def clock(hours: int, mins: int) -> tuple[int, int]:
+        total = (hours * 60 + mins + minutes) % (24 * 60)
+        return total // 60, total % 60
+
+    def twelve(match: re.Match[str]) -> str:
+        hours = int(match.group(1)) % 12 + (12 if match.group(3) == "pm" else 0)
+        h, m = clock(hours, int(match.group(2)))
+        return f"{(h % 12) or 12}:{m:02d} {'am' if h < 12 else 'pm'}"
+
+    def twenty_four(match: re.Match[str]) -> str:
+        h, m = clock(int(match.group(1)), int(match.group(2)))
+        return f"{h:02d}:{m:02d}"
+
+    # One pass over every form, so a value rewritten in one form is never matched again in another
+    # ("2:30 pm" becomes "3:30 pm", whose "3:30" must not move a second time).
+    handlers = (
+        (_ISO_DATE, iso),
+        (_LONG_DATE, long),
+        (_DAY_MONTH_DATE, day_month),
+        (_CLOCK_12, twelve),
+        (_CLOCK_24, twenty_four),
+    )
+
+    def any_form(match: re.Match[str]) -> str:
+        for pattern, handler in handlers:
+            found = pattern.fullmatch(match.group(0))
+            if found:
+                return handler(found)
+        return match.group(0)
+
+    return _ANY_DATE_OR_TIME.sub(any_form, text)
+
+
+def _string_values(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _string_values(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _string_values(item)
+
+
+def _enum_values(tools: list[dict[str, Any]]) -> set[str]:
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("enum"), list):
+                found.update(v for v in node["enum"] if isinstance(v, str))
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(tools)
+    return found
+
+
+def freshen_task_text(text: str, request: str, values: list[str], enums: set[str], rng: random.Random) -> str:
+    """The conversation after the system prompt with the request's values made fresh (see module doc)."""
+    replacements: dict[str, str] = {}
+    # Longest first (a value inside a longer one is replaced with it); ties in text order, never
+    # in set order, which changes with the hash seed of the process.
+    for value in sorted(set(values), key=lambda v: (-len(v), v)):
+        if value in enums or len(value) < 3 or value not in request:
+            continue
+        if _ISO_DATE.fullmatch(value) or _CLOCK_24.fullmatch(value):
+            continue  # dates and times move with the whole task below
+        replacements[value] = _fresh_code(value, rng) if _is_code(value) else _fresh_words(value, rng)
+    if replacements:
+        pattern = re.compile("|".join(rf"(?<!\w){re.escape(v)}(?!\w)" for v in replacements))
+        text = pattern.sub(lambda match: replacements[match.group(0)], text)
+    return _shift_dates_and_times(text, rng.randint(-2000, 2000), rng.randrange(-48, 48) * 15)
+
+
+def task_document(rng: random.Random, config: CorpusConfig) -> str:
+    """A gold trajectory of one fresh train-split task with fresh values."""
+    # One task per call: the kind is drawn here (a one-task schedule would always be the same kind).
+    kinds, weights = zip(*DEFAULT_KIND_WEIGHTS.items())
+    suite = SuiteConfig(
+        kind_weights={rng.choices(kinds, weights=weights)[0]: 1.0}, tools_per_task=config.tools_per_task
+    )
+    task = generate_tasks(rng.randrange(2**31), 1, "train", suite)[0]
+    text = render_gold(task)
+    cut = text.index("<|im_start|>user")
+    values = [v for call in task.flat_gold_calls for v in _string_values(call.arguments)]
+    return text[:cut] + freshen_task_text(text[cut:], task.question, values, _enum_values(task.tools), rng)
+
+
+# --- drills ---
+
+_KEYS = (
+    "name", "city", "title", "code", "reference", "label", "account", "contact", "place", "item", "topic",
+    "owner", "venue", "destination", "product", "note", "tag", "subject", "recipient", "location",
+)  # fmt: skip
+
+
+def _random_value(rng: random.Random) -> str:
+    kind = rng.random()
+    if kind < 0.3:
+        return invented_word(rng, capital=True)
+    if kind < 0.45:
+        return f"{invented_word(rng, capital=True)} {invented_word(rng, capital=rng.random() < 0.5)}"
+    if kind < 0.7:
+        prefix = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(rng.randint(2, 4)))
+        return _fresh_code(prefix + "-" + "X9" * rng.randint(2, 4), rng)
+    if kind < 0.85:
+        return str(rng.randint(10, 99999))
+    if kind < 0.95:
+        return (dt.date(2020, 1, 1) + dt.timedelta(days=rng.randrange(4000))).isoformat()
+    return f"{invented_word(rng)}.{invented_word(rng)}@{invented_word(rng)}.com"
+
+
+def _exchange(user: str, assistant: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+
+
+def _repeat(rng: random.Random) -> list[dict[str, str]]:
+    # One to four values: a long copied span gives the induction circuit a target at every token.
+    value = rng.choice((" ", ", ", " / ")).join(_random_value(rng) for _ in range(rng.randint(1, 4)))
+    ask = rng.choice(("Repeat exactly: {v}", "Say {v} back to me.", "Echo this: {v}", "Write down {v}"))
+    return _exchange(ask.format(v=value), value)
+
+
+def _named_values(rng: random.Random) -> dict[str, str]:
+    keys = rng.sample(_KEYS, rng.randint(2, 5))
+    return {key: _random_value(rng) for key in keys}
+
+
+def _recall(rng: random.Random) -> list[dict[str, str]]:
+    values = _named_values(rng)
+    listed = rng.choice(("; ", ", ", "\n")).join(
+        f"{k} is {v}" if rng.random() < 0.5 else f"{k}: {v}" for k, v in values.items()
+    )
+    key = rng.choice(list(values))
+    return _exchange(f"{listed}\nWhat is the {key}?", values[key])
+
+
+def _fill(rng: random.Random) -> list[dict[str, str]]:
+    values = _named_values(rng)
+    wanted = rng.sample(list(values), rng.randint(1, len(values)))
+    listed = ", ".join(f"{k} = {v}" for k, v in values.items())
+    answer = json.dumps({key: values[key] for key in wanted}, ensure_ascii=False)
+    return _exchange(f"From {listed}, give a JSON object with {', '.join(wanted)}.", answer)
+
+
+def _convert(rng: random.Random) -> list[dict[str, str]]:
+    if rng.random() < 0.6:
+        day = dt.date(2020, 1, 1) + dt.timedelta(days=rng.randrange(4000))
+        spoken = (
+            f"{MONTHS[day.month - 1]} {day.day}, {day.year}"
+            if rng.random() < 0.5
+            else f"{day.day} {MONTHS[day.month - 1]} {day.year}"
+        )
+        return _exchange(f"Write {spoken} as YYYY-MM-DD.", day.isoformat())
+    hours, mins = rng.randrange(24), rng.randrange(0, 60, 5)
+    spoken = f"{(hours % 12) or 12}:{mins:02d} {'am' if hours < 12 else 'pm'}"
+    return _exchange(f"Write {spoken} in 24-hour form.", f"{hours:02d}:{mins:02d}")
+
+
+# One exchange of each kind of drill (``drill(rng) -> [user, assistant]``), and how often each is drawn.
+DRILLS = {"repeat": _repeat, "recall": _recall, "fill": _fill, "convert": _convert}
+_DRILL_WEIGHTS = (0.4, 0.25, 0.2, 0.15)
+
+
+def drill_document(rng: random.Random, config: CorpusConfig) -> str:
+    """Four to eight copy and conversion exchanges in one conversation."""
+    messages: list[dict[str, Any]] = []
+    for _ in range(rng.randint(4, 8)):
+        messages += rng.choices(tuple(DRILLS.values()), weights=_DRILL_WEIGHTS)[0](rng)
+    return render_chat(messages, (), add_generation_prompt=False)
+
+
+# --- invented tools ---
+
+_VERBS = ("get", "find", "check", "create", "update", "list", "cancel", "book", "send", "search", "set", "add")
+
+
+def _invented_tool(rng: random.Random) -> tuple[dict[str, Any], str, list[str]]:
+    verb = rng.choice(_VERBS)
+    noun = invented_word(rng)
+    params = [invented_word(rng, rng.randint(4, 7)) for _ in range(rng.randint(1, 3))]
+    description = f"{verb.capitalize()} a {noun} by its {', '.join(params)}"
+    schema = {
+        "type": "function",
+        "function": {
+            "name": f"{verb}_{noun}",
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {p: {"type": "string", "description": f"The {noun}'s {p}"} for p in params},
+                "required": params,
+            },
+        },
+    }
+    return schema, noun, params
+
+
+def invented_document(rng: random.Random, config: CorpusConfig) -> str:
+    """Two to four invented tools; the request asks for one of them by its words and values."""
+    tools = [_invented_tool(rng) for _ in range(rng.randint(2, 4))]
+    schema, noun, params = rng.choice(tools)
+    name = schema["function"]["name"]
+    verb = name.split("_", 1)[0]
+    arguments = {p: _random_value(rng) for p in params}
+    details = " and ".join(f"{p} {v}" for p, v in arguments.items())
+    request = rng.choice(
+        (
+            "Please {verb} the {noun} with {details}.",
+            "{verb} a {noun}: {details}",
+            "I need to {verb} my {noun}: {details}",
+        )
+    ).format(verb=verb, noun=noun, details=details)
+    response = {"status": "ok", noun: {**arguments, "id": _fresh_code("ID-X9X9X9", rng)}}
+    messages = [
+        {"role": "user", "content": request[0].upper() + request[1:]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": name, "arguments": arguments}}],
+        },
+        {"role": "tool", "tool_call_id": "call_0", "name": name, "content": json.dumps(response)},
+        {"role": "assistant", "content": f"Done: the {noun} with {details} ({verb}) is ok."},
+    ]
+    return render_chat(messages, [t for t, _, _ in tools], add_generation_prompt=False)
+
+
+_BUILDERS = {"task": task_document, "drill": drill_document, "invented": invented_document}
+
+
+def document(index: int, config: CorpusConfig) -> tuple[str, str]:
+    """Document ``index`` of the corpus as ``(kind, text)``; the same in any process."""
+    rng = random.Random(f"reader-corpus|{config.seed}|{index}")
+    kinds, weights = zip(*(config.warmup_mix if index < config.warmup_docs else config.mix))
+    kind = rng.choices(kinds, weights=weights)[0]
+    return kind, _BUILDERS[kind](rng, config)

@@ -1,0 +1,353 @@
+"""Pretraining a small base model on the generated corpus (``slca pretrain``): the "reader".
+
+A plain next-token loop, read top to bottom: documents come from :mod:`slca_grpo.data.corpus` in
+index order, are packed whole into rows of ``seq_len`` tokens (a longer one is cut), and the model
+learns every token. Every ``probe_every`` steps a fixed probe set (documents from another corpus
+seed) measures the loss and the *copy accuracy*: teacher-forced accuracy on the assistant's tokens
+that appear in the request but nowhere in the system prompt, i.e. values the model must copy.
+Checkpoints hold the model, optimizer, RNG and the corpus position, so a resumed run is the run
+that was not interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from slca_grpo.data.corpus import CorpusConfig, document
+from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model, count_parameters
+from slca_grpo.models.tokenizer import train_tokenizer
+from slca_grpo.trainer.checkpoint import (
+    load_latest_checkpoint,
+    save_checkpoint,
+    save_pretrained_atomic,
+    set_rng_state,
+)
+from slca_grpo.trainer.logger import MetricsLogger
+
+READER_SHAPE = TinyModelConfig(num_layers=4, hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=384)
+
+
+@dataclass
+class PretrainConfig:
+    """Everything that decides the pretrained model (saved beside it as ``pretrain_config.json``)."""
+
+    steps: int = 3000
+    rows_per_step: int = 12
+    seq_len: int = 1024
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 200
+    # bfloat16 autocast for the matrix products (weights and optimizer stay float32): ~1.5x faster
+    # where the CPU has native bf16 (AMX / avx512_bf16), 50-100x slower where it has not.
+    bf16: bool = False
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    vocab_size: int = 4096
+    pretokenizer: str = "words"
+    tokenizer_docs: int = 3000
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    model: TinyModelConfig = field(default_factory=lambda: READER_SHAPE)
+    probe_docs: int = 48
+    probe_every: int = 250
+    save_every: int = 250
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "rows_per_step", "seq_len", "vocab_size", "tokenizer_docs", "probe_every", "save_every"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"pretrain.{name} must be a positive int, got {value!r}")
+        if not (self.lr > 0 and 0 <= self.min_lr_ratio <= 1 and self.warmup_steps >= 0):
+            raise ValueError("pretrain.lr must be > 0, min_lr_ratio in [0, 1] and warmup_steps >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def learning_rate(config: PretrainConfig, step: int) -> float:
+    """Linear warm-up, then cosine decay to ``min_lr_ratio * lr`` at the last step."""
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+    floor = config.min_lr_ratio
+    return config.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+class DocumentStream:
+    """Corpus documents in index order, tokenised, each ending with the end-of-text token."""
+
+    def __init__(self, tokenizer: Any, config: CorpusConfig, start: int = 0) -> None:
+        self.tokenizer = tokenizer
+        self.config = config
+        self.position = start
+        self._pending: list[int] | None = None
+
+    def next(self) -> list[int]:
+        if self._pending is not None:
+            ids, self._pending = self._pending, None
+            self.position += 1
+            return ids
+        _, text = document(self.position, self.config)
+        self.position += 1
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+
+    def push_back(self, ids: list[int]) -> None:
+        self._pending = ids
+        self.position -= 1  # the checkpointed position is that of the next unread document
+
+    def rows(self, count: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``count`` rows of whole documents (a document that does not fit starts the next row)."""
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((count, seq_len), pad, dtype=torch.long)
+        labels = torch.full((count, seq_len), -100, dtype=torch.long)
+        for row in range(count):
+            used = 0
+            while used < seq_len:
+                doc = self.next()[:seq_len]
+                if used and used + len(doc) > seq_len:
+                    self.push_back(doc)
+                    break
+                ids[row, used : used + len(doc)] = torch.tensor(doc)
+                labels[row, used : used + len(doc)] = torch.tensor(doc)
+                used += len(doc)
+        return ids, labels
+
+
+def copy_positions(tokenizer: Any, text: str) -> tuple[list[int], list[int], list[int]]:
+    """Token ids of ``text``, the positions of assistant tokens, and of those a model must copy.
+
+    A copied token is an assistant token that occurs in the turns before it but not in the system
+    prompt (so not schema boilerplate): the fresh values of the corpus.
+    """
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
+    system_end = text.find("<|im_end|>")
+    system_ids = set(ids[: next((i for i, (s, _) in enumerate(offsets) if s >= system_end), len(ids))])
+    assistant, copied = [], []
+    spans = []
+    start = text.find("<|im_start|>assistant\n")
+    while start >= 0:
+        body = start + len("<|im_start|>assistant\n")
+        end = text.find("<|im_end|>", body)
+        spans.append((body, end if end >= 0 else len(text)))
+        start = text.find("<|im_start|>assistant\n", body)
+    for position, (begin, _) in enumerate(offsets):
+        span = next((s for s in spans if s[0] <= begin < s[1]), None)
+        if span is None:
+            continue
+        assistant.append(position)
+        seen_before = ids[:position]
+        if ids[position] in seen_before[: next(i for i, (s, _) in enumerate(offsets) if s >= span[0])] and (
+            ids[position] not in system_ids
+        ):
+            copied.append(position)
+    return ids, assistant, copied
+
+
+@torch.no_grad()
+def probe(model: torch.nn.Module, tokenizer: Any, texts: list[str], seq_len: int) -> dict[str, float]:
+    """Loss, assistant-token accuracy and copy accuracy on fixed documents (teacher-forced)."""
+    was_training = model.training
+    model.eval()
+    totals = {"loss": 0.0, "tokens": 0, "assistant_right": 0, "assistant": 0, "copy_right": 0, "copy": 0}
+    for text in texts:
+        ids, assistant, copied = copy_positions(tokenizer, text)
+        ids = ids[:seq_len]
+        inputs = torch.tensor([ids])
+        logits = model(input_ids=inputs).logits[0, :-1].float()
+        targets = inputs[0, 1:]
+        totals["loss"] += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").item()
+        totals["tokens"] += len(targets)
+        predicted = logits.argmax(-1)
+        for key, positions in (("assistant", assistant), ("copy", copied)):
+            kept = [p - 1 for p in positions if 0 < p < len(ids)]
+            totals[key] += len(kept)
+            totals[f"{key}_right"] += int((predicted[kept] == targets[kept]).sum()) if kept else 0
+    model.train(was_training)
+    return {
+        "probe/loss": totals["loss"] / max(1, totals["tokens"]),
+        "probe/assistant_acc": totals["assistant_right"] / max(1, totals["assistant"]),
+        "probe/copy_acc": totals["copy_right"] / max(1, totals["copy"]),
+    }
+
+
+@torch.no_grad()
+def drill_accuracy(model: torch.nn.Module, tokenizer: Any, per_kind: int = 50, seed: int = 123) -> dict[str, float]:
+    """Greedy exact-match rate on fresh one-exchange drills of each kind (values never seen)."""
+    import random
+
+    from slca_grpo.chat.template import render_chat
+    from slca_grpo.data import corpus
+    from slca_grpo.rollout.sampling import SamplingConfig, sample
+
+    rng = random.Random(seed)
+    scores = {}
+    for kind, build in corpus.DRILLS.items():
+        exchanges = [build(rng) for _ in range(per_kind)]
+        prompts = [
+            tokenizer(render_chat(ex[:1], (), add_generation_prompt=True), add_special_tokens=False)["input_ids"]
+            for ex in exchanges
+        ]
+        stops = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id]
+        generations = sample(
+            model, prompts, max_new_tokens=64, config=SamplingConfig(temperature=0.0), stop_token_ids=stops,
+            pad_id=tokenizer.pad_token_id,
+        )  # fmt: skip
+        answers = [tokenizer.decode(g.token_ids, skip_special_tokens=True).strip() for g in generations]
+        scores[f"drill/{kind}"] = sum(a == ex[1]["content"] for a, ex in zip(answers, exchanges)) / per_kind
+    return scores
+
+
+def probe_texts(config: PretrainConfig) -> list[str]:
+    """The probe set: documents of another corpus seed (never trained on)."""
+    other = replace(config.corpus, seed=config.corpus.seed + 1_000_003, warmup_docs=0)
+    return [document(index, other)[1] for index in range(config.probe_docs)]
+
+
+def pretrain(
+    config: PretrainConfig,
+    out_dir: str | Path,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    stop_at: int | None = None,
+) -> Path | None:
+    """Train the base model into ``out_dir`` (``checkpoints/``, ``metrics.jsonl``, ``model/`` at the end).
+
+    ``stop_at`` ends this call after that step with a checkpoint (a build split over sessions;
+    ``resume=True`` continues it); the final model is written only when all steps are done, and
+    only then is a path returned.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    checkpoints = out / "checkpoints"
+    found = load_latest_checkpoint(checkpoints) if resume else None
+    if found is not None:
+        path, state, info = found
+        if info.get("config") != json.loads(json.dumps(config.to_dict())):
+            raise ValueError(f"{path} was written with another pretraining config; resume with the same one")
+        from slca_grpo.models import load_model
+
+        model, tokenizer = load_model(path / "model")
+        start, position = int(info["step"]), int(info["corpus_position"])
+    else:
+        torch.manual_seed(config.seed)
+        texts = [document(index, config.corpus)[1] for index in range(config.tokenizer_docs)]
+        tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size, pretokenizer=config.pretokenizer)
+        model = build_tiny_model(tokenizer, config.model)
+        start, position, state = 0, config.tokenizer_docs, None
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        set_rng_state(state["rng"])
+    (out / "pretrain_config.json").write_text(json.dumps(config.to_dict(), indent=1), encoding="utf-8")
+    logger = MetricsLogger(out, stdout=None, resume=resume and found is not None, resume_step=start)
+    stream = DocumentStream(tokenizer, config.corpus, start=position)
+    probes = probe_texts(config)
+    bar = _progress(config.steps, start, progress)
+    began = time.monotonic()
+    print(f"pretraining {count_parameters(model) / 1e6:.2f} M parameters for {config.steps} steps into {out}")
+    last = config.steps if stop_at is None else max(start, min(config.steps, stop_at))
+    for step in range(start, last):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(config, step)
+        ids, labels = stream.rows(config.rows_per_step, config.seq_len)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
+            loss = model(input_ids=ids, labels=labels).loss
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"pretraining loss is {loss.item()} at step {step}; lower pretrain.lr")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
+        optimizer.step()
+        metrics: dict[str, float] = {
+            "train/loss": loss.item(),
+            "train/grad_norm": grad_norm,
+            "train/lr": learning_rate(config, step),
+        }
+        done = step + 1
+        if done % config.probe_every == 0 or done == config.steps:
+            metrics.update(probe(model, tokenizer, probes, config.seq_len))
+            metrics["time/elapsed_s"] = time.monotonic() - began
+            _report(bar, done, metrics)
+        logger.log(done, metrics, echo=False)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", refresh=False)
+        if done % config.save_every == 0 or done in (config.steps, last):
+            save_checkpoint(
+                checkpoints,
+                done,
+                model=model,
+                tokenizer=tokenizer,
+                state={"optimizer": optimizer.state_dict()},
+                info={"config": config.to_dict(), "corpus_position": stream.position},
+            )
+    if bar is not None:
+        bar.close()
+    logger.close()
+    plot_curves(logger.path, out / "curves.png")
+    if last < config.steps:
+        return None
+    model.eval()
+    final = save_pretrained_atomic(model, tokenizer, out / "model")
+    (final / "pretrain_config.json").write_text(json.dumps(config.to_dict(), indent=1), encoding="utf-8")
+    return final
+
+
+def plot_curves(metrics_path: str | Path, out_png: str | Path) -> Path:
+    """``curves.png``: training and probe loss, and the probe's assistant and copy accuracy, by step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from slca_grpo.trainer.logger import read_metrics
+
+    rows = read_metrics(metrics_path)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    steps = [r["step"] for r in rows if "train/loss" in r]
+    left.plot(steps, [r["train/loss"] for r in rows if "train/loss" in r], lw=0.6, alpha=0.6, label="train loss")
+    probes = [r for r in rows if "probe/loss" in r]
+    left.plot([r["step"] for r in probes], [r["probe/loss"] for r in probes], marker="o", label="probe loss")
+    left.set_xlabel("step")
+    left.set_ylabel("cross-entropy (nats/token)")
+    left.legend()
+    for key, label in (("probe/assistant_acc", "assistant tokens"), ("probe/copy_acc", "copied tokens")):
+        right.plot([r["step"] for r in probes], [r[key] for r in probes], marker="o", label=label)
+    right.set_xlabel("step")
+    right.set_ylabel("teacher-forced accuracy on the probe set")
+    right.set_ylim(0, 1)
+    right.legend()
+    figure.tight_layout()
+    figure.savefig(out_png, dpi=110)
+    plt.close(figure)
+    return Path(out_png)
+
+
+def _progress(total: int, start: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=start, desc="pretrain", unit="step", dynamic_ncols=True)
+
+
+def _report(bar: Any, step: int, metrics: dict[str, float]) -> None:
+    line = (
+        f"step {step}: loss {metrics['train/loss']:.3f}  probe loss {metrics['probe/loss']:.3f}  "
+        f"assistant acc {metrics['probe/assistant_acc']:.3f}  copy acc {metrics['probe/copy_acc']:.3f}  "
+        f"({metrics['time/elapsed_s']:.0f} s)"
+    )
+    if bar is not None:
+        bar.write(line)
+    else:
+        print(line, flush=True)

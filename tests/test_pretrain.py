@@ -1,0 +1,123 @@
+"""``slca pretrain``: the loop packs each document once, resumes exactly, and measures copying."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from slca_grpo.data.corpus import CorpusConfig
+from slca_grpo.models import load_model
+from slca_grpo.models.tiny import TinyModelConfig
+from slca_grpo.models.tokenizer import train_tokenizer
+from slca_grpo.trainer.pretrain import DocumentStream, PretrainConfig, copy_positions, learning_rate, pretrain
+
+SMALL = PretrainConfig(
+    steps=4,
+    rows_per_step=2,
+    seq_len=160,
+    vocab_size=400,
+    tokenizer_docs=20,
+    model=TinyModelConfig(num_layers=1, hidden_size=32, num_heads=2, num_kv_heads=1, intermediate_size=64),
+    probe_docs=2,
+    probe_every=2,
+    save_every=2,
+    warmup_steps=1,
+    corpus=CorpusConfig(warmup_docs=10),
+)
+
+
+class NumberingTokenizer:
+    """Each document becomes tokens naming its index, so a test can see which ones were packed."""
+
+    eos_token_id = pad_token_id = 0
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
+        number = self.seen.setdefault(text, len(self.seen) + 1)
+        return {"input_ids": [number] * (5 + number % 7)}
+
+
+def test_rows_pack_every_document_once_in_order_and_cut_none_that_fits() -> None:
+    stream = DocumentStream(NumberingTokenizer(), CorpusConfig(), start=0)
+    packed: list[int] = []
+    for _ in range(3):
+        ids, labels = stream.rows(3, 40)
+        for row, row_labels in zip(ids.tolist(), labels.tolist()):
+            kept = [t for t, label in zip(row, row_labels) if label != -100 and t != 0]
+            packed += list(dict.fromkeys(kept))
+    assert packed == list(range(1, len(packed) + 1))
+    assert stream.position == len(packed)
+
+
+def test_learning_rate_warms_up_then_decays_to_its_floor() -> None:
+    config = replace(SMALL, steps=100, warmup_steps=10, lr=1.0, min_lr_ratio=0.1)
+    assert learning_rate(config, 0) == pytest.approx(0.1)
+    assert learning_rate(config, 9) == pytest.approx(1.0)
+    assert learning_rate(config, 10) == pytest.approx(1.0)
+    assert learning_rate(config, 55) == pytest.approx(0.55)
+    assert learning_rate(config, 100) == pytest.approx(0.1)
+
+
+def test_copy_positions_are_assistant_tokens_seen_in_the_request_but_not_the_system_prompt() -> None:
+    text = (
+        "<|im_start|>system\nYou help with codes.<|im_end|>\n<|im_start|>user\nRepeat QX-7 please<|im_end|>\n"
+        "<|im_start|>assistant\nQX-7 codes<|im_end|>\n"
+    )
+    tokenizer = train_tokenizer([text] * 4, vocab_size=300, pretokenizer="words")
+    ids, assistant, copied = copy_positions(tokenizer, text)
+    pieces = [tokenizer.decode([ids[p]]) for p in assistant]
+    assert "".join(pieces).strip().startswith("QX-7")
+    assert [tokenizer.decode([ids[p]]) for p in copied] == ["QX", "-", "7"]  # "codes" is in the system prompt
+
+
+def test_the_words_pretokenizer_writes_a_value_the_same_in_a_request_and_in_a_call() -> None:
+    corpus = ["Book Zorvath QX-1234 in Tulamo for me.", '{"city": "Tulamo", "id": "Zorvath QX-1234"}'] * 3
+    tokenizer = train_tokenizer(corpus, vocab_size=300, pretokenizer="words")
+    value = tokenizer("Zorvath QX-1234", add_special_tokens=False)["input_ids"]
+
+    def contains(text: str) -> bool:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        return any(ids[i : i + len(value)] == value for i in range(len(ids)))
+
+    assert contains("Book Zorvath QX-1234 today.") and contains('{"id": "Zorvath QX-1234"}')
+    digits = tokenizer("QX-1234", add_special_tokens=False)["input_ids"][-4:]
+    assert [tokenizer.decode([d]) for d in digits] == ["1", "2", "3", "4"]
+    assert tokenizer.decode(tokenizer(corpus[1])["input_ids"]) == corpus[1]
+    with pytest.raises(ValueError, match="unknown pretokenizer"):
+        train_tokenizer(corpus, vocab_size=300, pretokenizer="bytes")
+
+
+def test_a_build_split_in_two_is_the_build_that_ran_through(tmp_path) -> None:
+    whole = pretrain(SMALL, tmp_path / "whole", progress=False)
+    assert pretrain(SMALL, tmp_path / "split", progress=False, stop_at=3) is None
+    assert not (tmp_path / "split" / "model").exists()
+    split = pretrain(SMALL, tmp_path / "split", progress=False, resume=True)
+    model_a, tokenizer_a = load_model(whole)
+    model_b, tokenizer_b = load_model(split)
+    for (name, a), b in zip(model_a.state_dict().items(), model_b.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert tokenizer_a.get_vocab() == tokenizer_b.get_vocab()
+    lines = [(tmp_path / run / "metrics.jsonl").read_text().splitlines() for run in ("whole", "split")]
+    assert [json.loads(x)["train/loss"] for x in lines[0]] == [json.loads(x)["train/loss"] for x in lines[1]]
+    probes = [json.loads(x) for x in lines[0] if "probe/copy_acc" in x]
+    assert [p["step"] for p in probes] == [2, 4]
+    assert (tmp_path / "whole" / "curves.png").stat().st_size > 1000
+    assert all(0.0 <= p["probe/copy_acc"] <= 1.0 for p in probes)
+
+
+def test_resuming_with_another_config_is_refused(tmp_path) -> None:
+    pretrain(SMALL, tmp_path, progress=False, stop_at=2)
+    with pytest.raises(ValueError, match="another pretraining config"):
+        pretrain(replace(SMALL, lr=0.5), tmp_path, progress=False, resume=True)
+
+
+def test_bad_settings_are_one_line_errors() -> None:
+    with pytest.raises(ValueError, match="pretrain.steps"):
+        replace(SMALL, steps=0)
+    with pytest.raises(ValueError, match="pretrain.lr"):
+        replace(SMALL, lr=-1.0)
