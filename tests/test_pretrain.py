@@ -116,7 +116,9 @@ def test_resuming_with_another_config_is_refused(tmp_path) -> None:
         pretrain(replace(SMALL, lr=0.5), tmp_path, progress=False, resume=True)
 
 
-def test_bad_settings_are_one_line_errors() -> None:
+def test_bad_settings_are_one_line_errors(tmp_path) -> None:
+    with pytest.raises(ValueError, match="stop_at must be a positive step"):
+        pretrain(SMALL, tmp_path, progress=False, stop_at=-5)
     with pytest.raises(ValueError, match="pretrain.steps"):
         replace(SMALL, steps=0)
     with pytest.raises(ValueError, match="pretrain.lr"):

@@ -11,6 +11,7 @@ that was not interrupted.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import time
@@ -130,23 +131,21 @@ def copy_positions(tokenizer: Any, text: str) -> tuple[list[int], list[int], lis
     ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
     system_end = text.find("<|im_end|>")
     system_ids = set(ids[: next((i for i, (s, _) in enumerate(offsets) if s >= system_end), len(ids))])
-    assistant, copied = [], []
-    spans = []
+    starts = [begin for begin, _ in offsets]
+    spans = []  # (first character, end character, ids before the turn) of each assistant turn
     start = text.find("<|im_start|>assistant\n")
     while start >= 0:
         body = start + len("<|im_start|>assistant\n")
         end = text.find("<|im_end|>", body)
-        spans.append((body, end if end >= 0 else len(text)))
+        spans.append((body, end if end >= 0 else len(text), set(ids[: bisect.bisect_left(starts, body)])))
         start = text.find("<|im_start|>assistant\n", body)
-    for position, (begin, _) in enumerate(offsets):
+    assistant, copied = [], []
+    for position, begin in enumerate(starts):
         span = next((s for s in spans if s[0] <= begin < s[1]), None)
         if span is None:
             continue
         assistant.append(position)
-        seen_before = ids[:position]
-        if ids[position] in seen_before[: next(i for i, (s, _) in enumerate(offsets) if s >= span[0])] and (
-            ids[position] not in system_ids
-        ):
+        if ids[position] in span[2] and ids[position] not in system_ids:
             copied.append(position)
     return ids, assistant, copied
 
@@ -255,6 +254,8 @@ def pretrain(
     bar = _progress(config.steps, start, progress)
     began = time.monotonic()
     print(f"pretraining {count_parameters(model) / 1e6:.2f} M parameters for {config.steps} steps into {out}")
+    if stop_at is not None and (not isinstance(stop_at, int) or stop_at < 1):
+        raise ValueError(f"stop_at must be a positive step number, got {stop_at!r}")
     last = config.steps if stop_at is None else max(start, min(config.steps, stop_at))
     for step in range(start, last):
         for group in optimizer.param_groups:
