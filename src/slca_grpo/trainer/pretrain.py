@@ -224,6 +224,8 @@ def pretrain(
     ``resume=True`` continues it); the final model is written only when all steps are done, and
     only then is a path returned.
     """
+    if stop_at is not None and (not isinstance(stop_at, int) or stop_at < 1):
+        raise ValueError(f"stop_at must be a positive step number, got {stop_at!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     checkpoints = out / "checkpoints"
@@ -254,8 +256,6 @@ def pretrain(
     bar = _progress(config.steps, start, progress)
     began = time.monotonic()
     print(f"pretraining {count_parameters(model) / 1e6:.2f} M parameters for {config.steps} steps into {out}")
-    if stop_at is not None and (not isinstance(stop_at, int) or stop_at < 1):
-        raise ValueError(f"stop_at must be a positive step number, got {stop_at!r}")
     last = config.steps if stop_at is None else max(start, min(config.steps, stop_at))
     for step in range(start, last):
         for group in optimizer.param_groups:
