@@ -51,7 +51,11 @@ def test_budgets_and_command_line_options():
     plan = parse()
     assert plan.budget == DEFAULT_BUDGET and plan.estimators == ("grpo", "slca", "slca-no-summary")
     assert plan.baseline == "grpo" and DEFAULT_BUDGET.seeds >= 8 and QUICK_BUDGET.seeds >= 8
-    assert len(plan.levels) >= 3 and plan.levels[0].name == "none" and plan.seeds == tuple(range(DEFAULT_BUDGET.seeds))
+    assert len(plan.levels) >= 2 and plan.levels[0].name == "none" and plan.seeds == tuple(range(DEFAULT_BUDGET.seeds))
+    overrides = plan.budget_overrides()
+    assert f"rl.prompts_per_step={DEFAULT_BUDGET.prompts_per_step}" in overrides
+    assert f"rl.mini_batch_prompts={DEFAULT_BUDGET.prompts_per_step}" in overrides
+    assert f"data.n_test={DEFAULT_BUDGET.eval_tasks}" in overrides  # a synthetic test split that large exists
     assert parse("--quick").budget == QUICK_BUDGET
     plan = parse(
         "--quick",
@@ -61,6 +65,8 @@ def test_budgets_and_command_line_options():
         "7",
         "--eval-tasks",
         "9",
+        "--prompts",
+        "3",
         "--noise",
         "none,std=1",
         "--estimators",
@@ -69,12 +75,14 @@ def test_budgets_and_command_line_options():
         "--set",
         "rl.lr=0.01",
     )
-    assert (plan.budget.seeds, plan.budget.steps, plan.budget.eval_tasks) == (4, 7, 9)
+    assert (plan.budget.seeds, plan.budget.steps, plan.budget.eval_tasks, plan.budget.prompts_per_step) == (4, 7, 9, 3)
     assert plan.run_count() == 4 * 2 * 2 and plan.baseline == "slca" and plan.overrides == ("rl.lr=0.01",)
-    assert "rl.steps=7" in plan.budget_overrides() and "train.eval_every=4" in plan.budget_overrides()
+    every = -(-7 // QUICK_BUDGET.evals)  # evenly spaced, the last at the end
+    assert "rl.steps=7" in plan.budget_overrides() and f"train.eval_every={every}" in plan.budget_overrides()
     assert StudyPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
     for argv, message in (
         (("--seeds", "0"), "--seeds must be >= 1"),
+        (("--prompts", "0"), "--prompts must be >= 1"),
         (("--estimators", "grpo", "grpo"), "given twice"),
     ):
         with pytest.raises(ConfigError, match=message):

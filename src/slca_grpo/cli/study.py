@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help=f"{quick.seeds} seeds × {quick.steps} steps, noise {quick.noise} (≈ 2 h on 2 cores: docs/study.md, Cost)",
+        help=f"{quick.seeds} seeds × {quick.steps} steps, noise {quick.noise} (≈ 1 h on 2 cores: docs/study.md, Cost)",
     )
     parser.add_argument("--out", default="runs/study", help="output folder (default: runs/study); rerun to resume")
     parser.add_argument("--seeds", type=int, help=f"RL seeds per cell (default: {full.seeds}; quick {quick.seeds})")
@@ -33,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--eval-tasks",
         type=int,
         help=f"held-out tasks per evaluation (default: {full.eval_tasks}; quick {quick.eval_tasks})",
+    )
+    parser.add_argument(
+        "--prompts",
+        type=int,
+        help=f"prompts per RL step, G rollouts each (default: {full.prompts_per_step}; quick {quick.prompts_per_step})",
     )
     parser.add_argument("--preset", help=f"base config preset or YAML file (default: {full.preset})")
     parser.add_argument(
@@ -72,14 +77,20 @@ def plan_from_args(args: argparse.Namespace):
             ("seeds", args.seeds),
             ("steps", args.steps),
             ("eval_tasks", args.eval_tasks),
+            ("prompts_per_step", args.prompts),
             ("noise", args.noise),
             ("preset", args.preset),
         )
         if value is not None
     }
-    for key in ("seeds", "steps", "eval_tasks"):
+    for key, option in (
+        ("seeds", "--seeds"),
+        ("steps", "--steps"),
+        ("eval_tasks", "--eval-tasks"),
+        ("prompts_per_step", "--prompts"),
+    ):
         if key in changes and changes[key] < 1:
-            raise ConfigError(f"--{key.replace('_', '-')} must be >= 1, got {changes[key]}")
+            raise ConfigError(f"{option} must be >= 1, got {changes[key]}")
     budget = dataclasses.replace(budget, **changes)
     if len(set(args.estimators)) != len(args.estimators):
         raise ConfigError(f"--estimators: a name is given twice ({' '.join(args.estimators)})")

@@ -87,7 +87,8 @@ class StudyBudget:
     noise: str
     steps: int
     evals: int  # held-out evaluations after the start one, evenly spaced (the last at the end)
-    eval_tasks: int
+    eval_tasks: int  # also the size of a synthetic test split, so that this many exist
+    prompts_per_step: int | None = None  # None: the preset's
 
     @property
     def eval_every(self) -> int:
@@ -95,10 +96,14 @@ class StudyBudget:
 
 
 # Eight seeds: the smallest number at which the exact paired test can reach p < 0.01 (2/2⁸); at
-# five it cannot go below 0.0625. Sized from measured costs (docs/study.md, "Cost").
-QUICK_BUDGET = StudyBudget(preset="demo-quick", seeds=8, noise="none,prob=1", steps=16, evals=2, eval_tasks=32)
+# five it cannot go below 0.0625. Sized on the reader from measured costs (docs/study.md, "Cost"):
+# four prompts × G = 8 per step keep a step near 10 s, so the default study and the per-turn study
+# run side by side in about three hours of a 2-core machine.
+QUICK_BUDGET = StudyBudget(
+    preset="demo-quick", seeds=8, noise="none,prob=1", steps=8, evals=1, eval_tasks=40, prompts_per_step=4
+)
 DEFAULT_BUDGET = StudyBudget(
-    preset="demo-quick", seeds=8, noise="none,prob=0.5,prob=1", steps=60, evals=5, eval_tasks=64
+    preset="demo-quick", seeds=8, noise="none,prob=1", steps=16, evals=2, eval_tasks=64, prompts_per_step=4
 )
 # GRPO, SLCA, and SLCA without its summary channel: the control that tells "GRPO is hurt by the
 # noise" apart from "SLCA's summary channel costs tool accuracy".
@@ -128,8 +133,18 @@ class StudyPlan:
 
     def budget_overrides(self) -> list[str]:
         budget = self.budget
+        prompts = (
+            []
+            if budget.prompts_per_step is None
+            else [
+                f"rl.prompts_per_step={budget.prompts_per_step}",
+                f"rl.mini_batch_prompts={budget.prompts_per_step}",
+            ]
+        )
         return [
             f"rl.steps={budget.steps}",
+            *prompts,
+            f"data.n_test={budget.eval_tasks}",
             f"train.eval_every={budget.eval_every}",
             f"train.eval_tasks={budget.eval_tasks}",
             "train.keep_last=1",
