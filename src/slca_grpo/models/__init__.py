@@ -92,22 +92,61 @@ def load_tokenizer(path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
 
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+HUB_PROBE_SECONDS = 5.0  # one request, no retries: an offline machine answers in about a second
+
+
+def looks_like_path(name: str) -> bool:
+    """Whether a model name is meant as a local folder: it starts with ``.``, ``/`` or ``~``, has
+    more than one ``/`` or ends with one, or its first part is a folder here (``runs/typo``: ``runs``
+    exists)."""
+    if name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1 or name.endswith("/"):
+        return True
+    return "/" in name and Path(name.split("/", 1)[0]).expanduser().is_dir()
+
+
+def _hub_unreachable(name: str) -> str | None:
+    """Why the Hub cannot serve ``name`` now (one quick request), or None when it can."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    import huggingface_hub
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    try:
+        huggingface_hub.model_info(name, timeout=HUB_PROBE_SECONDS)
+    except RepositoryNotFoundError:
+        return f"the Hub has no model {name!r} (or it is private)"
+    except Exception as exc:  # noqa: BLE001 - any transport failure means "not reachable"
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return text[:160]
+    return None
 
 
 def _load_from_hub(name: str, dtype: torch.dtype, kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """A model by Hugging Face id: from the local cache, or downloaded when the Hub is reachable."""
+    """A model by Hugging Face id: from the local cache, else downloaded when the Hub answers."""
     if kwargs:
         raise TypeError(f"unexpected keyword(s) for a Hugging Face model: {', '.join(sorted(kwargs))}")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name)
-        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
-    except OSError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(
-            f"cannot load {name!r} from the Hugging Face Hub or its local cache ({first[:160]}); "
-            f"on a machine without the Hub, download it elsewhere (huggingface-cli download {name} "
-            "--local-dir DIR), copy DIR here and set model.name to DIR"
-        ) from None
+        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, local_files_only=True)
+    except OSError:
+        # Not in the local cache: ask the Hub once, fast, instead of letting every file retry.
+        reason = _hub_unreachable(name)
+        if reason is not None:
+            raise ValueError(
+                f"cannot load {name!r} from the Hugging Face Hub or its local cache ({reason}); it is not a "
+                f"local folder either. On a machine without the Hub, download it elsewhere (huggingface-cli "
+                f"download {name} --local-dir DIR), copy DIR here and set model.name to DIR"
+            ) from None
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+        except OSError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ValueError(
+                f"cannot load {name!r} from the Hugging Face Hub or its local cache ({first[:160]}); "
+                f"on a machine without the Hub, download it elsewhere (huggingface-cli download {name} "
+                "--local-dir DIR), copy DIR here and set model.name to DIR"
+            ) from None
     model.eval()
     return model, tokenizer
 
@@ -130,8 +169,15 @@ def load_model(
     if name == "smollm2":
         return load_smollm2(dtype=dtype, **kwargs)
     folder = reader_path() if name == READER else Path(name).expanduser()
-    if not folder.is_dir() and HUB_ID.fullmatch(name):
+    if not folder.is_dir() and HUB_ID.fullmatch(name) and not looks_like_path(name):
         return _load_from_hub(name, dtype, kwargs)
+    if not folder.is_dir() and looks_like_path(name):
+        what = "is a file, not a checkpoint folder" if folder.exists() else "does not exist"
+        raise ValueError(
+            f"model folder {name} {what}; a model is one of {', '.join([*PRESETS, 'smollm2', READER])}, "
+            "a local checkpoint folder (save_pretrained format; a run's are under RUN/checkpoints/) or a "
+            "Hugging Face id (org/name)"
+        )
     if not folder.is_dir():
         raise ValueError(
             f"unknown model {name!r}: expected one of {', '.join([*PRESETS, 'smollm2', READER])}, "
