@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -44,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"slca-grpo {__version__}")
     parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of an error too (also SLCA_DEBUG=1); without it, an expected error is one line",
+    )
+    parser.add_argument(
         "--plugin",
         action="append",
         default=[],
@@ -73,11 +79,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
+    from slca_grpo.cli import common
+
+    common.DEBUG = args.debug or os.environ.get("SLCA_DEBUG", "").strip() not in ("", "0")
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # inside the try: a reader that went away is a BrokenPipeError here
+        return status
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (``slca data inspect ... | head``): stop quietly, as cat does.
+        _silence_stdout()
+        return 141
+    except Exception as exc:
+        if not isinstance(exc, _expected_errors()):
+            raise  # a bug: the traceback is what a report needs
+        return common.fail(str(exc) or type(exc).__name__)
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    """Errors a user can cause (a bad setting, file or checkpoint): one line, not a traceback."""
+    from slca_grpo.config import ConfigError
+    from slca_grpo.data.tasks import TaskFormatError
+    from slca_grpo.plugins import PluginError
+    from slca_grpo.trainer.checkpoint import CheckpointError
+
+    return (
+        ConfigError,
+        TaskFormatError,
+        PluginError,
+        CheckpointError,
+        FileNotFoundError,
+        IsADirectoryError,
+        NotADirectoryError,
+        PermissionError,
+    )
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from typing import Any
+
+# Set by ``slca --debug`` (or SLCA_DEBUG=1): expected errors show their traceback too.
+DEBUG = False
 
 
 def fail(message: str, code: int = 2) -> int:
-    """Print a one-line error (no traceback) and return the exit status."""
+    """Print a one-line error and return the exit status; with ``--debug``, the traceback of the
+    exception being handled first."""
+    if DEBUG and sys.exc_info()[0] is not None:
+        traceback.print_exc()
     print(f"error: {message}", file=sys.stderr)
     return code
 
