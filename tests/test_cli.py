@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from slca_grpo.cli import COMMAND_MODULES, build_parser
 
 
@@ -74,3 +76,52 @@ def test_an_expected_error_is_one_line_and_debug_shows_its_traceback(tmp_path):
     for loud in (run("--debug", "data", "inspect", missing), run("data", "inspect", missing, SLCA_DEBUG="1")):
         assert loud.returncode == 2 and "Traceback (most recent call last)" in loud.stderr
         assert loud.stderr.strip().splitlines()[-1] == quiet.stderr.strip()
+
+
+def test_presets_are_listed_with_a_summary_and_print_as_loadable_yaml(capsys, tmp_path):
+    from slca_grpo.cli import main
+    from slca_grpo.config import load_yaml_config
+    from slca_grpo.presets import list_presets
+    from slca_grpo.trainer.run import RunConfig
+
+    assert main(["presets"]) == 0
+    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[: len(list_presets())]}
+    assert set(listed) == set(list_presets()) and all(len(line.split()) > 2 for line in listed.values())
+    assert main(["presets", "demo-quick"]) == 0
+    copy = tmp_path / "mine.yaml"
+    copy.write_text(capsys.readouterr().out)
+    assert load_yaml_config(RunConfig, copy).model.name == "reader"
+    assert main(["presets", "no-such-preset"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "no preset 'no-such-preset' (presets: demo," in error
+
+
+def test_every_evaluation_caps_generated_tokens_per_turn(tmp_path, capsys, monkeypatch):
+    from slca_grpo.cli import main
+    from slca_grpo.eval import policies
+
+    made = []
+    monkeypatch.setattr(policies, "resolve_model_agent", lambda spec, **options: made.append(options) or 1 / 0)
+    out = str(tmp_path)
+    for argv in (
+        ["eval", "indomain", "--policy", "reader", "--tasks", "synthetic", "--limit", "1", "--out", out],
+        [
+            "eval",
+            "tau2",
+            "--policy",
+            "reader",
+            "--domain",
+            "airline",
+            "--user",
+            "scripted",
+            "--limit",
+            "1",
+            "--out",
+            out,
+        ],
+    ):
+        with pytest.raises(ZeroDivisionError):  # stops right after the agent is asked for
+            main([*argv, "--max-new-tokens", "24"])
+        assert made.pop()["max_new_tokens"] == 24
+        assert main([*argv, "--max-new-tokens", "0"]) == 2
+        assert "--max-new-tokens must be >= 1" in capsys.readouterr().err

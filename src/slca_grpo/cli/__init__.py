@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slca_grpo.cli.verl",
     "slca_grpo.cli.data",
     "slca_grpo.cli.pretrain",
+    "slca_grpo.cli.presets",
 )
 
 # Subcommands plugins add: (register(subparsers), the parent command or None for the top level).

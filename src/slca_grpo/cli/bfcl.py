@@ -77,12 +77,6 @@ def register_bfcl(eval_subparsers: Any) -> argparse.ArgumentParser:
         help="multi-turn step limit per user turn (default: bfcl-eval's 20)",
     )
     parser.add_argument(
-        "--max-new-tokens",
-        type=int,
-        default=512,
-        help="local models: tokens generated per assistant turn at most (default 512)",
-    )
-    parser.add_argument(
         "--bf16",
         action="store_true",
         help="local models: generate under bfloat16 autocast (faster on CPUs with AMX / avx512_bf16)",
@@ -106,11 +100,7 @@ def run_bfcl_command(args: argparse.Namespace) -> int:
 
     out_dir = args.out if args.out is not None else _default_out_dir(args.policy)
     try:
-        if args.max_new_tokens < 1:
-            raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
-        agent = resolve_agent(
-            args.policy, max_new_tokens=args.max_new_tokens, bf16=args.bf16, **chat_format_options(args)
-        )
+        agent = resolve_agent(args.policy, bf16=args.bf16, **chat_format_options(args))
         report = run_bfcl(
             agent,
             categories=args.categories,

@@ -21,8 +21,8 @@ def fail(message: str, code: int = 2) -> int:
 
 
 def add_chat_format_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--chat-format`` and ``--tool-parser`` for local models (as ``model.chat_format`` and
-    ``model.tool_parser`` of a run config)."""
+    """``--chat-format``, ``--tool-parser`` (as ``model.chat_format`` and ``model.tool_parser`` of a run
+    config) and ``--max-new-tokens`` for local models."""
     from slca_grpo.chat.syntax import CHAT_FORMATS, TOOL_PARSERS
 
     parser.add_argument(
@@ -39,6 +39,16 @@ def add_chat_format_arguments(parser: argparse.ArgumentParser) -> None:
         help="local models, native format: the syntax calls are written in (auto: found from the template)",
     )
 
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=512,
+        help="local models: tokens generated per assistant turn at most (default 512); lower it to shrink a run",
+    )
+
 
 def chat_format_options(args: argparse.Namespace) -> dict[str, Any]:
-    return {"chat_format": args.chat_format, "tool_parser": args.tool_parser}
+    """The local-model options of ``add_chat_format_arguments`` (ValueError on a bad one)."""
+    if args.max_new_tokens < 1:
+        raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    return {"chat_format": args.chat_format, "tool_parser": args.tool_parser, "max_new_tokens": args.max_new_tokens}
