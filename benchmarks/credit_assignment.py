@@ -3,8 +3,10 @@
 From one SFT checkpoint, N seeds of each estimator (paired: same prompts per step within a seed)
 at several levels of summary-reward noise; report with intervals over seeds and exact paired tests.
 
-    python benchmarks/credit_assignment.py --quick                # 8 seeds, 54 min on 2 cores
-    python benchmarks/credit_assignment.py                        # 8 seeds, 3 noise levels, ≈ 5 h
+    python benchmarks/credit_assignment.py --quick                # 8 seeds, 8 steps a run
+    python benchmarks/credit_assignment.py                        # 8 seeds, 16 steps a run
+
+Time: docs/study.md, "Cost".
     python benchmarks/credit_assignment.py --noise none,std=0.25,std=0.5 --seeds 8 --out runs/study-std
 """
 
