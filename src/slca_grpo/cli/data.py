@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -35,9 +36,21 @@ def _write_sft(tasks: Iterable[Task], path: str) -> tuple[int, str, str | None]:
 
 
 def _write_verl(tasks: Iterable[Task], path: str) -> tuple[int, str, str | None]:
+    import tempfile
+
+    from slca_grpo.data.output import copy_through, output_target
     from slca_grpo.integrations.verl.rows import write_tasks_parquet
 
-    return write_tasks_parquet(tasks, path), "verl rows", None
+    target, through = output_target(path)
+    if not through:
+        return write_tasks_parquet(tasks, target), "verl rows", None
+    # The parquet writer renames a temporary file into place, which would destroy a device or a
+    # pipe: write the file aside, then copy it through.
+    with tempfile.TemporaryDirectory(prefix="slca-verl-") as folder:
+        staged = Path(folder) / "rows.parquet"
+        count = write_tasks_parquet(tasks, staged)
+        copy_through(staged, target, path)
+    return count, "verl rows", None
 
 
 # Output layouts of ``convert``: name -> (writer(tasks, path) -> (count, what, note), whether the
@@ -93,7 +106,8 @@ def register(subparsers: Any) -> None:
         "--to",
         required=True,
         metavar="PATH",
-        help="output: a .jsonl file (a name ending sft.jsonl means SFT) or a .parquet file (verl rows)",
+        help="output: a .jsonl file (a name ending sft.jsonl means SFT) or a .parquet file (verl rows); "
+        "a device or named pipe (/dev/stdout, with --layout) is written through, a symbolic link followed",
     )
     convert.add_argument("--layout", choices=LAYOUTS, help="the output layout, when the name does not tell it")
     convert.add_argument("--skip-bad", action="store_true", help="skip and count bad rows instead of stopping")
@@ -251,8 +265,17 @@ def run_convert(args: argparse.Namespace) -> int:
     if note:
         print(f"note: {note}", file=sys.stderr)
     _warn_skipped(report)
-    print(f"wrote {count} {what} to {args.to} ({_where(report)}, {report.skipped} skipped)")
+    summary = sys.stderr if _is_stdout(args.to) else sys.stdout  # not into the rows written (--to /dev/stdout)
+    print(f"wrote {count} {what} to {args.to} ({_where(report)}, {report.skipped} skipped)", file=summary)
     return 0
+
+
+def _is_stdout(path: str) -> bool:
+    """Whether ``path`` is where standard output goes."""
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(path))
+    except (OSError, ValueError):  # no such file, or a stdout with no descriptor (captured)
+        return False
 
 
 def run_split(args: argparse.Namespace) -> int:

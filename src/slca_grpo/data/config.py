@@ -26,6 +26,7 @@ class DataConfig:
     def __post_init__(self) -> None:
         at_least(self, 1, "n_train")
         at_least(self, 0, "n_test")
+        self._check_synthetic_sizes()
         for key in ("train_format", "test_format"):
             _check_format(key, getattr(self, key))
         bounds = list(self.tools_per_task)
@@ -42,6 +43,22 @@ class DataConfig:
                 sum(weights) > 0
             ):
                 raise ConfigError(f"kinds must map kinds to weights >= 0 with a positive sum, got {self.kinds!r}")
+
+    def _check_synthetic_sizes(self) -> None:
+        """The synthetic suite is generated into memory, both splits whenever either source is
+        synthetic: an absurd count is a one-line error, not an allocation that never ends."""
+        if "synthetic" not in (self.train, self.test):
+            return  # a file's n_train / n_test only limit what is read: the file bounds them
+        from slca_grpo.data.synthetic.generator import MAX_SYNTHETIC_TASKS
+
+        for key in ("n_train", "n_test"):
+            value = getattr(self, key)
+            if value > MAX_SYNTHETIC_TASKS:
+                raise ConfigError(
+                    f"{key} must be <= {MAX_SYNTHETIC_TASKS:,} while data.train or data.test is synthetic "
+                    f"(the suite is generated in memory, ~4 KB a task), got {value:,}; lower it, or train "
+                    "from a dataset file"
+                )
 
 
 def _check_format(key: str, name: object) -> None:

@@ -55,11 +55,14 @@ def _refuse(data_format: DataFormat, source: str, purpose: str) -> None:
         )
 
 
-def _detect(path: Path, rows: Iterator[Row]) -> tuple[DataFormat | None, list[Row]]:
-    """The format told by the first decodable row, and the rows read to find it."""
+def _detect(path: Path, rows: Iterator[Row], skip_bad: bool) -> tuple[DataFormat | None, list[Row]]:
+    """The format told by the first decodable row, and the rows read to find it; without
+    ``skip_bad``, the first bad row ends the search (it is the error, so nothing past it is read)."""
     seen: list[Row] = []
     for row in rows:
         seen.append(row)
+        if row.problem is not None and not skip_bad:
+            return None, seen
         if row.problem is None:
             found = detect_format(row.value)
             if found is None:
@@ -81,7 +84,7 @@ def _detect(path: Path, rows: Iterator[Row]) -> tuple[DataFormat | None, list[Ro
 
 
 def _sources(
-    source: str, chosen: DataFormat | None, purpose: str
+    source: str, chosen: DataFormat | None, purpose: str, skip_bad: bool
 ) -> Iterator[tuple[str, Iterable[Row], DataFormat | None, bool]]:
     """(origin, rows, format, whether the rows are decoded file rows) per file or benchmark source; the
     format is None for a file with no readable row."""
@@ -101,7 +104,7 @@ def _sources(
         )
     for path in dataset_files(source):
         rows = iter_rows(path)
-        data_format, seen = (chosen, []) if chosen is not None else _detect(path, rows)
+        data_format, seen = (chosen, []) if chosen is not None else _detect(path, rows, skip_bad)
         if data_format is not None:
             _refuse(data_format, str(path), purpose)
         yield str(path), itertools.chain(seen, rows), data_format, True
@@ -141,7 +144,7 @@ def read_tasks(
     report = report if report is not None else LoadReport()
     chosen = None if data_format == AUTO else get_format(data_format)
     seen_ids: set[str] = set()
-    for origin, rows, found, from_file in _sources(str(source), chosen, purpose):
+    for origin, rows, found, from_file in _sources(str(source), chosen, purpose, on_error == "skip"):
         if found is not None:
             report.formats[origin] = found.name
         for row in rows:

@@ -4,6 +4,10 @@ Every reader holds one row (and one read buffer) at a time, so memory stays flat
 size. A row that cannot be decoded comes out as a :class:`Row` carrying its problem, so the caller
 can stop or skip it; damage a reader cannot resynchronise after (a JSON array whose syntax breaks
 mid-file, a corrupt Parquet file) raises :class:`~slca_grpo.data.tasks.TaskFormatError`.
+
+A JSON row, with the blank space before it, is read only up to :data:`MAX_ROW_BYTES`: a gzip bomb
+(one 2 GiB line, or 2 GiB of blank lines, in a 2 MB file) is a bad row, not gigabytes of memory or
+minutes of work.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import errno
 import gzip
 import json
 import os
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,8 +28,13 @@ from slca_grpo.data.tasks import TaskFormatError
 
 SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".jsonl.gz", ".ndjson.gz", ".json.gz")
 PARQUET_BATCH_ROWS = 64
+# The most one JSON row may take, blank lines (or, in an array, the space) before it included; read
+# at call time, so tests can lower it. No model's context holds a longer row (8 MiB is ~2M tokens).
+MAX_ROW_BYTES = 8 << 20
 _CHUNK_CHARS = 1 << 20
+_SKIP_BYTES = 1 << 16  # the piece in which the rest of an over-long line is read and dropped
 _WHITESPACE = " \t\r\n"
+_NOT_WHITESPACE = re.compile(r"[^ \t\r\n]")
 _DELIMITERS = _WHITESPACE + ",]"
 _LONGEST_CUT = 8  # how far before the buffer's end a cut value's decode error can lie ('"\u00' and the like)
 
@@ -59,8 +69,10 @@ def dataset_files(path: str | os.PathLike[str]) -> list[Path]:
     return [target]  # a file of another name is read as JSON (an array, or one value per line)
 
 
-def iter_rows(path: Path) -> Iterator[Row]:
-    """The rows of one data file, in order."""
+def iter_rows(path: Path, max_row_bytes: int | None = None) -> Iterator[Row]:
+    """The rows of one data file, in order; JSON rows longer than ``max_row_bytes`` (default
+    :data:`MAX_ROW_BYTES`) are bad rows (JSON Lines) or stop the read (a JSON array)."""
+    limit = MAX_ROW_BYTES if max_row_bytes is None else max_row_bytes
     suffix = _suffix(path)
     if suffix == ".parquet":
         yield from _parquet_rows(path)
@@ -68,32 +80,91 @@ def iter_rows(path: Path) -> Iterator[Row]:
     opener = gzip.open if suffix.endswith(".gz") else open
     try:
         with opener(path, "rb") as handle:
-            first = _first_significant_byte(handle)
+            first = _first_significant_byte(handle, limit)
             handle.seek(0)
             if first == b"[":
-                yield from _json_array_rows(path, handle)
+                yield from _json_array_rows(path, handle, limit)
             else:
-                yield from _json_lines_rows(path, handle)
+                yield from _json_lines_rows(path, handle, limit)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a damaged or truncated gzip stream
         raise TaskFormatError(f"not a readable gzip file ({exc or type(exc).__name__})", path) from None
 
 
-def _first_significant_byte(handle: IO[bytes]) -> bytes:
-    while True:
+def _first_significant_byte(handle: IO[bytes], limit: int) -> bytes:
+    """The first byte that is not blank (nor a byte-order mark) among the first ``limit``; b"" if none."""
+    looked = 0
+    while looked <= limit:
         chunk = handle.read(4096)
         if not chunk:
             return b""
+        looked += len(chunk)
         stripped = chunk.lstrip(b" \t\r\n\xef\xbb\xbf")  # a UTF-8 byte-order mark too
         if stripped:
             return stripped[:1]
+    return b""  # read as JSON Lines, whose reader reports the blank run
 
 
-def _json_lines_rows(path: Path, handle: IO[bytes]) -> Iterator[Row]:
+def _skip_blank(handle: IO[bytes], most: int | None) -> tuple[int, int]:
+    """Consume blank bytes, at most ``most`` (None: all), a buffer at a time, not a line at a time
+    (a billion blank lines take seconds, not minutes): (bytes consumed, line ends among them). Only
+    called after a blank line: ``peek`` copies the read buffer, too much to pay at every row."""
+    consumed = newlines = 0
+    while most is None or consumed < most:
+        ahead = handle.peek(1)  # type: ignore[attr-defined]  # gzip and buffered files peek
+        ahead = ahead if most is None else ahead[: most - consumed]
+        if not ahead:
+            break
+        blank = len(ahead) - len(ahead.lstrip())  # ASCII whitespace, as a blank line's strip(); no argument: fast
+        if blank:
+            newlines += ahead.count(b"\n", 0, blank)
+            consumed += len(handle.read(blank))
+        if blank < len(ahead):
+            break
+    return consumed, newlines
+
+
+def _too_long(what: str, limit: int) -> str:
+    return (
+        f"{what} longer than {limit:,} bytes, the most one row may take (MAX_ROW_BYTES); "
+        "--skip-bad / data.skip_bad_rows skips it"
+    )
+
+
+def _json_lines_rows(path: Path, handle: IO[bytes], limit: int) -> Iterator[Row]:
+    """Rows of JSON Lines, each read with a bounded ``readline``: a row and the blank lines before
+    it take at most ``limit`` bytes, line ends included; a longer one is a bad row, skipped through."""
     index = 0
-    for number, raw in enumerate(handle, start=1):
+    line_ends = 0  # line ends read so far: the next line is line_ends + 1
+    blank = 0  # bytes of blank lines since the last row, which count against the next one
+    run_start = 1  # where those blank lines start
+    while True:
+        raw = handle.readline(limit - blank + 1)
+        if not raw:
+            return
         if not raw.strip():
+            run_start = run_start if blank else line_ends + 1
+            line_ends += raw.count(b"\n")
+            more, more_ends = _skip_blank(handle, limit + 1 - blank - len(raw))  # the run's rest, a buffer at a time
+            blank += len(raw) + more
+            line_ends += more_ends
+            if blank > limit:
+                index += 1
+                yield Row(str(path), run_start, index, problem=_too_long("a run of blank lines", limit))
+                line_ends += _skip_blank(handle, None)[1]
+                blank = 0
             continue
+        number = line_ends + 1
         index += 1
+        if len(raw) > limit - blank:
+            before = f" (with the {blank:,} bytes of blank lines before it)" if blank else ""
+            yield Row(str(path), number, index, problem=_too_long(f"row{before}", limit))
+            while not raw.endswith(b"\n"):  # drop the rest of the line, a piece at a time
+                raw = handle.readline(_SKIP_BYTES)
+                if not raw:
+                    return
+            line_ends, blank = line_ends + 1, 0
+            continue
+        line_ends, blank = line_ends + 1, 0
         try:
             text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as exc:
@@ -106,17 +177,27 @@ def _json_lines_rows(path: Path, handle: IO[bytes]) -> Iterator[Row]:
 
 
 class _ArrayReader:
-    """Values of a top-level JSON array, decoded one at a time from a growing text buffer."""
+    """Values of a top-level JSON array, decoded one at a time from a growing text buffer. A row, with
+    the space before it, takes at most ``limit`` characters: a longer one stops the read."""
 
-    def __init__(self, path: Path, handle: IO[bytes]):
+    def __init__(self, path: Path, handle: IO[bytes], limit: int):
         import codecs
 
         self.path = path
         self.decode = codecs.getincrementaldecoder("utf-8-sig")()
         self.handle = handle
+        self.limit = limit
         self.buffer = ""
         self.position = 0
+        self.dropped = 0  # characters dropped from the buffer's front: positions in the file are dropped + index
         self.eof = False
+        self.row = 1  # the row being read, whose budget starts at row_start in the file
+        self.row_start = 0
+        self.reading = "row 1"  # what the budget is spent on, for the error
+
+    def start_row(self, row: int, reading: str | None = None) -> None:
+        self.row, self.row_start = row, self.dropped + self.position
+        self.reading = reading or f"row {row}"
 
     def fail(self, problem: str, row: int) -> TaskFormatError:
         return TaskFormatError(f"{problem}; the rest of the JSON array cannot be read", self.path, f"row {row}")
@@ -127,9 +208,16 @@ class _ArrayReader:
             return False
         if self.position > _CHUNK_CHARS:  # drop what is decoded so the buffer stays one row long
             self.buffer = self.buffer[self.position :]
+            self.dropped += self.position
             self.position = 0
+        left = self.limit - (self.dropped + len(self.buffer) - self.row_start)
+        if left < 0:
+            raise self.fail(
+                f"{self.reading} longer than {self.limit:,} characters, the most one row may take (MAX_ROW_BYTES)",
+                self.row,
+            )
         try:
-            data = self.handle.read(max(at_least, _CHUNK_CHARS))
+            data = self.handle.read(min(max(at_least, _CHUNK_CHARS), left + 1))
             text = self.decode.decode(data, final=not data)
         except UnicodeDecodeError as exc:
             raise TaskFormatError(f"not UTF-8 ({exc.reason})", self.path) from None
@@ -140,10 +228,11 @@ class _ArrayReader:
     def next_char(self) -> str:
         """The next non-whitespace character (not consumed), or "" at the end."""
         while True:
-            while self.position < len(self.buffer) and self.buffer[self.position] in _WHITESPACE:
-                self.position += 1
-            if self.position < len(self.buffer):
+            found = _NOT_WHITESPACE.search(self.buffer, self.position)  # a run of space at C speed
+            if found:
+                self.position = found.start()
                 return self.buffer[self.position]
+            self.position = len(self.buffer)
             if not self.more():
                 return ""
 
@@ -171,17 +260,19 @@ class _ArrayReader:
             return value
 
 
-def _json_array_rows(path: Path, handle: IO[bytes]) -> Iterator[Row]:
-    reader = _ArrayReader(path, handle)
+def _json_array_rows(path: Path, handle: IO[bytes], limit: int) -> Iterator[Row]:
+    reader = _ArrayReader(path, handle, limit)
     decoder = json.JSONDecoder()
     reader.next_char()
     reader.position += 1  # the opening "["
     row = 0
+    reader.start_row(1)
     if reader.next_char() == "]":
         reader.position += 1
     else:
         while True:
             row += 1
+            reader.start_row(row)
             yield Row(str(path), f"row {row}", row, value=reader.value(decoder, row))
             separator = reader.next_char()
             reader.position += 1
@@ -190,6 +281,7 @@ def _json_array_rows(path: Path, handle: IO[bytes]) -> Iterator[Row]:
             if separator != ",":
                 found = repr(separator) if separator else "the end of the file"
                 raise reader.fail(f"expected ',' or ']' after the row, found {found}", row)
+    reader.start_row(row, "the space after the closing ']'")  # held to a row's budget too
     if reader.next_char():
         raise reader.fail("text after the closing ']'", row)
 

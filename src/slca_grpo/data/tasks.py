@@ -6,14 +6,13 @@ A bad row raises ``TaskFormatError`` naming the file, the line and the problem, 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from slca_grpo.data.output import atomic_text
 from slca_grpo.types import SUBSET_IRRELEVANT, SUBSETS, Task, ToolCall, tool_name
 
 MESSAGE_ROLES = ("system", "user", "assistant", "tool")
@@ -158,27 +157,13 @@ def load_tasks(path: str | os.PathLike[str], *, on_error: str = "raise", limit: 
     return load_dataset(path, data_format="slca-tasks", on_error=on_error, limit=limit)
 
 
-@contextlib.contextmanager
-def atomic_text(path: str | os.PathLike[str]) -> Iterator[TextIO]:
-    """A UTF-8 text file that appears at ``path`` only when the block completes (temp file + rename)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
-            yield handle
-        os.replace(temporary, target)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
 def task_line(task: Task) -> str:
     """One JSONL line of a task, newline included."""
     return json.dumps(task.to_dict(), ensure_ascii=False) + "\n"
 
 
 def write_tasks(tasks: Iterable[Task], path: str | os.PathLike[str]) -> int:
-    """Write tasks as JSONL atomically (temp file + rename); returns the count."""
+    """Write tasks as JSONL (atomically, or through a device or pipe: data/output.py); returns the count."""
     count = 0
     with atomic_text(path) as handle:
         for task in tasks:

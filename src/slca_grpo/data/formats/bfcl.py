@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 from pathlib import Path
 from typing import Any
 
@@ -70,15 +69,15 @@ def _answers(path: str) -> dict[str, Any]:
     answer_file = Path(path).parent / ANSWER_FOLDER / Path(path).name
     if not answer_file.is_file():
         return {}
+    from slca_grpo.data.records import iter_rows  # bounded lines, as for the questions
+
     answers = {}
-    with open(answer_file, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                try:
-                    item = json.loads(line)
-                    answers[str(item["id"])] = item["ground_truth"]
-                except (ValueError, KeyError, TypeError):
-                    raise TaskFormatError("not a BFCL answer line", answer_file, number) from None
+    for row in iter_rows(answer_file):
+        try:
+            answers[str(row.value["id"])] = row.value["ground_truth"]
+        except (KeyError, TypeError):
+            detail = f" ({row.problem})" if row.problem else ""
+            raise TaskFormatError(f"not a BFCL answer line{detail}", answer_file, row.where) from None
     return answers
 
 

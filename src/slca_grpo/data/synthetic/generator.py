@@ -28,6 +28,9 @@ DEFAULT_KIND_WEIGHTS: dict[str, float] = {
     "irrelevant": 0.15,
 }
 GENERATOR_VERSION = "synthetic-v1"
+# Tasks are generated into a list (~4 KB and ~0.3 ms each): a split of this many takes ~4 GB and
+# minutes; more is refused before anything is allocated.
+MAX_SYNTHETIC_TASKS = 1_000_000
 T = TypeVar("T")
 
 
@@ -340,6 +343,10 @@ def generate_tasks(seed: int, n: int, split: str = "train", config: SuiteConfig 
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"the number of tasks must be a non-negative int, got {n!r}")
+    if n > MAX_SYNTHETIC_TASKS:
+        raise ValueError(
+            f"at most {MAX_SYNTHETIC_TASKS:,} synthetic tasks a split (they are held in memory, ~4 KB each), got {n:,}"
+        )
     config = config or SuiteConfig()
     ctx = _Context(split, config)
     schedule = _kind_schedule(n, config, random.Random(f"{seed}:{split}:kinds"))
