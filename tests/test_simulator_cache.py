@@ -159,11 +159,12 @@ def test_threads_sharing_one_simulator_and_cache(tmp_path):
 
 def test_a_corrupt_cache_file_is_moved_aside_and_rebuilt(tmp_path):
     path = tmp_path / "cache.sqlite"
-    path.write_bytes(b"this is not a database " * 500)
+    damaged = b"SQLite format 3\x00" + b"this is not a database " * 500  # a SQLite header, then garbage
+    path.write_bytes(damaged)
     with pytest.warns(CacheCorruptWarning, match="moved it to"):
         sim = Simulator(SimulatorConfig(cache_path=str(path)))
     moved = list(tmp_path.glob("cache.sqlite.corrupt-*"))
-    assert len(moved) == 1 and moved[0].read_bytes().startswith(b"this is not a database")
+    assert len(moved) == 1 and moved[0].read_bytes() == damaged
     first = sim.simulate(ToolCall("get_weather", {"city": "Oslo"}), [WEATHER_TOOL])
     assert first.error is None and first.cached is False
     with warnings.catch_warnings():

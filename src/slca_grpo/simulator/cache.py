@@ -2,9 +2,12 @@
 
 WAL mode lets readers run beside one writer; a busy timeout makes concurrent writers wait rather
 than fail; ``INSERT OR IGNORE`` keeps the first answer for a key, and a writer that lost the race
-reads the winner back, so every process replays the same answer. A file that is not a database (or
-a malformed one) is moved aside to ``<name>.corrupt-<timestamp>`` with a warning and rebuilt.
-A cache problem never fails a call: it is counted and the call goes on uncached.
+reads the winner back, so every process replays the same answer. A damaged cache (a file that
+starts like a SQLite database but cannot be read as one) is moved aside to
+``<name>.corrupt-<timestamp>`` with a warning and rebuilt. Anything else at the path (a text file,
+a directory, a device, another program's SQLite database) is the user's, so it is refused with a
+one-line ConfigError and left untouched; an empty file becomes a new cache. A cache problem after
+start-up never fails a call: it is counted and the call goes on uncached.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import stat
 import threading
 import time
 import warnings
 from pathlib import Path
+
+from slca_grpo.config import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +30,7 @@ _SCHEMA = (
     " key TEXT PRIMARY KEY, text TEXT NOT NULL, created_at REAL NOT NULL) WITHOUT ROWID"
 )
 _CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 
 class CacheCorruptWarning(UserWarning):
@@ -50,15 +57,33 @@ class ResponseCache:
         self._connections: list[sqlite3.Connection] = []
         self.errors = 0
         self.recoveries = 0
-        if self.path.is_dir():
-            raise OSError(f"the simulator cache path {self.path} is a directory; give a file path")
+        refusal = refuse_as_cache(self.path)
+        if refusal is not None:
+            raise ConfigError(f"simulator.cache_path '{self.path}' {refusal}")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            foreign = self._foreign_tables()
+            if foreign:
+                raise ConfigError(
+                    f"simulator.cache_path '{self.path}' is a SQLite database of something else (tables: "
+                    f"{', '.join(foreign[:5])}); refusing to write to it, give a new file's path"
+                )
             self._connection().execute("SELECT key FROM responses LIMIT 1").fetchall()
         except sqlite3.DatabaseError as exc:
             if not _is_corruption(exc):
                 raise OSError(f"cannot open the simulator cache {self.path}: {exc}") from None
             self._recover(exc)
+
+    def _foreign_tables(self) -> list[str]:
+        """Tables of an existing database when none of them is the cache's (nothing is created)."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return []
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s)
+        try:
+            names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        finally:
+            conn.close()
+        return [] if not names or "responses" in names else sorted(names)
 
     # -- connections -------------------------------------------------------------------------
 
@@ -95,6 +120,8 @@ class ResponseCache:
 
     def _recover(self, exc: sqlite3.DatabaseError) -> None:
         """Move the broken file (and its WAL side files) aside and start an empty cache."""
+        if refuse_as_cache(self.path) is not None:  # replaced by something not ours since start-up
+            raise sqlite3.DatabaseError(f"{self.path} is no longer a SQLite database; leaving it alone")
         with self._lock:
             for conn in self._connections:
                 try:
@@ -171,3 +198,28 @@ class ResponseCache:
                     pass
             self._connections.clear()
             self._generation += 1
+
+
+def refuse_as_cache(path: Path) -> str | None:
+    """Why the file at ``path`` may not serve as a cache, or None when it may: nothing there yet, an
+    empty file, or a file that starts with the SQLite header (a cache, possibly damaged)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory; give the SQLite file's path"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file (a device, pipe or socket); give the SQLite file's path"
+    if info.st_size == 0:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if header != SQLITE_HEADER:
+        return "exists and is not a SQLite database; refusing to replace it, give a new file's path"
+    return None

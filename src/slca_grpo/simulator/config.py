@@ -56,6 +56,9 @@ class SimulatorConfig:
     session_ttl_s: float = 3600.0
     max_sessions: int = 10_000
     max_observation_tokens: int | None = 2048  # the paper's tool-response limit; None = no limit
+    # Seconds of the simulator's own work per call (checks, and the whole call for a synchronous
+    # backend such as `schema`); past it the work stops and the call gets `over_budget`. None = none.
+    call_budget_s: float | None = 30.0
     errors: ErrorInjectionConfig = field(default_factory=ErrorInjectionConfig)
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
     backend_options: dict[str, Any] = field(default_factory=dict)  # settings of a plugin backend
@@ -76,6 +79,8 @@ class SimulatorConfig:
             raise ConfigError("session_ttl_s must be > 0")
         if self.max_sessions < 1:
             raise ConfigError("max_sessions must be >= 1")
+        if self.call_budget_s is not None and not self.call_budget_s > 0:  # also catches NaN
+            raise ConfigError(f"call_budget_s must be > 0 or None, got {self.call_budget_s}")
         if self.max_observation_tokens is not None and self.max_observation_tokens < 16:
             raise ConfigError("max_observation_tokens must be >= 16 or None")
         for f in dataclasses.fields(ErrorInjectionConfig):

@@ -17,6 +17,7 @@ from typing import Any
 from slca_grpo.config import ConfigError
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult, BatchItem
+from slca_grpo.simulator.budget import OverBudget, budget_in_force, carried_budget, check_deadline, time_budget
 from slca_grpo.simulator.cache import ResponseCache
 from slca_grpo.simulator.checks import ToolChecker, ToolSpec
 from slca_grpo.simulator.config import SimulatorConfig
@@ -160,28 +161,49 @@ class Simulator:
         if self.backend.is_async:
             from slca_grpo.aio import run_sync
 
-            return run_sync(self.asimulate(call, tools, session_id))
-        pending = self._prepare(call, tools, session_id)
-        if isinstance(pending, Observation):
-            return pending
-        result = None if pending.cached_text is not None else self._generate_safely(pending.request)
-        return self._finish(pending, result)
+            # The background loop does not share this thread's context: carry a caller's budget.
+            return run_sync(self._carrying(budget_in_force(), call, tools, session_id))
+        start = time.perf_counter()
+        try:
+            with self._call_budget():
+                pending = self._prepare(call, tools, session_id)
+                if isinstance(pending, Observation):
+                    return pending
+                result = None if pending.cached_text is not None else self._generate_safely(pending.request)
+            return self._finish(pending, result)
+        except OverBudget as exc:
+            return self._done(E.error_observation(E.OVER_BUDGET, str(exc)), start)
 
     async def asimulate(
         self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]], session_id: str | None = None
     ) -> Observation:
         if not self.backend.is_async:
             return self.simulate(call, tools, session_id)
-        pending = self._prepare(call, tools, session_id)
-        if isinstance(pending, Observation):
-            return pending
-        result = None
-        if pending.cached_text is None:
-            try:
-                result = await self.backend.agenerate(pending.request)
-            except Exception as exc:  # a backend bug must not take the rollout down
-                result = BackendResult(error=_backend_crash(exc))
-        return self._finish(pending, result)
+        start = time.perf_counter()
+        try:
+            # The budget covers the checks; the backend's network waits have their own timeouts.
+            with self._call_budget():
+                pending = self._prepare(call, tools, session_id)
+            if isinstance(pending, Observation):
+                return pending
+            result = None
+            if pending.cached_text is None:
+                try:
+                    result = await self.backend.agenerate(pending.request)
+                except Exception as exc:  # a backend bug must not take the rollout down
+                    result = BackendResult(error=_backend_crash(exc))
+            return self._finish(pending, result)
+        except OverBudget as exc:  # a caller's budget (the service's) ran out during the exchange
+            return self._done(E.error_observation(E.OVER_BUDGET, str(exc)), start)
+
+    async def _carrying(self, budget: Any, call: Any, tools: Any, session_id: str | None) -> Observation:
+        with carried_budget(budget):
+            return await self.asimulate(call, tools, session_id)
+
+    def _call_budget(self) -> Any:
+        seconds = self.config.call_budget_s
+        reason = f"the simulator spent more than {seconds:g} s on this call (call_budget_s)" if seconds else ""
+        return time_budget(seconds, reason)
 
     def simulate_many(self, items: Sequence[BatchItem]) -> list[Observation]:
         """A batch of calls; calls of one session run in order, sessions run concurrently."""
@@ -233,6 +255,7 @@ class Simulator:
         start = time.perf_counter()
         with self._lock:
             self.stats.calls += 1
+        check_deadline()  # the rest of a batch whose budget is spent stops here
         call = _coerce_call(call)
         checked = self.checker.check(call, tools)
         if not isinstance(checked, ToolSpec):
@@ -365,8 +388,8 @@ def _coerce_call(call: Any) -> ToolCall:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError:
-                pass
+            except (ValueError, RecursionError):  # not JSON, too deep, an integer past Python's limit
+                pass  # left a string: the checks answer "Arguments must be a JSON object"
         name = call.get("name")
         return ToolCall(name=name, arguments={} if arguments is None else arguments)  # type: ignore[arg-type]
     return ToolCall(name=None, arguments={})  # type: ignore[arg-type]

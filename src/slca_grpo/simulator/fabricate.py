@@ -6,6 +6,9 @@ the schema alone. Keywords honoured: type (incl. lists), enum, const, format, pa
 min/maxLength, minimum/maximum (exclusive too), multipleOf, items/prefixItems, min/maxItems,
 uniqueItems, properties/required/additionalProperties/minProperties, allOf/anyOf/oneOf, local
 ``$ref``, ``nullable``. The caller validates the result and retries with echoing off if needed.
+Every value and character counts against ``MAX_ANSWER_UNITS`` (the generator fills optional
+properties and up to three items per array, so an answer can outgrow the smallest valid value the
+schema checks bounded); past it, or past the call's time budget, generation stops.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from slca_grpo.simulator.budget import check_deadline
 from slca_grpo.simulator.regexgen import string_from_pattern
-from slca_grpo.simulator.safety import PatternTimeout, local_pointer, search
+from slca_grpo.simulator.safety import MAX_GENERATED_UNITS, PatternError, SchemaRefused, local_pointer, search
 from slca_grpo.simulator.values import (
     MISSING,
     ValueContext,
@@ -28,6 +32,7 @@ from slca_grpo.simulator.values import (
 from slca_grpo.simulator.words import singular, snake
 
 _MAX_DEPTH = 8
+MAX_ANSWER_UNITS = 2 * MAX_GENERATED_UNITS  # characters + values of one generated answer
 _TYPE_CHECKS = {
     "string": lambda v: isinstance(v, str),
     "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
@@ -54,8 +59,13 @@ class SchemaFaker:
         self.ctx = ctx
         self.context_values = context_values if echo else {}
         self._normalized = {_norm(k): v for k, v in self.context_values.items()}
+        self.units_left = MAX_ANSWER_UNITS
 
     def generate(self, schema: Any = None, name: str = "", depth: int = 0, in_array: bool = False) -> Any:
+        """A value for ``schema`` (the root by default); SchemaRefused when the answer would grow
+        past ``MAX_ANSWER_UNITS``, OverBudget when the call's time budget is spent."""
+        check_deadline()
+        self._spend(1)
         schema = self._resolve(self.root if schema is None else schema)
         if schema is True or not isinstance(schema, Mapping):
             value = field_value(name, self.ctx) if name else MISSING
@@ -92,6 +102,13 @@ class SchemaFaker:
         return None
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _spend(self, units: int) -> None:
+        if units > self.units_left:
+            raise SchemaRefused(
+                f"its returns schema makes answers larger than {MAX_ANSWER_UNITS:,} characters and values"
+            )
+        self.units_left -= units
 
     def _resolve(self, schema: Any, hops: int = 0) -> Any:
         while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str) and hops < 20:
@@ -202,7 +219,7 @@ class SchemaFaker:
                 try:
                     if search(pattern, key):
                         return sub
-                except PatternTimeout:  # too slow or invalid: the pattern does not apply
+                except PatternError:  # too slow or invalid: the pattern does not apply
                     continue
         extra = schema.get("additionalProperties", True)
         return True if extra is None else extra
@@ -246,13 +263,17 @@ class SchemaFaker:
         if isinstance(fmt, str):
             value = self._formatted(fmt, name)
         if value is MISSING and isinstance(pattern, str):
-            value = string_from_pattern(pattern, self.ctx.rng) or MISSING
+            value = string_from_pattern(pattern, self.ctx.rng, max_chars=self.units_left) or MISSING
         if value is MISSING and name:
             value = field_value(name, self.ctx, "string")
         if value is MISSING:
             value = generic_value(name or "value", self.ctx, "string")
         if fmt is None and pattern is None:
+            min_length = schema.get("minLength")
+            self._spend(min_length if isinstance(min_length, int) and min_length > 0 else 0)  # before padding
             value = _fit_length(value, schema, self.ctx)
+        else:
+            self._spend(len(value))
         return value
 
     def _formatted(self, fmt: str, name: str) -> Any:
@@ -372,7 +393,7 @@ def _fits(value: Any, schema: Mapping[str, Any], kind: str) -> bool:
             try:
                 if not search(schema["pattern"], value):
                     return False
-            except PatternTimeout:
+            except PatternError:
                 return False
         fmt = schema.get("format")
         if fmt == "date" and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):

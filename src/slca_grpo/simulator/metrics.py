@@ -14,6 +14,7 @@ class ServiceMetrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests: Counter[tuple[str, int]] = Counter()
+        self.disconnects: Counter[str] = Counter()  # requests whose client left before its body arrived
         self.observations = 0
         self.observation_errors: Counter[str] = Counter()
         self._buckets = [0] * len(LATENCY_BUCKETS_S)
@@ -30,6 +31,10 @@ class ServiceMetrics:
                     self._buckets[i] += 1
                     break
 
+    def observe_disconnect(self, endpoint: str) -> None:
+        with self._lock:
+            self.disconnects[endpoint] += 1
+
     def observe_observation(self, error_kind: str | None) -> None:
         with self._lock:
             self.observations += 1
@@ -44,6 +49,12 @@ class ServiceMetrics:
             ]
             for (endpoint, status), n in sorted(self.requests.items()):
                 lines.append(f'slca_sim_requests_total{{endpoint="{_escape(endpoint)}",status="{status}"}} {n}')
+            lines += [
+                "# HELP slca_sim_client_disconnects_total Requests whose client left before sending the whole body.",
+                "# TYPE slca_sim_client_disconnects_total counter",
+            ]
+            for endpoint, n in sorted(self.disconnects.items()):
+                lines.append(f'slca_sim_client_disconnects_total{{endpoint="{_escape(endpoint)}"}} {n}')
             lines += [
                 "# HELP slca_sim_observations_total Observations returned (one per simulated call).",
                 "# TYPE slca_sim_observations_total counter",

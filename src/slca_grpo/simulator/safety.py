@@ -4,8 +4,12 @@ so they are hostile input:
 - references resolve only inside the schema itself (``#/...``): nothing is fetched, no file is read;
 - ``pattern`` / ``patternProperties`` run on the ``regex`` engine with a time limit per match, so a
   catastrophic pattern costs at most ``PATTERN_TIMEOUT_S``, not the server;
-- a schema whose smallest valid value is huge (``minLength: 1000000``, nested ``minItems``) is
-  refused before anything is generated;
+- a pattern longer than ``MAX_PATTERN_NODES`` characters, one the engine would unroll into more
+  nodes than that, or one whose shortest match is longer than ``MAX_GENERATED_UNITS``, is refused
+  before it is compiled (see regexsize.py), and compiled patterns are kept within a node budget;
+- a schema whose smallest valid value is huge (``minLength: 1000000``, nested ``minItems``, a
+  pattern's shortest match) is refused before anything is generated, and so is any single
+  ``minLength``/``minItems``/``minProperties`` beyond the limit, required or not;
 - schemas are bounded in nesting depth.
 
 Each refusal is a ``SchemaRefused`` with a message for the error observation.
@@ -13,6 +17,8 @@ Each refusal is a ``SchemaRefused`` with a message for the error observation.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -20,9 +26,17 @@ import regex
 from jsonschema import ValidationError
 from referencing import Registry
 
+from slca_grpo.simulator.budget import check_deadline
+from slca_grpo.simulator.regexsize import pattern_cost
+
 PATTERN_TIMEOUT_S = 0.05  # per match; ordinary patterns take microseconds
 MAX_SCHEMA_DEPTH = 64
 MAX_GENERATED_UNITS = 100_000  # characters + values of the smallest value a schema allows
+# The regex engine keeps about 150-550 bytes per unrolled node: a pattern costs at most a few MB
+# and milliseconds to compile, and the compiled patterns kept for reuse at most a few tens of MB.
+MAX_PATTERN_NODES = 10_000  # also the longest pattern accepted, in characters
+MAX_CACHED_PATTERN_NODES = 200_000
+MAX_CACHED_PATTERNS = 2048
 MAX_SIZING_STEPS = 10_000  # schema nodes visited to size it (references make it a graph)
 REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
 
@@ -35,17 +49,69 @@ class SchemaRefused(ValueError):
     """A schema the simulator will not apply (the message says why)."""
 
 
-class PatternTimeout(RuntimeError):
-    """A ``pattern`` took longer than ``PATTERN_TIMEOUT_S`` to match."""
+class PatternError(RuntimeError):
+    """A ``pattern`` that cannot be used: invalid, too costly to compile, or slower than
+    ``PATTERN_TIMEOUT_S`` to match."""
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why ``pattern`` may not be compiled, or None when it may."""
+    if len(pattern) > MAX_PATTERN_NODES:  # checked before parsing, which takes time per character
+        return f"pattern of {len(pattern):,} characters is longer than the simulator's limit of {MAX_PATTERN_NODES:,}"
+    cost = pattern_cost(pattern)
+    if cost is None:
+        return f"pattern {pattern[:80]!r} is not a regular expression Python's re module can read"
+    if cost.nodes > MAX_PATTERN_NODES:
+        return (
+            f"pattern {pattern[:80]!r} unrolls into over {MAX_PATTERN_NODES:,} regex nodes (counted repeats multiply)"
+        )
+    return None
+
+
+class _CompiledPatterns:
+    """Compiled patterns for reuse, least recently used out, bounded by their unrolled size (the
+    ``regex`` module's own cache keeps 500 of any size)."""
+
+    def __init__(self) -> None:
+        self._patterns: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self.nodes = 0
+        self._lock = threading.Lock()
+
+    def get(self, pattern: str) -> Any:
+        with self._lock:
+            found = self._patterns.get(pattern)
+            if found is not None:
+                self._patterns.move_to_end(pattern)
+                return found[0]
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            raise PatternError(problem)
+        try:
+            compiled = regex.compile(pattern, cache_pattern=False)
+        except regex.error as exc:
+            raise PatternError(f"pattern {pattern[:80]!r} is not a valid regular expression ({exc})") from None
+        weight = max(1, pattern_cost(pattern).nodes)  # type: ignore[union-attr]
+        with self._lock:
+            if pattern not in self._patterns:
+                self._patterns[pattern] = (compiled, weight)
+                self.nodes += weight
+            while len(self._patterns) > MAX_CACHED_PATTERNS or self.nodes > MAX_CACHED_PATTERN_NODES:
+                _, (_, dropped) = self._patterns.popitem(last=False)
+                self.nodes -= dropped
+        return compiled
+
+
+COMPILED_PATTERNS = _CompiledPatterns()
 
 
 def search(pattern: str, text: str) -> bool:
+    """``re.search`` semantics on the time-limited engine; PatternError when it cannot be used."""
+    check_deadline()
+    compiled = COMPILED_PATTERNS.get(pattern)
     try:
-        return regex.search(pattern, text, timeout=PATTERN_TIMEOUT_S) is not None
+        return compiled.search(text, timeout=PATTERN_TIMEOUT_S) is not None
     except TimeoutError:
-        raise PatternTimeout(f"pattern {pattern[:80]!r} took longer than {PATTERN_TIMEOUT_S:g} s to match") from None
-    except regex.error as exc:
-        raise PatternTimeout(f"pattern {pattern[:80]!r} is not a valid regular expression ({exc})") from None
+        raise PatternError(f"pattern {pattern[:80]!r} took longer than {PATTERN_TIMEOUT_S:g} s to match") from None
 
 
 # -- jsonschema keywords on the time-limited engine (same semantics as jsonschema's own) ----------
@@ -101,9 +167,10 @@ SAFE_KEYWORDS = {
 
 
 def check_schema_limits(schema: Any, part: str) -> None:
-    """Refuse references outside the schema, nesting beyond ``MAX_SCHEMA_DEPTH``, and schemas whose
-    smallest valid value exceeds ``MAX_GENERATED_UNITS``."""
-    _check_references(schema, part, depth=0)
+    """Refuse references outside the schema, nesting beyond ``MAX_SCHEMA_DEPTH``, patterns too
+    costly to compile or to generate from, and schemas whose smallest valid value (or any one
+    keyword's minimum) exceeds ``MAX_GENERATED_UNITS``."""
+    _check_nodes(schema, part, depth=0)
     steps = [MAX_SIZING_STEPS]
     units = minimum_units(schema, schema, 0, steps)
     if steps[0] <= 0:
@@ -115,7 +182,7 @@ def check_schema_limits(schema: Any, part: str) -> None:
         )
 
 
-def _check_references(node: Any, part: str, depth: int) -> None:
+def _check_nodes(node: Any, part: str, depth: int) -> None:
     if depth > MAX_SCHEMA_DEPTH:
         raise SchemaRefused(f"its {part} schema is nested deeper than {MAX_SCHEMA_DEPTH} levels")
     if isinstance(node, dict):
@@ -126,15 +193,45 @@ def _check_references(node: Any, part: str, depth: int) -> None:
                     f"its {part} schema refers outside itself ({key}: {str(target)[:100]!r}); "
                     "only references inside the schema (#/...) are allowed"
                 )
+        _check_sizes(node, part)
         for value in node.values():
-            _check_references(value, part, depth + 1)
+            _check_nodes(value, part, depth + 1)
     elif isinstance(node, list):
         for value in node:
-            _check_references(value, part, depth + 1)
+            _check_nodes(value, part, depth + 1)
+
+
+def _check_sizes(node: dict[str, Any], part: str) -> None:
+    """One schema node's own demands. The generator also fills optional properties, so a huge
+    minimum anywhere would be built even when the smallest valid value is small."""
+    for key in ("minLength", "minItems", "minProperties"):
+        if _count(node.get(key)) > MAX_GENERATED_UNITS:
+            raise SchemaRefused(
+                f"its {part} schema asks for {key}: {node[key]:,} (the simulator's limit is {MAX_GENERATED_UNITS:,})"
+            )
+    pattern = node.get("pattern")
+    keys = node.get("patternProperties")
+    patterns = [pattern] if isinstance(pattern, str) else []
+    patterns += [key for key in keys if isinstance(key, str)] if isinstance(keys, dict) else []
+    for each in patterns:
+        problem = pattern_problem(each)
+        if problem is not None:
+            raise SchemaRefused(f"its {part} schema's {problem}")
+    shortest = _shortest_match(pattern)  # values are built from `pattern`, never from the keys
+    if shortest > MAX_GENERATED_UNITS:
+        raise SchemaRefused(
+            f"its {part} schema has a pattern {pattern[:80]!r} whose shortest match is {shortest:,} "
+            f"characters (the simulator's limit is {MAX_GENERATED_UNITS:,})"
+        )
 
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _shortest_match(pattern: Any) -> int:
+    cost = pattern_cost(pattern) if isinstance(pattern, str) else None
+    return cost.shortest if cost is not None else 0
 
 
 def minimum_units(schema: Any, root: Any, depth: int, steps: list[int]) -> int:
@@ -149,7 +246,9 @@ def minimum_units(schema: Any, root: Any, depth: int, steps: list[int]) -> int:
         target = local_pointer(root, reference)
         if target is not None and target is not schema:
             return minimum_units(target, root, depth + 1, steps)
-    units = max(1, _count(schema.get("minLength")), _count(schema.get("minProperties")))
+    units = max(
+        1, _count(schema.get("minLength")), _count(schema.get("minProperties")), _shortest_match(schema.get("pattern"))
+    )
     need = _count(schema.get("minItems"))
     if need:
         items = schema.get("items") if isinstance(schema.get("items"), dict) else {}

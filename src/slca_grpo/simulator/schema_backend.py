@@ -7,13 +7,16 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+from slca_grpo.simulator import errors as E
 from slca_grpo.simulator import intent as I
 from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult
 from slca_grpo.simulator.checks import validate_value
 from slca_grpo.simulator.fabricate import SchemaFaker
 from slca_grpo.simulator.infer import infer_response
+from slca_grpo.simulator.safety import SchemaRefused
 from slca_grpo.simulator.values import BASE_DATE, ValueContext
 from slca_grpo.simulator.words import DetRng, canonical_json, snake
+from slca_grpo.types import ObservationError
 
 # Bump when the fabricator's output changes, so old cache entries are not replayed.
 FABRICATOR_VERSION = "schema-v1"
@@ -51,7 +54,11 @@ class SchemaBackend(Backend):
                     ctx = ValueContext(DetRng(*base, attempt), args, spec.intent, self.today)
                 # The last attempt drops echoing: an argument may not fit the answer's schema.
                 faker = SchemaFaker(spec.returns, ctx, context, echo=attempt < _ATTEMPTS - 1)
-                data = faker.generate()
+                try:
+                    data = faker.generate()
+                except SchemaRefused as exc:  # the answer outgrew the size limit: an error, as a value
+                    message = f"Tool {spec.name!r} is refused: {exc}"
+                    return BackendResult(error=ObservationError(E.INVALID_SCHEMA, message))
                 if validate_value(spec.returns_validator, data) is None:
                     break
             else:

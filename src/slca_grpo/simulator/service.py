@@ -6,8 +6,10 @@ but ``/healthz``; bodies beyond ``max_body_bytes`` get 413 (checked on Content-L
 bytes actually received); a malformed request gets 400 naming the field. Simulation runs on worker
 threads with a time budget per request (``request_timeout_s``): the event loop, and so ``/healthz``
 and every other client, stays responsive while one request is slow, and a request whose budget
-runs out gets error observations of kind ``over_budget``. Nothing a client sends can raise out of a
-handler.
+runs out gets error observations of kind ``over_budget``. The budget also travels into the worker
+(budget.py), so the work itself stops and frees its thread. A client that goes away before its
+body arrives is counted as a disconnect and logged in one line. Nothing a client sends can raise
+out of a handler.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+from starlette.requests import ClientDisconnect
 
 from slca_grpo.simulator import errors as E
+from slca_grpo.simulator.budget import time_budget
 from slca_grpo.simulator.core import Simulator
 from slca_grpo.simulator.metrics import CONTENT_TYPE, ServiceMetrics
 from slca_grpo.types import Observation, ToolCall
@@ -36,6 +40,8 @@ DEFAULT_MAX_BATCH = 1024
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 MAX_SESSION_ID_CHARS = 256
 MAX_JSON_DEPTH = 100
+MAX_JSON_INT_DIGITS = 4300  # Python's own default limit, whatever the interpreter is set to
+CLIENT_CLOSED_REQUEST = 499  # nginx's status for it; nobody is left to read the response
 
 
 class HttpError(Exception):
@@ -93,6 +99,10 @@ def create_app(
                 response = await work(request)
         except HttpError as exc:
             response = _error(exc.status, exc.message)
+        except ClientDisconnect:  # the client's business, not a server error: one line, no traceback
+            logger.warning("simulator service: the client disconnected before its %s request arrived", endpoint)
+            metrics.observe_disconnect(endpoint)
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
         except Exception:  # never let a request take the server down
             logger.exception("simulator service: unexpected error on %s", endpoint)
             response = _error(500, "internal error")
@@ -109,11 +119,15 @@ def create_app(
         }
 
     async def bounded(work: Callable[..., Any], *args: Any, count: int) -> list[Observation]:
-        # Off the event loop, with a deadline; a worker that overruns finishes in the background.
+        # Off the event loop, with a deadline. The worker carries the same deadline and stops at its
+        # next checkpoint; only a backend that never checks (a plugin sleeping) keeps its thread.
+        message = f"the simulator spent more than {request_timeout_s:g} s on this request"
+        deadline = time.monotonic() + request_timeout_s
         try:
-            result = await asyncio.wait_for(asyncio.to_thread(work, *args), timeout=request_timeout_s)
+            result = await asyncio.wait_for(
+                asyncio.to_thread(_run_until, deadline, message, work, *args), timeout=request_timeout_s
+            )
         except TimeoutError:
-            message = f"the simulator spent more than {request_timeout_s:g} s on this request"
             return [E.error_observation(E.OVER_BUDGET, message) for _ in range(count)]
         return result if isinstance(result, list) else [result]
 
@@ -164,6 +178,12 @@ def create_app(
     return app
 
 
+def _run_until(deadline: float, reason: str, work: Callable[..., Any], *args: Any) -> Any:
+    """``work(*args)`` under a budget ending at ``deadline`` (time spent queued for a thread counts)."""
+    with time_budget(deadline - time.monotonic(), reason):
+        return work(*args)
+
+
 async def _read_json(request: Request, limit: int) -> Any:
     declared = request.headers.get("content-length")
     if declared is not None:
@@ -179,25 +199,36 @@ async def _read_json(request: Request, limit: int) -> Any:
     if not body:
         raise HttpError(400, "request body is empty; expected a JSON object")
     try:
-        # RFC 8259: JSON between systems is UTF-8, and NaN/Infinity are not JSON.
-        data = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
+        text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise HttpError(400, "request body is not UTF-8 text") from None
+    return _strict_json(text, "request body")
+
+
+def _strict_json(text: str, what: str) -> Any:
+    """``text`` parsed as strict JSON; HttpError 400 naming ``what`` for anything else."""
+    try:
+        # RFC 8259: JSON between systems is UTF-8, and NaN/Infinity are not JSON.
+        data = json.loads(text, parse_constant=_refuse_constant, parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
-        raise HttpError(
-            400, f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+        raise HttpError(400, f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
-        raise HttpError(400, f"request body is nested deeper than {MAX_JSON_DEPTH} levels") from None
-    except ValueError as exc:  # NaN/Infinity, integers beyond Python's digit limit
-        raise HttpError(400, f"request body is not valid JSON: {exc}") from None
+        raise HttpError(400, f"{what} is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:  # NaN/Infinity, integers beyond the digit limit
+        raise HttpError(400, f"{what} is not valid JSON: {exc}") from None
     if _too_deep(data, MAX_JSON_DEPTH):
-        raise HttpError(400, f"request body is nested deeper than {MAX_JSON_DEPTH} levels")
+        raise HttpError(400, f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
     return data
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits) - digits.startswith("-") > MAX_JSON_INT_DIGITS:
+        raise ValueError(f"an integer has more than {MAX_JSON_INT_DIGITS} digits")
+    return int(digits)
 
 
 def _too_deep(data: Any, limit: int) -> bool:
@@ -233,10 +264,7 @@ def _parse_item(obj: Any, where: str) -> tuple[ToolCall, list[Any], str | None]:
         raise HttpError(400, f"{where}.call.name must be a string")
     arguments = call.get("arguments", call.get("parameters", {}))
     if isinstance(arguments, str):  # some clients send arguments as JSON text, OpenAI-style
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
-            raise HttpError(400, f"{where}.call.arguments is a string that is not valid JSON") from None
+        arguments = _strict_json(arguments, f"{where}.call.arguments (a JSON string)") if arguments.strip() else {}
     session_id = obj.get("session_id")
     if session_id is not None and (not isinstance(session_id, str) or len(session_id) > MAX_SESSION_ID_CHARS):
         raise HttpError(

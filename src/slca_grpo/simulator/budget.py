@@ -1,0 +1,72 @@
+"""A time budget for simulated calls, checked by the work itself.
+
+A Python thread cannot be stopped from outside, so a deadline kept only by the caller stops the
+waiting, not the work: a runaway request would keep its worker thread (and its memory) after its
+client got ``over_budget``. Instead the simulator's own loops (value generation, strings built from
+patterns, every pattern match) call ``check_deadline()``, which raises ``OverBudget`` once the
+budget in force is spent, so the work ends within milliseconds of its deadline.
+
+The budget lives in a context variable: ``asyncio.to_thread`` and asyncio tasks copy it, and
+nested budgets keep the earlier deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+
+# (monotonic deadline, why there is one); None: no budget in force.
+Budget = tuple[float, str]
+_BUDGET: ContextVar[Budget | None] = ContextVar("slca_simulator_budget", default=None)
+
+
+class OverBudget(BaseException):
+    """The time budget of the work in progress is spent.
+
+    A ``BaseException``, like ``asyncio.CancelledError``: the ``except Exception`` handlers that
+    turn a backend's or a schema's failure into an error observation must not swallow it; the
+    simulator turns it into one observation of kind ``over_budget``.
+    """
+
+
+@contextlib.contextmanager
+def time_budget(seconds: float | None, reason: str) -> Iterator[None]:
+    """Work inside must end within ``seconds`` (None: no budget of its own); ``reason`` is the
+    message of the ``OverBudget``. An enclosing budget that ends sooner stays in force."""
+    if seconds is None:
+        yield
+        return
+    deadline = time.monotonic() + seconds
+    current = _BUDGET.get()
+    if current is not None and current[0] <= deadline:
+        yield
+        return
+    token = _BUDGET.set((deadline, reason))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+def budget_in_force() -> Budget | None:
+    """The budget of the current context, to carry it where contexts are not copied."""
+    return _BUDGET.get()
+
+
+@contextlib.contextmanager
+def carried_budget(budget: Budget | None) -> Iterator[None]:
+    """Put a budget taken with ``budget_in_force()`` in force here (e.g. on another event loop)."""
+    if budget is None:
+        yield
+        return
+    with time_budget(budget[0] - time.monotonic(), budget[1]):
+        yield
+
+
+def check_deadline() -> None:
+    """Raise ``OverBudget`` when the budget in force is spent; cheap enough for inner loops."""
+    budget = _BUDGET.get()
+    if budget is not None and time.monotonic() >= budget[0]:
+        raise OverBudget(budget[1])
