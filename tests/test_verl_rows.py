@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pyarrow.parquet as pq
 import pytest
@@ -153,3 +154,26 @@ def test_the_per_turn_reward_needs_the_loops_turn_texts_and_bad_extras_name_thei
     assert json.loads(scored["turn"])[0] > 0
     with pytest.raises(ValueError, match=r"rollout k7: reward_extra_info\['turn'\] is not JSON"):
         rewards_from_extras([{"turn": "[0.5,"}], ["turn"], ["k7"])
+
+
+def test_rows_go_through_a_pipe_or_a_link_and_never_replace_them(tmp_path):
+    import threading
+
+    from slca_grpo.data.output import OutputPathError
+    from slca_grpo.integrations.verl.rows import write_rows
+
+    rows = [{"a": 1}, {"a": 2}]
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()))
+    reader.start()
+    assert write_rows(rows, pipe) == 2
+    reader.join(timeout=60)
+    assert pipe.is_fifo() and received[0][:4] == b"PAR1"  # the pipe stays; a parquet file went through it
+    real = tmp_path / "real.parquet"
+    link = tmp_path / "link.parquet"
+    link.symlink_to(real)
+    assert write_rows(rows, link) == 2 and link.is_symlink() and real.read_bytes()[:4] == b"PAR1"
+    with pytest.raises(OutputPathError, match="is a folder"):
+        write_rows(rows, tmp_path)

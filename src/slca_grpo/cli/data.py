@@ -36,21 +36,9 @@ def _write_sft(tasks: Iterable[Task], path: str) -> tuple[int, str, str | None]:
 
 
 def _write_verl(tasks: Iterable[Task], path: str) -> tuple[int, str, str | None]:
-    import tempfile
-
-    from slca_grpo.data.output import copy_through, output_target
     from slca_grpo.integrations.verl.rows import write_tasks_parquet
 
-    target, through = output_target(path)
-    if not through:
-        return write_tasks_parquet(tasks, target), "verl rows", None
-    # The parquet writer renames a temporary file into place, which would destroy a device or a
-    # pipe: write the file aside, then copy it through.
-    with tempfile.TemporaryDirectory(prefix="slca-verl-") as folder:
-        staged = Path(folder) / "rows.parquet"
-        count = write_tasks_parquet(tasks, staged)
-        copy_through(staged, target, path)
-    return count, "verl rows", None
+    return write_tasks_parquet(tasks, path), "verl rows", None  # a device or pipe is written through
 
 
 # Output layouts of ``convert``: name -> (writer(tasks, path) -> (count, what, note), whether the

@@ -91,14 +91,29 @@ ROWS_PER_GROUP = 1024  # rows converted and written at a time (memory stays flat
 
 
 def write_rows(rows: Iterable[dict], path: str | os.PathLike[str]) -> int:
-    """Write rows as a parquet file atomically (temp file + rename), ``ROWS_PER_GROUP`` at a time;
-    returns the count."""
+    """Write rows as a parquet file, ``ROWS_PER_GROUP`` at a time; returns the count. A file is
+    replaced atomically (temp file + rename); a device or a named pipe is written through, never
+    renamed over; a folder is refused (``slca_grpo.data.output``)."""
+    import tempfile
+
+    from slca_grpo.data.output import copy_through, output_target
+
+    target, through = output_target(path)
+    if through:
+        with tempfile.TemporaryDirectory(prefix="slca-verl-") as folder:
+            staged = Path(folder) / "rows.parquet"
+            count = _write_parquet(rows, staged, shown=path)
+            copy_through(staged, target, path)
+        return count
+    return _write_parquet(rows, target, shown=path)
+
+
+def _write_parquet(rows: Iterable[dict], target: Path, *, shown: str | os.PathLike[str]) -> int:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise ImportError("writing parquet needs pyarrow: pip install 'slca-grpo[verl]'") from None
-    target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     count = 0
@@ -111,7 +126,7 @@ def write_rows(rows: Iterable[dict], path: str | os.PathLike[str]) -> int:
             writer.write_table(table.cast(writer.schema))
             count += len(group)
         if writer is None:
-            raise ValueError(f"no rows to write to {path}")
+            raise ValueError(f"no rows to write to {shown}")
         writer.close()
         writer = None
         os.replace(temporary, target)
