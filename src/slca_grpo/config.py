@@ -157,21 +157,57 @@ def apply_overrides(config: T, overrides: Iterable[str]) -> T:
             raise ConfigError(f"--set expects KEY=VALUE, got {override!r}")
         key, raw = override.split("=", 1)
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = load_yaml_text(raw) if raw.strip() else ""
         except yaml.YAMLError as exc:
             raise ConfigError(f"--set {key}: cannot parse value {raw!r} ({exc})") from None
         _set_path(data, key.strip(), value)
     return from_dict(type(config), data)
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A key written twice in one mapping of a YAML file (PyYAML keeps the last one silently)."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key written twice in one mapping. Keys brought in by a
+    merge (``<<: *base``) may be overridden: only keys written out are compared."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    earlier = first_line.get(key)
+                except TypeError:  # an unhashable key: the constructor reports it
+                    continue
+                if earlier is not None:
+                    raise DuplicateKeyError(
+                        f"line {line}: key {key!r} is written twice in one section (also on line {earlier}); "
+                        "keep one of them"
+                    )
+                first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml_text(text: str) -> Any:
+    """``yaml.safe_load`` of a config text that refuses duplicate keys (``DuplicateKeyError``)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def load_yaml_config(cls: type[T], path: str | Path, overrides: Iterable[str] = ()) -> T:
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml_text(path.read_text(encoding="utf-8")) or {}
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text (UTF-8) YAML file") from None
+    except DuplicateKeyError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML ({exc})") from None
     if not isinstance(data, Mapping):

@@ -2,7 +2,9 @@
 
 ``slca --plugin my_estimators train ...`` (a dotted module name on ``sys.path``) or ``--plugin
 path/to/file.py``; a module's top-level ``@register_estimator(...)`` calls then make its names
-usable like the built-ins. ``train.plugins`` in a config does the same for that run.
+usable like the built-ins. ``train.plugins`` in a config does the same for that run. A run records
+every plugin it was started with in its ``config.yaml``, so ``slca train RUN/config.yaml --resume``
+loads them again.
 """
 
 from __future__ import annotations
@@ -68,6 +70,13 @@ def load_plugin(spec: str) -> ModuleType:
 
 def load_plugins(specs: Iterable[str]) -> list[ModuleType]:
     return [load_plugin(spec) for spec in specs]
+
+
+def loaded_plugins() -> list[str]:
+    """Every plugin imported so far (``--plugin`` and ``train.plugins``), in order, as a run
+    records them: a file by its absolute path (so a resume from another folder finds it), a
+    module by its name."""
+    return list(_LOADED)
 
 
 def split_plugin_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:

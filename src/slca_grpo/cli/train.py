@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from slca_grpo.cli.common import fail
@@ -43,8 +44,12 @@ def register(subparsers: Any) -> None:
         description="Merge the adapters of a LoRA training checkpoint into their base model and save "
         "the result as a plain Hugging Face folder (for slca eval --policy hf:OUT, or serving).",
     )
-    export.add_argument("checkpoint", help="a checkpoint folder (runs/X/checkpoints/step-N) or its model/ folder")
-    export.add_argument("--out", required=True, help="the folder to write")
+    export.add_argument(
+        "checkpoint",
+        help="a run folder (its newest checkpoint), a checkpoint folder (runs/X/checkpoints/step-N) or its model/",
+    )
+    export.add_argument("--out", required=True, help="the folder to write: new or empty, outside the run")
+    export.add_argument("--force", action="store_true", help="replace --out even when it is not empty")
     export.add_argument("--base", help="the base model (default: recorded in the checkpoint)")
     export.set_defaults(func=run_export)
 
@@ -65,7 +70,10 @@ def run_train(args: argparse.Namespace) -> int:
     from slca_grpo.trainer.run import RunConfig, train
 
     try:
-        config = load_yaml_config(RunConfig, resolve_config_path(args.config), args.overrides)
+        path = resolve_config_path(args.config)
+        config = load_yaml_config(RunConfig, path, args.overrides)
+        if args.resume:
+            check_resumed_folder(Path(path), config.train.out_dir)
     except (ConfigError, FileNotFoundError) as exc:
         return fail(str(exc))
     try:
@@ -76,14 +84,30 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_resumed_folder(config_path: Path, out_dir: str) -> None:
+    """ConfigError when ``--resume`` is given a run's own ``config.yaml`` whose ``train.out_dir``
+    (relative to the current folder) is another folder: resuming there would start afresh."""
+    from slca_grpo.config import ConfigError
+
+    run = config_path.parent
+    if config_path.name == "config.yaml" and (run / "checkpoints").is_dir():
+        if Path(out_dir).resolve() != run.resolve():
+            raise ConfigError(
+                f"{config_path} belongs to the run {run}, but its train.out_dir {out_dir} is another folder from "
+                f"here; add --set train.out_dir={run} to resume that run"
+            )
+
+
 def run_export(args: argparse.Namespace) -> int:
     from slca_grpo.models.lora import export_merged
+    from slca_grpo.trainer.checkpoint import find_checkpoint
 
     try:
-        target = export_merged(args.checkpoint, args.out, base=args.base)
+        checkpoint = find_checkpoint(args.checkpoint)
+        target = export_merged(checkpoint, args.out, base=args.base, force=args.force)
     except (OSError, ValueError, ImportError) as exc:
         return fail(str(exc))
-    print(f"wrote {target}")
+    print(f"wrote {target} (from {checkpoint})")
     return 0
 
 

@@ -71,16 +71,21 @@ def merged(model: torch.nn.Module) -> torch.nn.Module:
     return model.merge_and_unload()
 
 
-def export_merged(source: str | Path, out: str | Path, *, base: str | None = None) -> Path:
-    """Merge the adapters of ``source`` (a checkpoint ``step-N`` folder or its ``model/``) into
-    their base and save a plain Hugging Face folder (with the tokenizer) at ``out``."""
+def export_merged(source: str | Path, out: str | Path, *, base: str | None = None, force: bool = False) -> Path:
+    """Merge the adapters of ``source`` (a run folder — its newest checkpoint —, a checkpoint
+    ``step-N`` folder or its ``model/``) into their base and save a plain Hugging Face folder (with
+    the tokenizer) at ``out``. ``out`` must be empty or new (``force``: replaced) and outside the
+    run or checkpoint it exports from. ValueError/OSError in one line otherwise."""
     from slca_grpo.models import load_model, load_tokenizer
-    from slca_grpo.trainer.checkpoint import save_pretrained_atomic
+    from slca_grpo.trainer.checkpoint import find_checkpoint, save_pretrained_atomic
 
-    source = Path(source)
-    adapters = source / "model" if is_adapter_folder(source / "model") else source
+    checkpoint = find_checkpoint(source)
+    adapters = checkpoint / "model" if is_adapter_folder(checkpoint / "model") else checkpoint
     if not is_adapter_folder(adapters):
-        raise ValueError(f"{source} holds no LoRA adapters ({ADAPTER_CONFIG} not found)")
+        plain = checkpoint / "model" if (checkpoint / "model" / "config.json").is_file() else None
+        hint = f": {plain} is already a plain Hugging Face folder, use it as is" if plain else ""
+        raise ValueError(f"{checkpoint} holds no LoRA adapters ({ADAPTER_CONFIG} not found){hint}")
+    check_export_target(checkpoint, Path(out), force=force)
     if base is None:
         try:
             base = json.loads((adapters.parent / "trainer_state.json").read_text(encoding="utf-8")).get("lora_base")
@@ -92,3 +97,21 @@ def export_merged(source: str | Path, out: str | Path, *, base: str | None = Non
     model, _ = load_model(base)
     model = merged(load_adapters(model, adapters, trainable=False))
     return save_pretrained_atomic(model, load_tokenizer(adapters), Path(out))
+
+
+def check_export_target(checkpoint: Path, out: Path, *, force: bool = False) -> None:
+    """ValueError unless writing ``out`` leaves everything else as it was: ``out`` is neither in
+    nor above the run (or lone checkpoint) ``checkpoint`` belongs to, and is new or empty unless
+    ``force`` lets it be replaced."""
+    in_run = checkpoint.parent.name == "checkpoints"
+    protected = (checkpoint.parent.parent if in_run else checkpoint).resolve()
+    target = out.expanduser().resolve()
+    if target == protected or protected in target.parents or target in protected.parents:
+        what = "run" if in_run else "checkpoint"
+        raise ValueError(
+            f"--out {out} is inside (or holds) the {what} {protected} it exports from, and writing it would replace "
+            "its files; choose a folder outside it"
+        )
+    occupied = out.is_symlink() or out.is_file() or (out.is_dir() and any(out.iterdir()))
+    if occupied and not force:
+        raise ValueError(f"--out {out} is not an empty folder; choose a new one, or pass --force to replace it")

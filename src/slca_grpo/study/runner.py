@@ -18,16 +18,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from slca_grpo.config import ConfigError, apply_overrides, load_yaml_config, to_dict
+from slca_grpo.config import ConfigError, apply_overrides, load_yaml_config
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.provenance import describe, pairing_key, provenance, read_provenance
 from slca_grpo.study.plan import PLAN_FILE, TIMINGS_FILE, NoiseLevel, StudyPlan, read_json, run_dir
 from slca_grpo.trainer.run import RunConfig
+from slca_grpo.trainer.run_folder import RESUME_MAY_DIFFER, hold_run_folder, settings_difference
 
-# Set by the study from --out, so they may differ between a run and its resumption.
+# Set by the study from --out, so they may differ between a run and its resumption (the study
+# checks the SFT checkpoint model.name points at is current itself).
 LOCATION_KEYS = ("train.out_dir", "model.name")
+STUDY_MAY_DIFFER = (*RESUME_MAY_DIFFER, *LOCATION_KEYS)
 
 
 def base_config(plan: StudyPlan) -> RunConfig:
@@ -60,27 +61,6 @@ def iter_runs(plan: StudyPlan) -> Iterator[tuple[int, NoiseLevel, str]]:
                 yield seed, level, estimator
 
 
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(data, dict):
-        return {prefix.rstrip("."): data}
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        flat.update(_flatten(value, f"{prefix}{key}."))
-    return flat
-
-
-def settings_difference(saved_yaml: Path, config: RunConfig) -> str | None:
-    """The first setting that differs between a run's saved ``config.yaml`` and ``config`` (None
-    when they agree, the location keys aside). The saved file goes through the config loader, so a
-    key it predates counts as its default."""
-    saved = _flatten(yaml.safe_load(yaml.safe_dump(to_dict(load_yaml_config(RunConfig, saved_yaml)))))
-    wanted = _flatten(yaml.safe_load(yaml.safe_dump(to_dict(config))))
-    for key in sorted(set(saved) | set(wanted)):
-        if key not in LOCATION_KEYS and saved.get(key) != wanted.get(key):
-            return f"{key}: {saved.get(key)!r} there, {wanted.get(key)!r} now"
-    return None
-
-
 def provenance_difference(target: Path) -> str | None:
     """Why a started run cannot be paired with runs made now (other code or environment), or None."""
     earlier = read_provenance(target)
@@ -99,13 +79,24 @@ def _clock(seconds: float) -> str:
 
 def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbose: bool = False) -> dict[str, Any]:
     """SFT once, run every (seed, level, estimator) not yet finished, then write the report."""
-    from slca_grpo.study.report import write_study_report
-    from slca_grpo.trainer.run import check_estimators, ensure_sft, sft_is_current, train
+    from slca_grpo.trainer.run import check_estimators
 
     started = time.perf_counter()
     out_dir = Path(out_dir)
     base = base_config(plan)
     check_estimators(plan.estimators, base.rl.log_rewards)
+    # Held from before the started runs are read until the report is written: a second study on
+    # this --out would interleave its writes with this one's.
+    with hold_run_folder(out_dir, "slca study", next_step="give it another --out"):
+        return _run_study_in(out_dir, plan, base, started, echo=echo, verbose=verbose)
+
+
+def _run_study_in(
+    out_dir: Path, plan: StudyPlan, base: RunConfig, started: float, *, echo: bool, verbose: bool
+) -> dict[str, Any]:
+    from slca_grpo.study.report import write_study_report
+    from slca_grpo.trainer.run import ensure_sft, sft_is_current, train
+
     runs = list(iter_runs(plan))
     # Refuse settings that clash with finished or interrupted runs before spending any time.
     sft_dir = out_dir / "sft"
@@ -116,7 +107,7 @@ def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbos
         config = configs[(seed, level, estimator)] = run_config(base, sft_dir, target, level, estimator, seed)
         if (target / "config.yaml").exists():
             started_runs.append(target)
-            difference = settings_difference(target / "config.yaml", config)
+            difference = settings_difference(target / "config.yaml", config, ignore=STUDY_MAY_DIFFER)
             if difference:
                 raise ConfigError(
                     f"{target} was run with other settings ({difference}); use another --out or remove it"
@@ -132,7 +123,6 @@ def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbos
             f"{out_dir} holds runs from an SFT checkpoint made with other settings (model, data or SFT "
             "changed); use another --out"
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / PLAN_FILE).write_text(json.dumps(plan.to_dict(), indent=1), encoding="utf-8")
     ensure_sft(base, out_dir, announce="[study]" if echo else None)
 
@@ -150,7 +140,7 @@ def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbos
         if (target / "summary.json").exists():
             continue
         run_started = time.perf_counter()
-        summary = train(configs[(seed, level, estimator)], resume=True, echo=verbose)
+        summary = train(configs[(seed, level, estimator)], resume=True, echo=verbose, resume_may_differ=LOCATION_KEYS)
         spent.append(time.perf_counter() - run_started)
         timings[name] = spent[-1]
         (out_dir / TIMINGS_FILE).write_text(json.dumps(timings, indent=1), encoding="utf-8")

@@ -72,7 +72,9 @@ def save_pretrained_atomic(model: torch.nn.Module, tokenizer: Any, target: Path)
     _save_model(model, temporary)
     if tokenizer is not None:
         tokenizer.save_pretrained(temporary)
-    if target.exists():
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.exists():
         shutil.rmtree(target)
     os.rename(temporary, target)
     return target
@@ -184,3 +186,50 @@ def load_latest_checkpoint(root: str | Path) -> tuple[Path, dict[str, Any], dict
     if problems:
         raise CheckpointError(f"no intact checkpoint under {root}: {problems[0]}")
     return None
+
+
+def checkpoints_in(folder: str | Path) -> list[Path]:
+    """The checkpoint folders a run folder, its ``checkpoints/`` or a checkpoint itself holds,
+    newest first (the files are not checked)."""
+    folder = Path(folder)
+    if (folder / "state.pt").is_file() and NAME.fullmatch(folder.name):
+        return [folder]
+    root = folder / "checkpoints" if (folder / "checkpoints").is_dir() else folder
+    return [p for p in _candidates(root) if (p / "state.pt").is_file()]
+
+
+def checkpoint_hint(folder: str | Path) -> str:
+    """What ``folder`` (not a model folder itself) holds and which folder to use instead, for
+    one-line errors: its checkpoints newest first, or that it holds none."""
+    folder = Path(folder)
+    found = checkpoints_in(folder)
+    sft = folder / "sft"
+    if found:
+        shown = ", ".join(p.name for p in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        model = found[0] / "model"
+        lora = (model / "adapter_config.json").is_file() and not (model / "config.json").is_file()
+        use = f"slca export {found[0]} --out DIR, then use DIR" if lora else f"use {model}"
+        return f"its checkpoints are {shown} (newest first): {use}"
+    if (folder / "adapter_config.json").is_file():
+        return f"it holds LoRA adapters: merge them with slca export {folder} --out DIR, then use DIR"
+    if (sft / "config.json").is_file():
+        return f"it holds no RL checkpoint; its SFT model is {sft}"
+    return "it holds no checkpoints (a run writes them under RUN/checkpoints/step-N/model)"
+
+
+def find_checkpoint(source: str | Path) -> Path:
+    """The checkpoint ``source`` names: a run folder or its ``checkpoints/`` give the newest one,
+    a ``step-N`` folder or its ``model/`` themselves. ``CheckpointError`` when there is none."""
+    source = Path(source)
+    if not source.is_dir():
+        raise CheckpointError(f"{source} is not a folder: give a run folder or one of its checkpoints")
+    if source.name == "model" and NAME.fullmatch(source.parent.name):
+        return source.parent
+    if NAME.fullmatch(source.name) or (source / "adapter_config.json").is_file():
+        return source
+    found = checkpoints_in(source)
+    if (source / "checkpoints").is_dir() or source.name == "checkpoints" or found:
+        if not found:
+            raise CheckpointError(f"{source} holds no checkpoints yet (its run has not saved one)")
+        return found[0]
+    return source

