@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 import torch
@@ -164,9 +165,17 @@ def test_oracle_without_reference_answers_states_the_tool_facts():
     assert grounded_answer([]) == "I have no tool results to report."
 
 
-def test_policy_specs_are_checked():
+def test_policy_specs_are_checked(tmp_path):
     with pytest.raises(UnknownPolicySpec, match="not a checkpoint folder"):
         resolve_model_agent("hf:/definitely/missing")
+    run = tmp_path / "run"
+    for step in ("step-000007", "step-000015"):
+        (run / "checkpoints" / step / "model").mkdir(parents=True)
+        (run / "checkpoints" / step / "model" / "config.json").write_text("{}")
+        (run / "checkpoints" / step / "state.pt").write_bytes(b"")
+    expected = f"its checkpoints are step-000015, step-000007 (newest first): use {run}/checkpoints/step-000015/model"
+    with pytest.raises(UnknownPolicySpec, match=re.escape(f"{run} is not a model folder (no config.json); {expected}")):
+        resolve_model_agent(f"hf:{run}")
     with pytest.raises(UnknownPolicySpec, match="openai:BASE_URL#MODEL"):
         resolve_model_agent("openai:http://localhost:1")
     with pytest.raises(UnknownPolicySpec, match="unknown policy spec"):

@@ -30,6 +30,11 @@ def resolve_model_agent(spec: str, **options: Any) -> Any:
         source = spec[3:] if spec.startswith("hf:") else spec
         if spec.startswith("hf:") and not os.path.isdir(source):
             raise UnknownPolicySpec(f"{source!r} is not a checkpoint folder")
+        if spec.startswith("hf:") and not os.path.isfile(os.path.join(source, "config.json")):
+            from slca_grpo.trainer.checkpoint import checkpoint_hint
+
+            # A run folder or a checkpoint's parent: say which folder holds the model.
+            raise UnknownPolicySpec(f"{source} is not a model folder (no config.json); {checkpoint_hint(source)}")
         model, tokenizer = load_model(source)
         return HFChatAgent(
             model,
