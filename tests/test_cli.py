@@ -125,3 +125,13 @@ def test_every_evaluation_caps_generated_tokens_per_turn(tmp_path, capsys, monke
         assert made.pop()["max_new_tokens"] == 24
         assert main([*argv, "--max-new-tokens", "0"]) == 2
         assert "--max-new-tokens must be >= 1" in capsys.readouterr().err
+
+
+def test_a_missing_dataset_names_its_key_and_what_to_give(tmp_path, capsys, monkeypatch):
+    from slca_grpo.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["verl", "data", "qwen2.5-7b", "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("error: data.train: data/slca_train.jsonl does not exist.")
+    assert "--set data.train=PATH" in error and not (tmp_path / "out").exists()

