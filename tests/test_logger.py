@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from slca_grpo.trainer.logger import MetricsLogger, read_metrics
+from slca_grpo.trainer.logger import MetricsLogger, clock, progress_note, read_metrics
 
 
 def test_jsonl_and_stdout_carry_every_step(tmp_path):
@@ -24,6 +24,31 @@ def test_jsonl_and_stdout_carry_every_step(tmp_path):
     assert rows[0] == {"step": 0, "reward/score": 0.5, "train/kl": 1.0, "note": "text", "flag": True}
     lines = out.getvalue().splitlines()
     assert lines == ["step 0: score=0.5 kl=1", "step 1: score=0.25 eval/success@0.9=0.125"]
+
+
+def test_the_step_line_shows_every_registered_reward_and_the_progress(tmp_path):
+    from slca_grpo.rewards import register_reward
+    from slca_grpo.rewards.registry import unregister_reward_family
+
+    register_reward("calls_seen_by_logger")(lambda parsed, task, config: 1.0)
+    try:
+        out = io.StringIO()
+        logger = MetricsLogger(tmp_path, stdout=out)
+        metrics = {"reward/score": 0.5, "reward/calls_seen_by_logger": 2.0, "reward/judge_requests": 8.0}
+        logger.log(3, metrics, progress=progress_note(4, 16, 42.0, done_here=2))
+        logger.close()
+    finally:
+        unregister_reward_family("calls_seen_by_logger")
+    # Counters (judge_requests) stay in metrics.jsonl; rewards, a plugin's too, are on the line.
+    assert out.getvalue() == "step 3: score=0.5 calls_seen_by_logger=2 [4/16, 42s, ETA 4m12s]\n"
+
+
+def test_progress_notes_count_the_steps_this_process_ran():
+    assert progress_note(1, 10, 5.0) == "1/10, 5s, ETA 45s"
+    assert progress_note(10, 10, 65.0) == "10/10, 1m05s"  # nothing left: no ETA
+    assert progress_note(6, 10, 10.0, done_here=1) == "6/10, 10s, ETA 40s"  # resumed at step 5
+    assert progress_note(5, 10, 0.0, done_here=0) == "5/10, 0s"
+    assert clock(3725) == "1h02m"
 
 
 def test_resume_appends_and_a_fresh_run_truncates(tmp_path):

@@ -1,4 +1,5 @@
 import json
+import re
 import shutil
 
 import pytest
@@ -222,10 +223,16 @@ def smoke_config(out_dir, **extra):
 
 
 @pytest.mark.slow
-def test_end_to_end_run_and_exact_resume(tmp_path):
+def test_end_to_end_run_and_exact_resume(tmp_path, capsys):
     full_dir, resumed_dir = tmp_path / "full", tmp_path / "resumed"
-    summary = train(smoke_config(full_dir), echo=False)
+    summary = train(smoke_config(full_dir), echo=True)
     assert [e["step"] for e in summary["evals"]] == [-1, 1, 2]
+    shown = capsys.readouterr().out
+    # Long silent parts are announced, and every line of progress says how far and how long.
+    assert re.search(r"^\[sft\] loss=\S+ \[\d+/\d+, \d+s", shown, flags=re.M), shown
+    assert "evaluating " in shown and "held-out tasks (before RL) ..." in shown
+    assert re.search(r"^step 0: score=\S+ .*\[1/3, \d+s, ETA \d+s\]$", shown, flags=re.M), shown
+    assert re.search(r"^step 2: .*\[3/3, \d+s\]$", shown, flags=re.M), shown
     assert (full_dir / "sft" / "config.json").exists()
     metrics = read_metrics(full_dir / "metrics.jsonl")
     steps = [m for m in metrics if "reward/score" in m]

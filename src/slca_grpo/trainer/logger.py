@@ -58,7 +58,8 @@ class MetricsLogger:
                 project=wandb_project, name=run_name, config=config, dir=str(self.out_dir), id=run_id, resume="allow"
             )
 
-    def log(self, step: int, metrics: dict[str, Any], *, echo: bool = True) -> None:
+    def log(self, step: int, metrics: dict[str, Any], *, echo: bool = True, progress: str = "") -> None:
+        """Write one step's metrics; ``progress`` (e.g. ``3/16, 0m42s, ETA 2m10s``) ends the stdout line."""
         clean = {
             k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in metrics.items()
         }
@@ -72,8 +73,10 @@ class MetricsLogger:
             self._wandb.log(numeric, step=step)
         if echo and self._stdout is not None:
             shown = [f"{k.split('/')[-1]}={numeric[k]:.4g}" for k in HEADLINE if k in numeric]
+            shown += [f"{k.split('/')[-1]}={numeric[k]:.4g}" for k in _other_rewards(numeric)]
             shown += [f"{k}={v:.4g}" for k, v in numeric.items() if k.startswith("eval/") and "success@0.9" in k]
-            print(f"step {step}: " + " ".join(shown), file=self._stdout, flush=True)
+            tail = f" [{progress}]" if progress else ""
+            print(f"step {step}: " + " ".join(shown) + tail, file=self._stdout, flush=True)
 
     def close(self) -> None:
         self._file.close()
@@ -81,6 +84,28 @@ class MetricsLogger:
             self._tensorboard.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def _other_rewards(numeric: dict[str, float]) -> list[str]:
+    """``reward/NAME`` keys of registered rewards beyond the headline ones (a plugin's too)."""
+    from slca_grpo.rewards import list_rewards
+
+    return [key for key in (f"reward/{name}" for name in list_rewards()) if key in numeric and key not in HEADLINE]
+
+
+def clock(seconds: float) -> str:
+    """``42s``, ``3m05s`` or ``1h02m``."""
+    minutes, seconds = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def progress_note(done: int, total: int, elapsed: float, *, done_here: int | None = None) -> str:
+    """``done/total, elapsed, ETA``; the rate comes from the ``done_here`` steps this process ran."""
+    ran = done if done_here is None else done_here
+    left = total - done
+    eta = f", ETA {clock(elapsed / ran * left)}" if ran > 0 and left > 0 else ""
+    return f"{done}/{total}, {clock(elapsed)}{eta}"
 
 
 def keep_metrics_through(path: Path, step: int) -> None:

@@ -42,7 +42,7 @@ from slca_grpo.trainer.checkpoint import (
 )
 from slca_grpo.trainer.device import DEVICE_SPEC, resolve_device
 from slca_grpo.trainer.diagnostics import std
-from slca_grpo.trainer.logger import MetricsLogger
+from slca_grpo.trainer.logger import MetricsLogger, progress_note
 from slca_grpo.trainer.memory import check_fits, estimate_memory
 from slca_grpo.trainer.optim import TrainingDiverged
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
@@ -186,7 +186,16 @@ def _task_sampler(tasks: list[Task], seed: int, per_step: int):
     return tasks_for_step
 
 
-def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_dir: Path, logger: MetricsLogger) -> Path:
+def run_sft(
+    config: RunConfig,
+    model,
+    tokenizer,
+    train_tasks: list[Task],
+    out_dir: Path,
+    logger: MetricsLogger,
+    *,
+    echo: bool = False,
+) -> Path:
     formatter = make_formatter(config, tokenizer)
     simulator = make_simulator(config)
 
@@ -201,9 +210,14 @@ def run_sft(config: RunConfig, model, tokenizer, train_tasks: list[Task], out_di
         )
     started = time.perf_counter()
 
+    every = max(1, config.sft.steps // 10)
+
     def on_step(step: int, metrics: dict[str, float]) -> None:
         if step % 10 == 0 or step == config.sft.steps - 1:
             logger.log(step, metrics, echo=False)
+        if echo and ((step + 1) % every == 0 or step == config.sft.steps - 1):
+            note = progress_note(step + 1, config.sft.steps, time.perf_counter() - started)
+            print(f"[sft] loss={metrics.get('sft/loss', float('nan')):.4g} [{note}]", flush=True)
 
     losses = train_sft(model, examples, config.sft, pad_id=formatter.pad_id, seed=config.train.seed, on_step=on_step)
     target = save_pretrained_atomic(model, tokenizer, out_dir / "sft")
@@ -239,7 +253,8 @@ def ensure_sft(config: RunConfig, out_dir: Path, *, announce: str | None = None)
         model, tokenizer = load_policy(config.model, train_tasks)
         logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
         try:
-            run_sft(config, model.to(resolve_device(config.train.device)), tokenizer, train_tasks, out_dir, logger)
+            model = model.to(resolve_device(config.train.device))
+            run_sft(config, model, tokenizer, train_tasks, out_dir, logger, echo=announce is not None)
         finally:
             logger.close()
     return out_dir / "sft"
@@ -356,7 +371,7 @@ def _train_in(
         and not (resume_from and (sft_dir / "config.json").exists())
     ):
         model, tokenizer = load_policy(config.model, train_tasks)
-        run_sft(config, model.to(device), tokenizer, train_tasks, out_dir, sft_logger)
+        run_sft(config, model.to(device), tokenizer, train_tasks, out_dir, sft_logger, echo=echo)
     reference_spec = str(sft_dir) if config.sft.steps > 0 else config.model.name
     lora_base = None
     if config.model.lora.enabled:
@@ -401,6 +416,9 @@ def _train_in(
         history = info.get("history", history)
 
     def evaluate(step: int) -> dict[str, Any]:
+        if echo:  # an evaluation prints nothing until it ends
+            when = "before RL" if step < 0 else f"after step {step}"
+            print(f"evaluating {len(eval_tasks)} held-out tasks ({when}) ...", flush=True)
         items, summary = evaluate_loop(
             loop,
             eval_tasks,
@@ -426,6 +444,7 @@ def _train_in(
     from tqdm.auto import tqdm
 
     steps = range(start_step, config.rl.steps)
+    loop_started = time.perf_counter()
     for step in tqdm(
         steps,
         desc=f"RL {config.rl.estimator}",
@@ -441,7 +460,9 @@ def _train_in(
             raise TrainingDiverged(f"training stopped: {exc}; {where} (lower rl.lr, then --resume)") from None
         history["grad_norms"].append(metrics["train/grad_norm"])
         metrics["train/grad_norm_std"] = std(history["grad_norms"])
-        logger.log(step, metrics, echo=echo)
+        done = step + 1
+        note = progress_note(done, config.rl.steps, time.perf_counter() - loop_started, done_here=done - start_step)
+        logger.log(step, metrics, echo=echo, progress=note)
         last = step == config.rl.steps - 1
         if eval_tasks and (last or (config.train.eval_every and (step + 1) % config.train.eval_every == 0)):
             evaluate(step)
