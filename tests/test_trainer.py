@@ -302,7 +302,7 @@ def test_cli_reports_bad_configs_and_data_without_a_traceback(tmp_path, capsys):
     assert main(["train", "demo-quick-tiny", "--set", f"data.train={bad}", "--set", out]) == 2
     assert f"{bad}:1: 'messages'" in capsys.readouterr().err
     assert main(["train", "demo-quick-tiny", "--set", f"data.train={tmp_path / 'missing.jsonl'}", "--set", out]) == 2
-    assert "No such file" in capsys.readouterr().err
+    assert f"data.train: {tmp_path / 'missing.jsonl'} does not exist." in capsys.readouterr().err
     assert main(["demo", "--quick", "--estimators", "nope", "--out", str(tmp_path / "demo")]) == 2
     assert not (tmp_path / "demo" / "sft").exists()  # refused before any training
     assert main(["demo", "--model", "smollm2", "--quick", "--out", str(tmp_path / "demo")]) == 2

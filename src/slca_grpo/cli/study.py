@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help=f"{quick.seeds} seeds × {quick.steps} steps, noise {quick.noise} (≈ 1 h on 2 cores: docs/study.md, Cost)",
+        help=f"{quick.seeds} seeds × {quick.steps} steps, noise {quick.noise} (time: docs/study.md, Cost)",
     )
     parser.add_argument("--out", default="runs/study", help="output folder (default: runs/study); rerun to resume")
     parser.add_argument("--seeds", type=int, help=f"RL seeds per cell (default: {full.seeds}; quick {quick.seeds})")
