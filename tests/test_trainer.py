@@ -572,3 +572,18 @@ def test_old_and_reference_logprobs_are_computed_without_dropout(tiny):
     frozen = trainer._frozen_logprobs(model, batch)
     assert model.training  # put back as it was
     assert torch.allclose(frozen, expected, atol=1e-6)
+
+
+def test_runs_without_progress_bars_silence_the_weight_loading_bars_too(tmp_path):
+    from transformers.utils import logging as transformers_logging
+
+    from slca_grpo.trainer.run import quiet_transformers
+
+    transformers_logging.enable_progress_bar()  # an earlier run in this process may have turned them off
+    try:
+        quiet_transformers(smoke_config(tmp_path, **{"train.progress": True}))
+        assert transformers_logging.is_progress_bar_enabled()
+        quiet_transformers(smoke_config(tmp_path, **{"train.progress": False}))
+        assert not transformers_logging.is_progress_bar_enabled()
+    finally:
+        transformers_logging.enable_progress_bar()

@@ -239,6 +239,14 @@ def run_sft(
     return target
 
 
+def quiet_transformers(config: RunConfig) -> None:
+    """Without progress bars, transformers' own (loading and saving weights) go too."""
+    if not config.train.progress:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+
+
 def ensure_sft(config: RunConfig, out_dir: Path, *, announce: str | None = None) -> Path:
     """``out_dir/sft``: SFT with ``config`` once, reused while its fingerprint matches, so every
     RL run of a demo or study starts from the same checkpoint. ``announce``: a prefix such as
@@ -249,6 +257,7 @@ def ensure_sft(config: RunConfig, out_dir: Path, *, announce: str | None = None)
                 f"{announce} loading the {config.model.name} model and running SFT ({config.sft.steps} steps)",
                 flush=True,
             )
+        quiet_transformers(config)
         train_tasks, _ = load_data(config.data)
         model, tokenizer = load_policy(config.model, train_tasks)
         logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
@@ -337,10 +346,7 @@ def _train_in(
         torch.set_num_threads(config.train.torch_threads)
     torch.manual_seed(config.train.seed)
     device = resolve_device(config.train.device)
-    if not config.train.progress:  # transformers' own bars (loading and saving weights) too
-        from transformers.utils import logging as transformers_logging
-
-        transformers_logging.disable_progress_bar()
+    quiet_transformers(config)
     train_tasks, test_tasks = load_data(config.data)
     eval_tasks = test_tasks[: config.train.eval_tasks]
 
