@@ -22,6 +22,7 @@ from slca_grpo.config import ConfigError, apply_overrides, load_yaml_config
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.provenance import describe, pairing_key, provenance, read_provenance
 from slca_grpo.study.plan import PLAN_FILE, TIMINGS_FILE, NoiseLevel, StudyPlan, read_json, run_dir
+from slca_grpo.trainer.logger import clock
 from slca_grpo.trainer.run import RunConfig
 from slca_grpo.trainer.run_folder import RESUME_MAY_DIFFER, hold_run_folder, settings_difference
 
@@ -69,12 +70,6 @@ def provenance_difference(target: Path) -> str | None:
     if pairing_key(earlier) != pairing_key(provenance()):
         return f"it was run with {describe(earlier)}; this is {describe(provenance())}"
     return None
-
-
-def _clock(seconds: float) -> str:
-    minutes, seconds = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
 
 
 def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbose: bool = False) -> dict[str, Any]:
@@ -152,13 +147,13 @@ def _run_study_in(
             print(
                 f"[study] {index}/{len(runs)} {name}: {spent[-1]:.0f} s, held-out Name-F1 "
                 f"{100 * final.get('name_f1', 0):.1f} (start {100 * start.get('name_f1', 0):.1f}); elapsed "
-                f"{_clock(time.perf_counter() - started)}, ETA {_clock(remaining * sum(spent) / len(spent))}",
+                f"{clock(time.perf_counter() - started)}, ETA {clock(remaining * sum(spent) / len(spent))}",
                 flush=True,
             )
     report = write_study_report(out_dir, plan)
     if echo:
         print(
-            f"[study] done in {_clock(time.perf_counter() - started)}; "
+            f"[study] done in {clock(time.perf_counter() - started)}; "
             f"wrote {out_dir / 'report.md'}, report.json and charts"
         )
     return report
