@@ -1,4 +1,5 @@
-"""train.device: resolved once, validated, and a no-op on the CPU (auto and cpu train identically)."""
+"""train.device: resolved once, validated, and a no-op on the CPU (auto and cpu train identically);
+bf16: auto by what the device computes natively."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import torch
 
 from slca_grpo.config import ConfigError, load_yaml_config
 from slca_grpo.presets import resolve_config_path
+from slca_grpo.trainer import device as device_module
 from slca_grpo.trainer.batch import TokenBatch
-from slca_grpo.trainer.device import peak_memory_gb, resolve_device
+from slca_grpo.trainer.device import cpu_flags, native_bf16, peak_memory_gb, resolve_bf16, resolve_device
 from slca_grpo.trainer.logger import read_metrics
 from slca_grpo.trainer.run import RunConfig, train
 
@@ -23,6 +25,74 @@ def test_device_specs_resolve_or_fail_naming_the_key():
             resolve_device("cuda:1")
     with pytest.raises(ConfigError, match="train.device must be auto, cpu, cuda or cuda:N"):
         load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), ["train.device=tpu"])
+
+
+X86_AVX2_ONLY = "processor\t: 0\nflags\t\t: fpu sse sse2 avx avx2 fma\nmodel name\t: AMD EPYC\n"
+X86_AVX512_BF16 = "flags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n"
+X86_AMX = "flags\t\t: avx2 avx512f amx_tile amx_bf16 amx_int8\n"
+ARM_BF16 = "Features\t: fp asimd sve bf16 i8mm\n"
+ARM_PLAIN = "Features\t: fp asimd evtstrm crc32\n"
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "native"),
+    [
+        (X86_AVX2_ONLY, False),
+        (X86_AVX512_BF16, True),
+        (X86_AMX, True),
+        (ARM_BF16, True),
+        (ARM_PLAIN, False),
+        ("", False),
+    ],
+)
+def test_native_bf16_is_read_from_the_cpu_flags(cpuinfo, native):
+    assert bool(cpu_flags(cpuinfo) & device_module.NATIVE_BF16_FLAGS) is native
+    assert "avx2" in cpu_flags(X86_AVX2_ONLY) and "model" not in cpu_flags(X86_AVX2_ONLY)
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_bf16_auto_follows_the_device_and_an_explicit_true_where_it_is_slow_is_warned_once(native, monkeypatch, capsys):
+    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: native)
+    device_module._warn_slow_bf16.cache_clear()
+    cpu = torch.device("cpu")
+    assert native_bf16(cpu) is native
+    assert resolve_bf16("auto", cpu, "rl.bf16") is native
+    assert resolve_bf16(False, cpu, "rl.bf16") is False
+    assert capsys.readouterr().err == ""
+    for _ in range(2):
+        assert resolve_bf16(True, cpu, "rl.bf16") is True  # an explicit choice is kept either way
+    warnings = capsys.readouterr().err.splitlines()
+    if native:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and warnings[0].startswith("warning: rl.bf16: true on a CPU without native bfloat16")
+        assert "50-100x slower than float32" in warnings[0] and "rl.bf16: auto uses float32" in warnings[0]
+
+
+def test_bf16_settings_are_true_false_or_auto_and_anything_else_names_the_key():
+    path = resolve_config_path("demo-quick-tiny")
+    assert load_yaml_config(RunConfig, path, ["rl.bf16=auto", "sft.bf16=true"]).rl.bf16 == "auto"
+    assert load_yaml_config(RunConfig, path, ["sft.bf16=true"]).sft.bf16 is True
+    assert RunConfig().rl.bf16 == RunConfig().sft.bf16 == "auto"  # the default everywhere
+    for bad in ("maybe", "1", "bf16"):
+        with pytest.raises(ConfigError, match=rf"^rl.bf16 must be true, false or auto, got '?{bad}'?$"):
+            load_yaml_config(RunConfig, path, [f"rl.bf16={bad}"])
+
+
+def test_the_bf16_option_of_local_model_commands_defaults_to_auto():
+    import argparse
+
+    from slca_grpo.cli.common import add_chat_format_arguments, chat_format_options
+
+    parser = argparse.ArgumentParser()
+    add_chat_format_arguments(parser)
+    assert [chat_format_options(parser.parse_args(a))["bf16"] for a in ([], ["--bf16"], ["--bf16", "false"])] == [
+        "auto",
+        True,
+        False,
+    ]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--bf16", "yes"])
 
 
 def test_a_batch_moves_and_selects_on_its_device():

@@ -12,7 +12,7 @@ import types
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import Any, Literal, TypeVar, Union
 
 import yaml
 
@@ -68,7 +68,14 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
                 return _coerce(value, option, key)
             except ConfigError as exc:
                 errors.append(str(exc))
+        if all(o is bool or typing.get_origin(o) is Literal for o in options):  # e.g. bool | Literal["auto"]
+            spelled = ["true", "false"] + [str(a) for o in options if o is not bool for a in typing.get_args(o)]
+            raise ConfigError(f"{key} must be {', '.join(spelled[:-1])} or {spelled[-1]}, got {value!r}")
         raise ConfigError(errors[0] if errors else f"{key}: invalid value {value!r}")
+    if origin is Literal:
+        if isinstance(value, str) and value in typing.get_args(hint):
+            return value
+        raise ConfigError(f"{key} must be one of {', '.join(map(str, typing.get_args(hint)))}, got {value!r}")
     if dataclasses.is_dataclass(hint):
         if isinstance(value, hint):
             return value

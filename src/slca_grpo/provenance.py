@@ -50,7 +50,7 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
             if line.lower().startswith("model name"):
@@ -82,7 +82,7 @@ def provenance() -> dict[str, Any]:
         "version": _version("slca-grpo"),
         "python": platform.python_version(),
         **{library: _version(library) for library in LIBRARIES},
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
     }
 
 

@@ -76,11 +76,6 @@ def register_bfcl(eval_subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="multi-turn step limit per user turn (default: bfcl-eval's 20)",
     )
-    parser.add_argument(
-        "--bf16",
-        action="store_true",
-        help="local models: generate under bfloat16 autocast (faster on CPUs with AMX / avx512_bf16)",
-    )
     add_chat_format_arguments(parser)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run_bfcl_command)
@@ -100,7 +95,7 @@ def run_bfcl_command(args: argparse.Namespace) -> int:
 
     out_dir = args.out if args.out is not None else _default_out_dir(args.policy)
     try:
-        agent = resolve_agent(args.policy, bf16=args.bf16, **chat_format_options(args))
+        agent = resolve_agent(args.policy, **chat_format_options(args))
         report = run_bfcl(
             agent,
             categories=args.categories,

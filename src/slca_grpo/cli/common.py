@@ -45,10 +45,25 @@ def add_chat_format_arguments(parser: argparse.ArgumentParser) -> None:
         default=512,
         help="local models: tokens generated per assistant turn at most (default 512); lower it to shrink a run",
     )
+    parser.add_argument(
+        "--bf16",
+        nargs="?",
+        const="true",
+        default="auto",
+        choices=("auto", "true", "false"),
+        help="local models: generate under bfloat16 autocast; auto (default): where the device has it natively "
+        "(CUDA, AMX / avx512_bf16), as training's bf16: auto does; --bf16 alone is true",
+    )
 
 
 def chat_format_options(args: argparse.Namespace) -> dict[str, Any]:
     """The local-model options of ``add_chat_format_arguments`` (ValueError on a bad one)."""
     if args.max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
-    return {"chat_format": args.chat_format, "tool_parser": args.tool_parser, "max_new_tokens": args.max_new_tokens}
+    bf16 = {"auto": "auto", "true": True, "false": False}[args.bf16]
+    return {
+        "chat_format": args.chat_format,
+        "tool_parser": args.tool_parser,
+        "max_new_tokens": args.max_new_tokens,
+        "bf16": bf16,
+    }

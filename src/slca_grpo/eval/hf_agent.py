@@ -9,7 +9,7 @@ import torch
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.rollout.formatter import build_formatter
 from slca_grpo.rollout.sampling import SamplingConfig, sample
-from slca_grpo.trainer.device import bf16_autocast, model_device
+from slca_grpo.trainer.device import Bf16Setting, bf16_autocast, model_device, resolve_bf16
 from slca_grpo.types import tool_name
 
 
@@ -35,7 +35,7 @@ class HFChatAgent:
         temperature: float = 0.0,
         batch_size: int = 8,
         seed: int = 0,
-        bf16: bool = False,
+        bf16: Bf16Setting = "auto",
         chat_format: str = "auto",
         tool_parser: str = "auto",
     ):
@@ -47,7 +47,8 @@ class HFChatAgent:
         self.max_prompt_tokens = max_prompt_tokens or max(64, limit - max_new_tokens)
         self.sampling = SamplingConfig(temperature=temperature)
         self.batch_size = batch_size
-        self.bf16 = bf16  # bfloat16 autocast while sampling (weights stay as loaded)
+        # bfloat16 autocast while sampling (weights stay as loaded); auto as training's bf16: auto
+        self.bf16 = resolve_bf16(bf16, model_device(model), "--bf16")
         self.generator = torch.Generator().manual_seed(seed)
         self.prompts_truncated = 0
         self.last_token_counts: list[int] = []  # tokens generated per request of the last call

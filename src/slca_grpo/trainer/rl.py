@@ -34,7 +34,7 @@ from slca_grpo.rewards.judge_base import Judge
 from slca_grpo.rewards.noise import summary_noise
 from slca_grpo.rollout.loop import AgentLoop
 from slca_grpo.trainer.batch import TokenBatch, token_logprobs, trajectory_batch
-from slca_grpo.trainer.device import bf16_autocast, model_device, peak_memory_gb
+from slca_grpo.trainer.device import Bf16Setting, bf16_autocast, model_device, peak_memory_gb, resolve_bf16
 from slca_grpo.trainer.diagnostics import segment_gradient_cosine
 from slca_grpo.trainer.optim import SCHEDULES, TrainingDiverged, build_optimizer, build_scheduler, clip_gradients
 from slca_grpo.types import Task, Trajectory
@@ -56,10 +56,11 @@ class RLConfig:
     clip: float = 0.2
     dual_clip: float | None = 3.0  # > 1; null turns the dual clip off
     kl_coef: float = 0.001
-    # Autocast rollouts and training forward passes to bfloat16 (float32 weights and optimizer):
-    # on SmolLM2 with AMX, 1.9x train and 1.5x generation tokens/s at an equal loss
+    # Autocast rollouts, training forward passes and evaluations to bfloat16 (float32 weights and
+    # optimizer): on SmolLM2 with AMX, 1.9x train and 1.5x generation tokens/s at an equal loss
     # (benchmarks/precision.py). Sampled log-probs are not used by the loss, which recomputes them.
-    bf16: bool = False
+    # auto: where the device has bf16 natively (CUDA, AMX / avx512_bf16), float32 elsewhere.
+    bf16: Bf16Setting = "auto"
     diagnostics_every: int = 0  # steps between gradient diagnostics (0: never)
     # Rewards to compute and log beside the ones the estimator reads (e.g. [score] to chart HierR
     # for a ToolPO run); each costs its family's judge or checker calls.
@@ -147,6 +148,7 @@ class RLTrainer:
         estimator_spec(config.estimator)  # fail fast on an unknown name
         self.model = model
         self.device = model_device(model)  # the reference model and every batch go where it is
+        self.bf16 = resolve_bf16(config.bf16, self.device, "rl.bf16")  # also the evaluations' precision
         if config.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.ref_model = ref_model if config.kl_coef > 0 else None
@@ -188,7 +190,7 @@ class RLTrainer:
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + step_index)
 
         started = time.perf_counter()
-        with bf16_autocast(self.device, config.bf16):
+        with bf16_autocast(self.device, self.bf16):
             trajectories = self.loop.run(tasks, generator=generator, session_prefix=f"s{step_index}")
         rollout_seconds = time.perf_counter() - started
 
@@ -254,7 +256,7 @@ class RLTrainer:
 
     def _logprobs(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         temperature = self.loop.config.temperature
-        with bf16_autocast(self.device, self.config.bf16):
+        with bf16_autocast(self.device, self.bf16):
             return token_logprobs(
                 model,
                 batch.input_ids,

@@ -40,7 +40,7 @@ from slca_grpo.trainer.checkpoint import (
     save_pretrained_atomic,
     set_rng_state,
 )
-from slca_grpo.trainer.device import DEVICE_SPEC, resolve_device
+from slca_grpo.trainer.device import DEVICE_SPEC, bf16_autocast, resolve_device
 from slca_grpo.trainer.diagnostics import std
 from slca_grpo.trainer.logger import MetricsLogger, progress_note
 from slca_grpo.trainer.memory import check_fits, estimate_memory
@@ -425,14 +425,15 @@ def _train_in(
         if echo:  # an evaluation prints nothing until it ends
             when = "before RL" if step < 0 else f"after step {step}"
             print(f"evaluating {len(eval_tasks)} held-out tasks ({when}) ...", flush=True)
-        items, summary = evaluate_loop(
-            loop,
-            eval_tasks,
-            judge,
-            config.reward,
-            batch_size=config.train.eval_batch_size,
-            session_prefix=f"eval-step{step}",  # fresh simulator sessions for every evaluation
-        )
+        with bf16_autocast(device, trainer.bf16):  # evaluated in the precision it trains in
+            items, summary = evaluate_loop(
+                loop,
+                eval_tasks,
+                judge,
+                config.reward,
+                batch_size=config.train.eval_batch_size,
+                session_prefix=f"eval-step{step}",  # fresh simulator sessions for every evaluation
+            )
         record = {"step": step, **{k: v for k, v in summary.items() if k not in ("by_kind", "slots")}}
         history["evals"].append(record)
         logger.log(step, {f"eval/{k}": v for k, v in record.items() if k != "step"}, echo=echo)

@@ -18,7 +18,7 @@ from slca_grpo.config import ConfigError, at_least, one_of
 from slca_grpo.rollout.environment import find_fixture
 from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.trainer.batch import pad_sequences, token_logprobs
-from slca_grpo.trainer.device import bf16_autocast, model_device
+from slca_grpo.trainer.device import Bf16Setting, bf16_autocast, model_device, resolve_bf16
 from slca_grpo.trainer.optim import SCHEDULES, TrainingDiverged, build_optimizer, build_scheduler, clip_gradients
 from slca_grpo.types import Task, ToolCall
 
@@ -38,7 +38,8 @@ class SFTConfig:
     bucket_batches: int = 16
     # Autocast forward/backward to bfloat16 (weights and optimizer stay float32): 1.9x tokens/s on
     # SmolLM2 with AMX at an equal loss; casting the weights to bf16 instead loses small updates.
-    bf16: bool = False
+    # auto: where the device has bf16 natively (CUDA, AMX / avx512_bf16), float32 elsewhere.
+    bf16: Bf16Setting = "auto"
 
     def __post_init__(self) -> None:
         # Checked when the config is loaded, not after the gold trajectories have been built.
@@ -144,11 +145,12 @@ def train_sft(
     planned: list[list[int]] = []
     losses: list[float] = []
     model.train()
+    bf16 = resolve_bf16(config.bf16, model_device(model), "sft.bf16")
     for step in range(config.steps):
         if not planned:
             planned = length_bucketed_batches(lengths, config.batch_size, config.bucket_batches, rng)
         chosen = planned.pop()
-        with bf16_autocast(model_device(model), config.bf16):
+        with bf16_autocast(model_device(model), bf16):
             loss = sft_loss(model, [usable[i] for i in chosen], pad_id)
         value = float(loss.detach())
         if not math.isfinite(value):
