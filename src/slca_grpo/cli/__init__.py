@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slca_grpo.cli.data",
     "slca_grpo.cli.pretrain",
     "slca_grpo.cli.presets",
+    "slca_grpo.cli.bench",
 )
 
 # Subcommands plugins add: (register(subparsers), the parent command or None for the top level).

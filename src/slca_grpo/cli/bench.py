@@ -1,0 +1,53 @@
+"""CLI: ``slca bench`` — this machine's floor for a config's RL and SFT steps, beside the measured time."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    bench = subparsers.add_parser(
+        "bench",
+        help="time a config's RL and SFT steps against this machine's floor (matmul rate, memory bandwidth)",
+        description="Measure this machine (matrix products at the model's shapes in fp32 and bf16, memory read "
+        "bandwidth), run a few RL and SFT steps of CONFIG from its model as loaded, and print each phase's "
+        "time beside its floor (the step's real tokens at those rates) and the ratio. docs/training.md, "
+        "'How close to the hardware'.",
+    )
+    bench.add_argument(
+        "config", nargs="?", default="demo-quick", help="a preset name or YAML file (default: demo-quick)"
+    )
+    bench.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting, e.g. --set rl.prompts_per_step=2 (repeatable)",
+    )
+    bench.add_argument(
+        "--steps", type=int, default=2, help="timed RL steps after one warm-up step (default 2; 0: none)"
+    )
+    bench.add_argument(
+        "--sft-steps", type=int, default=3, help="timed SFT steps after one warm-up (default 3; 0: none)"
+    )
+    bench.add_argument("--json", metavar="FILE", help="also write the numbers here")
+    bench.set_defaults(func=run_bench_command)
+
+
+def run_bench_command(args: argparse.Namespace) -> int:
+    from slca_grpo.config import ConfigError, load_yaml_config
+    from slca_grpo.presets import resolve_config_path
+    from slca_grpo.trainer.bench import format_bench, run_bench, write_bench_json
+    from slca_grpo.trainer.run import RunConfig
+
+    for option, value in (("--steps", args.steps), ("--sft-steps", args.sft_steps)):
+        if value < 0:
+            raise ConfigError(f"{option} must be >= 0, got {value}")
+    config = load_yaml_config(RunConfig, resolve_config_path(args.config), args.overrides)
+    result = run_bench(config, rl_steps=args.steps, sft_steps=args.sft_steps)
+    print(format_bench(result))
+    if args.json:
+        write_bench_json(result, args.json)
+    return 0
