@@ -1,6 +1,7 @@
-"""A causal-LM stand-in that writes scripted assistant turns, for exact rollout tests.
+"""Stand-in models for exact tests: a causal LM that writes scripted assistant turns, and SmolLM2's
+architecture at toy size.
 
-It reads its whole context (the "cache" it hands back is simply the ids seen so far), finds the
+The scripted LM reads its whole context (the "cache" it hands back is simply the ids seen so far), finds the
 current assistant turn, and puts all probability on the next token of the scripted text for that
 turn, so sampling at any temperature reproduces the script token for token.
 """
@@ -48,3 +49,21 @@ class ScriptedLM(torch.nn.Module):
             ids = [int(t) for t, m in zip(full[row], mask[row]) if m]
             logits[row, -1, self.next_token(ids)] = 30.0
         return SimpleNamespace(logits=logits + self.anchor, past_key_values=full if use_cache else None)
+
+
+def smollm2_shaped_model(vocab: int = 400) -> torch.nn.Module:
+    """SmolLM2's architecture at toy size: Llama, grouped-query attention (3 query heads per KV
+    head), tied embeddings, random weights."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=48,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    )
+    return LlamaForCausalLM(config).float()

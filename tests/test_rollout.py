@@ -2,7 +2,7 @@ import json
 
 import pytest
 import torch
-from scripted import ScriptedLM
+from scripted import ScriptedLM, smollm2_shaped_model
 
 from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL
 from slca_grpo.chat import parse_tool_calls, render_chat
@@ -281,6 +281,58 @@ def test_shared_prompts_prefill_once_and_sampled_logprobs_match_a_full_forward(t
     assert all(shape[0] == 5 for shape in calls[1:])
     # Each row's sampled log-probs are those of its own context, recomputed without any cache.
     for prompt, generation in zip(prompts, generations):
+        ids = torch.tensor([prompt + generation.token_ids])
+        recomputed = token_logprobs(model, ids, torch.ones_like(ids), start=len(prompt))[0, len(prompt) :]
+        assert torch.allclose(recomputed, torch.tensor(generation.logprobs), atol=1e-4)
+
+
+@pytest.mark.parametrize("architecture", ["tiny", "smollm2-shaped"])
+def test_later_turns_prefill_a_shared_prompt_once_and_sample_as_a_full_prefill_does(tokenizer, architecture):
+
+    from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
+    from slca_grpo.trainer.batch import token_logprobs
+
+    if architecture == "tiny":
+        config = TinyModelConfig(num_layers=2, hidden_size=32, num_heads=2, num_kv_heads=1, intermediate_size=64)
+        model = build_tiny_model(tokenizer, config)
+    else:
+        model = smollm2_shaped_model(len(tokenizer))
+    first, second = tokenizer.encode("what is the weather in paris today"), tokenizer.encode("book a table")
+    # Two groups after a first turn: each row is its group's prompt plus a response of its own (one empty).
+    rests = [tokenizer.encode(t) for t in ("sunny", "it rains a lot", "", "for two", "at eight tonight")]
+    prompts = [first + rests[0], first + rests[1], first + rests[2], second + rests[3], second + rests[4]]
+    lengths = [len(first)] * 3 + [len(second)] * 2
+    calls = []
+    original_forward = model.forward
+
+    def counting_forward(*args, **kwargs):
+        calls.append(tuple(kwargs["input_ids"].shape))
+        return original_forward(*args, **kwargs)
+
+    def run(prefix_lengths):
+        calls.clear()
+        model.forward = counting_forward
+        try:
+            return sample(
+                model,
+                prompts,
+                max_new_tokens=6,
+                config=SamplingConfig(temperature=0.0),
+                stop_token_ids=[],
+                pad_id=tokenizer.pad_token_id,
+                prefix_lengths=prefix_lengths,
+            )
+        finally:
+            model.forward = original_forward
+
+    shared = run(lengths)
+    assert calls[0] == (2, len(first))  # the two prompts, once each
+    assert calls[1] == (5, max(len(r) for r in rests))  # each row's own rest, on top
+    plain = run(None)
+    assert calls[0] == (5, max(len(p) for p in prompts))
+    assert [g.token_ids for g in shared] == [g.token_ids for g in plain]
+    for prompt, generation, reference in zip(prompts, shared, plain):
+        assert torch.allclose(torch.tensor(generation.logprobs), torch.tensor(reference.logprobs), atol=1e-5)
         ids = torch.tensor([prompt + generation.token_ids])
         recomputed = token_logprobs(model, ids, torch.ones_like(ids), start=len(prompt))[0, len(prompt) :]
         assert torch.allclose(recomputed, torch.tensor(generation.logprobs), atol=1e-4)

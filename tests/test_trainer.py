@@ -392,28 +392,12 @@ def test_an_sft_checkpoint_is_reused_only_for_the_same_configuration(tmp_path):
         assert not sft_is_current(smoke_config(tmp_path, **change), tmp_path), change
 
 
-def smollm2_shaped_model(vocab: int = 400) -> torch.nn.Module:
-    """SmolLM2's architecture at toy size: Llama, grouped-query attention (3 query heads per KV
-    head), tied embeddings, random weights."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=48,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=6,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-    )
-    return LlamaForCausalLM(config).float()
-
-
 @pytest.mark.parametrize("architecture", ["tiny", "smollm2-shaped"])
 def test_rollouts_sharing_a_prompt_run_it_once_with_the_same_logprobs_and_gradients(tiny, architecture):
     model, tokenizer = tiny
     if architecture == "smollm2-shaped":
+        from scripted import smollm2_shaped_model
+
         model = smollm2_shaped_model(len(tokenizer))
     generator = torch.Generator().manual_seed(0)
     vocab = len(tokenizer) - 1

@@ -116,6 +116,7 @@ class AgentLoop:
             decode=self.formatter.decode,
             encode=self.formatter.encode,
             generator=generator,
+            prefix_lengths=[len(r.trajectory.prompt_ids) for r in active],  # a group's prompt, run once
         )
         for rollout, generation in zip(active, generations):
             trajectory = rollout.trajectory

@@ -133,6 +133,44 @@ def prefill_shared(
     return SharedPrefill(output, cache, attention[index], positions[index], index)
 
 
+def prefill_prefixes(
+    module: torch.nn.Module,
+    sequences: Sequence[Sequence[int]],
+    prefix_lengths: Sequence[int],
+    *,
+    pad_id: int,
+    device: torch.device,
+    **forward_kwargs: Any,
+) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Prefill rows whose first ``prefix_lengths[r]`` tokens are shared with other rows (a group's
+    prompt, in later turns): each distinct prefix runs once, its cache rows are copied to the rows
+    that share it, and each row's own rest runs on top. Returns (cache, attention, positions, last
+    logits), one row per sequence; the attention has a padding gap between prefix and rest."""
+    prefixes = [tuple(s[:n]) for s, n in zip(sequences, prefix_lengths)]
+    first = prefill_shared(module, *distinct_rows(prefixes), pad_id=pad_id, device=device, **forward_kwargs)
+    rests = [list(s[n:]) for s, n in zip(sequences, prefix_lengths)]
+    rest_ids, rest_mask = left_pad(rests, pad_id)
+    rest_ids, rest_mask = rest_ids.to(device), rest_mask.to(device)
+    lengths = first.attention.sum(-1, keepdim=True)
+    positions = (lengths + rest_mask.cumsum(-1) - 1).clamp(min=0)  # a row without a rest: its last prefix position
+    attention = torch.cat([first.attention, rest_mask], dim=1)
+    cache_name = cache_keyword(module)
+    kwargs = {k: v for k, v in forward_kwargs.items() if k != cache_name}
+    output = module(
+        input_ids=rest_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        use_cache=True,
+        **{cache_name: first.cache},
+        **kwargs,
+    )
+    logits = output.logits[:, -1, :]
+    empty = torch.tensor([not r for r in rests], device=device)
+    if empty.any():
+        logits = torch.where(empty[:, None], first.output.logits[:, -1, :][first.index], logits)
+    return output_cache(output), attention, positions, logits
+
+
 def _single_token_stop_strings(stop_strings: Sequence[str], encode) -> tuple[set[int], list[str]]:
     """(ids of stop strings that are one token, the other stop strings)."""
     ids, strings = set(), []
@@ -158,12 +196,15 @@ def sample(
     decode=None,
     encode=None,
     generator: torch.Generator | None = None,
+    prefix_lengths: Sequence[int] | None = None,
 ) -> list[Generation]:
     """Sample a continuation for every prompt until a stop token, a stop string or its budget.
 
     The stop token or the token completing a stop string is kept in ``token_ids``. ``decode``
     (ids -> text) is needed for stop strings; with ``encode`` (text -> ids), a stop string that is
-    a single token is matched as a stop id instead.
+    a single token is matched as a stop id instead. ``prefix_lengths``: how many leading tokens of
+    each prompt other rows may share (a rollout's prompt, after its first turn); shared prefixes
+    are prefilled once.
     """
     batch = len(prompts)
     budgets = [max_new_tokens] * batch if isinstance(max_new_tokens, int) else list(max_new_tokens)
@@ -184,10 +225,19 @@ def sample(
         extra[cache_name] = cache
     with decode_attention(model):
         # Rollouts of one group share their prompt: prefill each distinct prompt once, then copy
-        # its cache rows (and last logits) to every rollout that starts from it.
-        prefill = prefill_shared(model, *distinct_rows(prompts), pad_id=pad_id, device=device, **extra)
-        past, attention, positions = prefill.cache, prefill.attention, prefill.positions
-        logits = prefill.output.logits[:, -1, :][prefill.index]
+        # its cache rows (and last logits) to every rollout that starts from it. In later turns the
+        # rows differ after the prompt: the prompt still runs once, each row's rest on top of it.
+        # (Full-attention models only: a sliding-window cache keeps transformers' own layout.)
+        distinct, source = distinct_rows(prompts)
+        shared_prefixes = prefix_lengths is not None and cache is not None
+        if shared_prefixes and len({tuple(p[:n]) for p, n in zip(prompts, prefix_lengths)}) < len(distinct):
+            past, attention, positions, logits = prefill_prefixes(
+                model, prompts, prefix_lengths, pad_id=pad_id, device=device, **extra
+            )
+        else:
+            prefill = prefill_shared(model, distinct, source, pad_id=pad_id, device=device, **extra)
+            past, attention, positions = prefill.cache, prefill.attention, prefill.positions
+            logits = prefill.output.logits[:, -1, :][prefill.index]
         last_position = positions[:, -1:]
         rows = list(range(batch))  # batch row -> result row; finished rows are dropped now and then
         for _ in range(max(budgets)):
