@@ -375,3 +375,23 @@ def test_smollm2_loads_generates_and_saves(tmp_path: Path, suite):
         fast = token_logprobs(model, batch.input_ids, batch.attention_mask, start=40, positions=positions)
         full = token_logprobs(model, batch.input_ids, batch.attention_mask) * positions
     assert torch.allclose(fast, full, atol=1e-4)
+
+
+def test_the_gguf_readers_bar_follows_transformers_progress_switch():
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as transformers_logging
+
+    from slca_grpo.models.smollm2 import _gguf_progress_follows_transformers
+
+    original = gguf_utils.tqdm
+    enabled = transformers_logging.is_progress_bar_enabled()
+    try:
+        transformers_logging.disable_progress_bar()
+        with _gguf_progress_follows_transformers():
+            assert gguf_utils.tqdm([1, 2]).disable
+        assert gguf_utils.tqdm is original
+        transformers_logging.enable_progress_bar()
+        with _gguf_progress_follows_transformers():
+            assert gguf_utils.tqdm is original
+    finally:
+        (transformers_logging.enable_progress_bar if enabled else transformers_logging.disable_progress_bar)()

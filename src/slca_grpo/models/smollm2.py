@@ -8,9 +8,12 @@ only each message's ``content``), so by default the tokenizer gets the Hermes te
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import importlib.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -51,6 +54,24 @@ def _check_readers() -> None:
         )
 
 
+@contextlib.contextmanager
+def _gguf_progress_follows_transformers() -> Iterator[None]:
+    """transformers' GGUF reader draws a plain tqdm bar that ignores its own progress-bar switch;
+    hide it too while that switch is off (runs without progress bars, logs)."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as transformers_logging
+
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is None or transformers_logging.is_progress_bar_enabled():
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = bar
+
+
 def load_smollm2(
     dtype: torch.dtype = torch.float32, chat_template: str = "hermes"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -66,8 +87,9 @@ def load_smollm2(
     _check_readers()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     folder, name = str(gguf.parent), gguf.name
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype, local_files_only=True)
+    with _gguf_progress_follows_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype, local_files_only=True)
     if chat_template == "hermes":
         tokenizer.chat_template = hermes_chat_template()
     if tokenizer.pad_token_id is None:
