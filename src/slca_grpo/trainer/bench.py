@@ -22,11 +22,11 @@ from slca_grpo.provenance import cpu_model
 from slca_grpo.rewards.factory import make_checker, make_judge
 from slca_grpo.rollout.environment import ToolEnvironment
 from slca_grpo.rollout.loop import AgentLoop
-from slca_grpo.trainer.device import bf16_autocast, native_bf16, resolve_bf16, resolve_device
+from slca_grpo.trainer.device import bf16_autocast, native_bf16, resolve_bf16
 from slca_grpo.trainer.floors import Group, ModelShape, PhaseFloor, Rates, rollout_floor, sft_floor, train_floor
 from slca_grpo.trainer.optim import build_optimizer, clip_gradients
 from slca_grpo.trainer.rl import RLTrainer
-from slca_grpo.trainer.run import _rl_models, _task_sampler, make_formatter, make_simulator, quiet_transformers
+from slca_grpo.trainer.run import _rl_models, _task_sampler, make_formatter, make_simulator, start_process
 from slca_grpo.trainer.run_data import load_data
 from slca_grpo.trainer.sft import build_example, length_bucketed_batches, sft_loss
 
@@ -300,11 +300,7 @@ def bench_sft(config, model, tokenizer, train_tasks, machine: Machine, steps: in
 def run_bench(config, *, rl_steps: int = 2, sft_steps: int = 2, echo: bool = True) -> BenchResult:
     """Measure the machine at ``config``'s model shapes, then time ``rl_steps`` RL steps and
     ``sft_steps`` SFT steps (each after a warm-up step) against their floors."""
-    if config.train.torch_threads:
-        torch.set_num_threads(config.train.torch_threads)
-    torch.manual_seed(config.train.seed)
-    device = resolve_device(config.train.device)
-    quiet_transformers(config)
+    device = start_process(config)
     train_tasks, _ = load_data(config.data)
     model, tokenizer, ref_model = _rl_models(config, config.model.name, None, train_tasks, device)
     if echo:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slca_grpo.algos.segments import learnable_runs
+
 
 @dataclass(frozen=True)
 class ModelShape:
@@ -92,17 +94,6 @@ def forward_flops(shape: ModelShape, tokens: int, head_tokens: int, pairs: int) 
     )
 
 
-def _runs(mask: Sequence[int]) -> list[tuple[int, int]]:
-    runs, start = [], None
-    for position, value in enumerate([*mask, 0]):
-        if value and start is None:
-            start = position
-        elif not value and start is not None:
-            runs.append((start, position))
-            start = None
-    return runs
-
-
 @dataclass(frozen=True)
 class Group:
     """One prompt and the response masks of its rollouts (1: sampled, 0: injected tokens)."""
@@ -134,7 +125,7 @@ def rollout_floor(shape: ModelShape, rates: Rates, groups: Sequence[Group]) -> d
         prefill_heads += 1
         for mask in group.responses:
             previous_end = 0
-            for turn, (start, end) in enumerate(_runs(mask)):
+            for turn, (start, end) in enumerate(learnable_runs(mask)):
                 if start > previous_end:  # an injected span (tool responses, template) before this turn
                     prefill_tokens += start - previous_end
                     prefill_pairs += causal_pairs(prompt + previous_end, prompt + start)

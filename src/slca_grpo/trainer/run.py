@@ -239,6 +239,15 @@ def run_sft(
     return target
 
 
+def start_process(config: RunConfig) -> torch.device:
+    """This process's torch threads, seed and quiet loading as ``config`` asks; the device to run on."""
+    if config.train.torch_threads:
+        torch.set_num_threads(config.train.torch_threads)
+    torch.manual_seed(config.train.seed)
+    quiet_transformers(config)
+    return resolve_device(config.train.device)
+
+
 def quiet_transformers(config: RunConfig) -> None:
     """Without progress bars, transformers' own (loading and saving weights) go too."""
     if not config.train.progress:
@@ -342,11 +351,7 @@ def _train_in(
             "so its steps mix the two (results of different code or machines are not comparable seed by seed)",
             file=sys.stderr,
         )
-    if config.train.torch_threads:
-        torch.set_num_threads(config.train.torch_threads)
-    torch.manual_seed(config.train.seed)
-    device = resolve_device(config.train.device)
-    quiet_transformers(config)
+    device = start_process(config)
     train_tasks, test_tasks = load_data(config.data)
     eval_tasks = test_tasks[: config.train.eval_tasks]
 
