@@ -177,3 +177,39 @@ def test_rows_go_through_a_pipe_or_a_link_and_never_replace_them(tmp_path):
     assert write_rows(rows, link) == 2 and link.is_symlink() and real.read_bytes()[:4] == b"PAR1"
     with pytest.raises(OutputPathError, match="is a folder"):
         write_rows(rows, tmp_path)
+
+
+def test_on_verl_a_rollout_the_simulator_failed_is_void_and_out_of_its_groups_statistics():
+    import torch
+
+    from slca_grpo.algos import compute_advantages
+    from slca_grpo.integrations.verl.advantages import batch_advantages
+    from slca_grpo.integrations.verl.reward import SIMULATOR_FAULT_FIELD, compute_score
+
+    row = task_to_row(weather_task(), 0)
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    texts = [call + "Sunny in Oslo today.", call + "It rains.", "No idea.", call + "Sunny, 20 degrees in Oslo."]
+    faults = ["", "backend_error", "", ""]
+    infos = []
+    for text, fault in zip(texts, faults):
+        extra = {**row["extra_info"], "slca_response_text": text, SIMULATOR_FAULT_FIELD: fault}
+        infos.append(compute_score("slca", "", row["reward_model"]["ground_truth"], extra, estimator="slca"))
+    assert [info["void"] for info in infos] == [False, True, False, False]
+    # A rollout from another agent loop carries no fault field: it is valid.
+    plain = compute_score("slca", "", row["reward_model"]["ground_truth"], row["extra_info"], estimator="slca")
+    assert plain["void"] is False
+
+    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0, 1.0, 1.0]] * 4)  # a call turn, a tool response, an answer
+    advantages, segments = batch_advantages(
+        "slca", group_ids=["u"] * 4, response_mask=mask, reward_infos=infos, rollouts=["k0", "k1", "k2", "k3"]
+    )
+    assert (advantages[1] == 0).all()
+    keep = [0, 2, 3]
+    rewards = {
+        "score": torch.tensor([infos[i]["score"] for i in keep]),
+        "tool": torch.tensor([infos[i]["r_tool"] for i in keep]),
+        "summary": torch.tensor([infos[i]["r_sum"] for i in keep]),
+        "no_call": torch.tensor([infos[i]["no_call"] for i in keep]),
+    }
+    alone = compute_advantages("slca", group_ids=["u"] * 3, segment_ids=segments[keep], rewards=rewards)
+    assert torch.equal(advantages[keep], alone) and bool(alone.abs().sum() > 0)

@@ -161,7 +161,7 @@ def test_verls_reward_worker_scores_our_rollouts_with_hierr(tokenizer_dir, rollo
     assert [info["no_call"] for info in infos] == expected["no_call"]
     assert [output.reward_score for output in outputs] == expected["score"]
     # The answer without a call is the omission gate: the penalty, and no tool or summary reward.
-    assert infos[1] == {"score": -0.5, "r_tool": 0.0, "r_sum": 0.0, "no_call": True, "answered": True}
+    assert infos[1] == {"score": -0.5, "r_tool": 0.0, "r_sum": 0.0, "no_call": True, "answered": True, "void": False}
     assert infos[0]["r_tool"] > infos[2]["r_tool"] > 0 and not infos[0]["no_call"]
     # The rollout the turn limit cut off on a call has no answer: its last turn is a tool segment.
     assert [info["answered"] for info in infos] == [True, True, True, False] * 2

@@ -311,6 +311,7 @@ def compute_advantages(
     segment_ids: Tensor,
     rewards: Mapping[str, RewardValue],
     config: AdvantageConfig | Mapping[str, Any] | None = None,
+    valid: Tensor | Sequence[bool] | None = None,
 ) -> Tensor:
     """Per-token advantages ``[B, T]`` (float32) from the estimator registered as ``name``.
 
@@ -319,8 +320,12 @@ def compute_advantages(
     of the role layout also accepts turn-layout ids (they are collapsed to 0/1/2); one of the turn
     layout refuses role-layout tool codes, which cannot say which turn a token belongs to.
     ``rewards``: reward name -> ``[B]`` values (``[B, K]`` for per-turn ones); which names depends
-    on the estimator.
+    on the estimator. ``valid``: ``[B]`` flags; a rollout marked False (void: the simulator or the
+    judge failed, not the policy) is left out of every group statistic and gets advantage 0, as if
+    it had not been sampled.
     """
+    if valid is not None:
+        return _advantages_of_valid(name, group_ids, segment_ids, rewards, config, valid)
     spec = estimator_spec(name)
     cfg = config if isinstance(config, AdvantageConfig) else from_dict(AdvantageConfig, config or {})
     if not isinstance(segment_ids, Tensor):
@@ -344,3 +349,34 @@ def compute_advantages(
         shape = tuple(advantages.shape) if isinstance(advantages, Tensor) else type(advantages)
         raise ValueError(f"estimator {name!r} returned {shape}, expected a tensor of shape {tuple(segment_ids.shape)}")
     return advantages.to(torch.float32)
+
+
+def _advantages_of_valid(
+    name: str,
+    group_ids: Tensor | Sequence[Hashable],
+    segment_ids: Tensor,
+    rewards: Mapping[str, RewardValue],
+    config: AdvantageConfig | Mapping[str, Any] | None,
+    valid: Tensor | Sequence[bool],
+) -> Tensor:
+    """The estimator on the valid rollouts alone, scattered back; void rollouts get 0."""
+    if not isinstance(segment_ids, Tensor):
+        raise TypeError(f"segment_ids must be a torch.Tensor, got {type(segment_ids).__name__}")
+    keep = torch.as_tensor(valid, dtype=torch.bool, device=segment_ids.device).flatten()
+    if keep.numel() != segment_ids.shape[0]:
+        raise ValueError(f"valid has {keep.numel()} flags for a batch of {segment_ids.shape[0]} rollouts")
+    out = torch.zeros(segment_ids.shape, dtype=torch.float32, device=segment_ids.device)
+    if not bool(keep.any()):
+        return out
+    rows = keep.nonzero().flatten()
+    ids = (
+        group_ids[rows.to(group_ids.device)] if isinstance(group_ids, Tensor) else [group_ids[i] for i in rows.tolist()]
+    )
+    kept_rewards = {
+        key: value[rows.to(value.device)] if isinstance(value, Tensor) else [value[i] for i in rows.tolist()]
+        for key, value in rewards.items()
+    }
+    out[rows] = compute_advantages(
+        name, group_ids=ids, segment_ids=segment_ids[rows], rewards=kept_rewards, config=config
+    )
+    return out

@@ -60,9 +60,17 @@ class RewardBatch:
     judge_failures: int = 0
     checker_verdicts: int = 0
     checker_failures: int = 0
+    # Per rollout, the families whose judge or checker failed on it (not the policy's doing).
+    failed: list[tuple[str, ...]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.records)
+
+    def failed_for(self, names: Iterable[str]) -> list[bool]:
+        """Per rollout: whether a reward in ``names`` came from a judge or checker that failed on
+        it, so its value is no measurement of the policy (the trainer leaves it out: void)."""
+        families = {family_providing(name).name for name in names}
+        return [bool(families.intersection(failed)) for failed in (self.failed or [()] * len(self.records))]
 
     def as_dict(self) -> dict[str, list[float] | list[bool] | list[list[float]]]:
         """Name → one value per rollout (floats; flags such as ``no_call`` as bools; per-turn
@@ -185,16 +193,19 @@ def compute_rewards(
         checker_verdicts = sum(len(r) for r in results)
         checker_failures = sum(1 for r in results for v in r if v.failed)
 
-    records = []
+    records, failed = [], []
     for i, row in enumerate(plans):
-        results = {}
+        results, broken = {}, []
         for j, (family, plan) in enumerate(zip(families, row)):
             answers = Answers(
                 judge=tuple(verdicts[r] for r in plan.judge),
                 check=checked[check_keys[(i, j)]] if (i, j) in check_keys else (),
             )
             results[family.name] = family.finish(plan.state, answers, config)
+            if any(v.failed for v in answers.judge) or any(v.failed for v in answers.check):
+                broken.append(family.name)
         records.append(RolloutReward(results))
+        failed.append(tuple(broken))
     return RewardBatch(
         names=names,
         records=records,
@@ -203,4 +214,5 @@ def compute_rewards(
         judge_failures=judge_failures,
         checker_verdicts=checker_verdicts,
         checker_failures=checker_failures,
+        failed=failed,
     )

@@ -8,9 +8,10 @@ message for code that counts failures.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
-from slca_grpo.types import Observation, ObservationError
+from slca_grpo.types import Observation, ObservationError, Turn
 
 # Checks made before any model call (deterministic, never cached).
 UNKNOWN_TOOL = "unknown_tool"
@@ -43,6 +44,18 @@ ERROR_KINDS = (
     OVER_BUDGET,
 )
 INJECTED_KINDS = (TIMEOUT, SERVER_ERROR, RATE_LIMITED, EMPTY_RESULT)
+# The simulator's own failures, not the policy's doing: a rollout that met one is void (left out of
+# its group's statistics and of the loss), never scored as if the policy had earned the outcome.
+SIMULATOR_FAULTS = (BACKEND_ERROR, INVALID_RESPONSE, OVER_BUDGET)
+
+
+def simulator_fault(turns: Iterable[Turn]) -> str | None:
+    """The kind of the first simulator fault among the turns' observations, or None."""
+    for turn in turns:
+        for observation in turn.observations:
+            if observation.error is not None and observation.error.kind in SIMULATOR_FAULTS:
+                return observation.error.kind
+    return None
 
 
 def error_text(kind: str, message: str, **details: Any) -> str:

@@ -8,6 +8,7 @@ estimator's run reports the same reward components.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge
 from slca_grpo.rewards.noise import summary_noise
 from slca_grpo.rollout.loop import AgentLoop
+from slca_grpo.simulator.errors import simulator_fault
 from slca_grpo.trainer.batch import TokenBatch, token_logprobs, trajectory_batch
 from slca_grpo.trainer.device import Bf16Setting, bf16_autocast, model_device, peak_memory_gb, resolve_bf16
 from slca_grpo.trainer.diagnostics import segment_gradient_cosine
@@ -132,6 +134,38 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     }
 
 
+def void_reasons(trajectories: Sequence[Trajectory], reward_failed: Sequence[bool]) -> list[str | None]:
+    """Per rollout, why it is void — the simulator failed (``simulator:<kind>``) or the judge or
+    checker behind a reward the estimator reads did (``judge``) — or None when it is valid. Policy
+    faults (malformed calls, unknown tools, bad arguments) are the policy's and never void."""
+    reasons = []
+    for trajectory, failed in zip(trajectories, reward_failed, strict=True):
+        fault = simulator_fault(trajectory.turns)
+        reasons.append(f"simulator:{fault}" if fault else "judge" if failed else None)
+    return reasons
+
+
+def void_step_metrics(void: Sequence[str | None], group_size: int) -> dict[str, float]:
+    """``rollout/void`` (count), its rate, and the groups left with fewer than two valid rollouts."""
+    valid_per_group = [
+        sum(reason is None for reason in void[start : start + group_size]) for start in range(0, len(void), group_size)
+    ]
+    count = sum(reason is not None for reason in void)
+    return {
+        "rollout/void": float(count),
+        "rollout/void_rate": count / max(1, len(void)),
+        "rollout/void_groups": float(sum(valid < 2 for valid in valid_per_group)),
+    }
+
+
+def describe_void(void: Sequence[str | None]) -> str:
+    counts: dict[str, int] = {}
+    for reason in void:
+        if reason is not None:
+            counts[reason] = counts.get(reason, 0) + 1
+    return ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items()))
+
+
 class RLTrainer:
     def __init__(
         self,
@@ -220,21 +254,37 @@ class RLTrainer:
             }
         batch = trajectory_batch(trajectories, self.loop.formatter.pad_id, estimator=config.estimator).to(self.device)
         group_ids = torch.arange(len(tasks)).repeat_interleave(group_size)
+        void = void_reasons(trajectories, rewards.failed_for(estimator_spec(config.estimator).rewards))
+        valid = torch.tensor([reason is None for reason in void])
+        void_metrics = void_step_metrics(void, group_size)
         advantages = compute_advantages(
             config.estimator,
             group_ids=group_ids,
             segment_ids=batch.segment_ids,
             rewards=reward_tensors,
             config=config.advantage,
+            valid=None if bool(valid.all()) else valid,
         )
 
         started = time.perf_counter()
-        try:
-            train_metrics = self._update(batch, advantages, len(tasks), group_size, generator)
-        except TrainingDiverged as exc:
-            raise TrainingDiverged(f"RL step {step_index}: {exc}") from None
-        if config.diagnostics_every and step_index % config.diagnostics_every == 0:
-            train_metrics.update(self._diagnostics(batch, advantages))
+        if void_metrics["rollout/void_groups"] * 2 > len(tasks):
+            # Most groups cannot be normalised: a step on what is left would follow a few prompts.
+            print(
+                f"warning: RL step {step_index}: {int(void_metrics['rollout/void'])} of {len(void)} rollouts void "
+                f"({describe_void(void)}), {int(void_metrics['rollout/void_groups'])} of {len(tasks)} groups with "
+                "fewer than two valid rollouts; the step is skipped (no update)",
+                file=sys.stderr,
+            )
+            train_metrics = {"train/skipped": 1.0}
+        else:
+            if not bool(valid.all()):
+                batch.loss_mask[~valid.to(batch.loss_mask.device)] = 0  # void rollouts stay out of the loss
+            try:
+                train_metrics = self._update(batch, advantages, len(tasks), group_size, generator)
+            except TrainingDiverged as exc:
+                raise TrainingDiverged(f"RL step {step_index}: {exc}") from None
+            if config.diagnostics_every and step_index % config.diagnostics_every == 0:
+                train_metrics.update(self._diagnostics(batch, advantages))
         train_seconds = time.perf_counter() - started
 
         tokens = float(batch.attention_mask.sum())
@@ -243,6 +293,7 @@ class RLTrainer:
             **noise_metrics,
             **segment_advantage_stats(advantages, batch.segment_ids),
             **rollout_metrics(trajectories),
+            **void_metrics,
             **train_metrics,
             "time/rollout_s": rollout_seconds,
             "time/train_s": train_seconds,
@@ -315,6 +366,8 @@ class RLTrainer:
                 chosen = prompt_order[m * config.mini_batch_prompts : (m + 1) * config.mini_batch_prompts]
                 rows = (chosen[:, None] * group_size + torch.arange(group_size)).flatten()
                 token_count = float(batch.loss_mask[rows].sum())
+                if token_count == 0:
+                    continue  # every rollout here is void (or learned nothing): no step on zero gradients
                 self.optimizer.zero_grad(set_to_none=True)
                 for start in range(0, len(rows), config.micro_batch_rollouts):
                     micro = rows[start : start + config.micro_batch_rollouts]
@@ -347,7 +400,7 @@ class RLTrainer:
                 self.optimizer.step()
                 self.scheduler.step()
         out = {f"train/{k}": v / max(token_total, 1.0) for k, v in totals.items()}
-        out["train/grad_norm"] = sum(grad_norms) / len(grad_norms)
+        out["train/grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else 0.0
         out["train/learnable_tokens"] = token_total / config.ppo_epochs
         for segment, count in segment_tokens.items():
             # Token-weighted, unlike adv/* (one value per rollout): what the loss actually saw.

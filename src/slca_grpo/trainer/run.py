@@ -470,8 +470,9 @@ def _train_in(
             kept = latest_checkpoint(checkpoints)
             where = f"the newest checkpoint, {kept}, is intact" if kept else "no RL checkpoint was written yet"
             raise TrainingDiverged(f"training stopped: {exc}; {where} (lower rl.lr, then --resume)") from None
-        history["grad_norms"].append(metrics["train/grad_norm"])
-        metrics["train/grad_norm_std"] = std(history["grad_norms"])
+        if "train/grad_norm" in metrics:  # a step skipped for void rollouts took none
+            history["grad_norms"].append(metrics["train/grad_norm"])
+            metrics["train/grad_norm_std"] = std(history["grad_norms"])
         done = step + 1
         note = progress_note(done, config.rl.steps, time.perf_counter() - loop_started, done_here=done - start_step)
         logger.log(step, metrics, echo=echo, progress=note)

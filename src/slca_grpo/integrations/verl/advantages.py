@@ -20,14 +20,18 @@ from slca_grpo.algos.registry import segment_ids_for
 EXTRA_KEYS = {"tool": "r_tool", "summary": "r_sum"}
 # Whether a rollout's last turn is its answer (compute_score reads it from the last turn's text).
 ANSWERED_KEY = "answered"
+# Whether the simulator or the judge failed on a rollout (not the policy): our estimators leave it out.
+VOID_KEY = "void"
 
 __all__ = [
     "ANSWERED_KEY",
     "EXTRA_KEYS",
+    "VOID_KEY",
     "batch_advantages",
     "extra_key",
     "rewards_from_extras",
     "rollout_segments",
+    "void_flags",
 ]
 
 
@@ -80,6 +84,11 @@ def rewards_from_extras(
     return rewards
 
 
+def void_flags(reward_infos: Sequence[Mapping[str, Any] | None]) -> list[bool]:
+    """Per rollout, whether its reward marked it void (rows scored before void existed are not)."""
+    return [bool(info.get(VOID_KEY, False)) if isinstance(info, Mapping) else False for info in reward_infos]
+
+
 def batch_advantages(
     estimator: str,
     *,
@@ -89,11 +98,18 @@ def batch_advantages(
     rollouts: Sequence[str],
     config: AdvantageConfig | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """``(advantages, segment_ids)``, both ``[B, T]`` over verl's response tokens."""
+    """``(advantages, segment_ids)``, both ``[B, T]`` over verl's response tokens. A void rollout
+    (``void`` in its reward's extras) is out of its group's statistics and gets advantage 0."""
     rewards = rewards_from_extras(reward_infos, [*estimator_spec(estimator).rewards, ANSWERED_KEY], rollouts)
     answered = [bool(flag) for flag in rewards.pop(ANSWERED_KEY)]
     segment_ids = rollout_segments(estimator, response_mask, answered)
+    void = void_flags(reward_infos)
     advantages = compute_advantages(
-        estimator, group_ids=list(group_ids), segment_ids=segment_ids, rewards=rewards, config=config
+        estimator,
+        group_ids=list(group_ids),
+        segment_ids=segment_ids,
+        rewards=rewards,
+        config=config,
+        valid=[not flag for flag in void] if any(void) else None,
     )
     return advantages, segment_ids

@@ -34,11 +34,12 @@ from slca_grpo.chat.messages import structured_messages
 from slca_grpo.chat.parser import parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.config import to_dict
 from slca_grpo.integrations.verl.config import VerlSLCAConfig, read_section
-from slca_grpo.integrations.verl.reward import RESPONSE_TEXT_FIELD, TURN_TEXTS_FIELD
+from slca_grpo.integrations.verl.reward import RESPONSE_TEXT_FIELD, SIMULATOR_FAULT_FIELD, TURN_TEXTS_FIELD
 from slca_grpo.integrations.verl.rows import task_from_extra_info
 from slca_grpo.plugins import load_plugins
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment
 from slca_grpo.rollout.formatter import prompt_tools
+from slca_grpo.simulator.errors import SIMULATOR_FAULTS
 from slca_grpo.simulator.text import truncate_middle
 from slca_grpo.types import Task, ToolCall
 
@@ -92,11 +93,14 @@ class _RolloutCalls:
         self.truncate = truncate
         self.calls = 0
         self.errors = 0
+        self.fault = ""  # the first simulator fault (not the policy's): the rollout is then void
 
     async def answer(self, call: ToolCall) -> str:
         (observation,) = await self.environment.aexecute([CallRequest(call, self.task, self.session_id)])
         self.calls += 1
         self.errors += observation.is_error
+        if not self.fault and observation.error is not None and observation.error.kind in SIMULATOR_FAULTS:
+            self.fault = observation.error.kind
         return self.truncate(observation.text)
 
 
@@ -171,6 +175,7 @@ class SLCAToolAgentLoop(ToolAgentLoop):
                 TURN_TEXTS_FIELD: turn_texts,
                 CALLS_FIELD: calls.calls,
                 ERRORS_FIELD: calls.errors,
+                SIMULATOR_FAULT_FIELD: calls.fault,
             }
         )
         return output

@@ -21,7 +21,7 @@ from typing import Any
 
 from slca_grpo.algos import estimator_spec, list_estimators
 from slca_grpo.chat.parser import is_call_turn, last_turn_text
-from slca_grpo.integrations.verl.advantages import ANSWERED_KEY, extra_key
+from slca_grpo.integrations.verl.advantages import ANSWERED_KEY, VOID_KEY, extra_key
 from slca_grpo.integrations.verl.config import SECTION, plain, read_section
 from slca_grpo.integrations.verl.rows import task_from_extra_info
 from slca_grpo.plugins import load_plugins
@@ -32,8 +32,9 @@ from slca_grpo.rewards.hierarchical import HIERR_NAMES
 
 RESPONSE_TEXT_FIELD = "slca_response_text"
 TURN_TEXTS_FIELD = "slca_turn_texts"  # each assistant turn's text, for per-turn rewards
+SIMULATOR_FAULT_FIELD = "slca_simulator_fault"  # the kind of the first simulator fault, "" if none
 
-__all__ = ["RESPONSE_TEXT_FIELD", "TURN_TEXTS_FIELD", "compute_score", "reward_names"]
+__all__ = ["RESPONSE_TEXT_FIELD", "SIMULATOR_FAULT_FIELD", "TURN_TEXTS_FIELD", "compute_score", "reward_names"]
 
 
 @lru_cache(maxsize=16)
@@ -61,9 +62,11 @@ def compute_score(
     reward_router_address: str | None = None,
     reward_model_tokenizer: Any = None,
 ) -> dict[str, float | bool]:
-    """``{"score", "r_tool", "r_sum", "no_call", "answered", ...}`` of one rollout; ``answered``
-    says whether its last turn is an answer (not a call cut off unanswered), which decides whether
-    its last run of tokens is the summary segment.
+    """``{"score", "r_tool", "r_sum", "no_call", "answered", "void", ...}`` of one rollout;
+    ``answered`` says whether its last turn is an answer (not a call cut off unanswered), which
+    decides whether its last run of tokens is the summary segment; ``void`` whether the simulator
+    (as our agent loop recorded) or the judge or checker behind a reward the estimator reads failed
+    on it, so that our estimators leave it out.
 
     ``reward`` is the ``slca.reward`` section (our ``RewardConfig``: judge, weights, penalties),
     ``estimator`` verl's ``algorithm.adv_estimator`` and ``plugins`` the ``slca.plugins`` (imported
@@ -95,4 +98,7 @@ def compute_score(
     }
     last_turn = str(turns[-1]) if turns else last_turn_text(text)
     scores[ANSWERED_KEY] = not is_call_turn(last_turn)
+    trained = estimator_spec(estimator).rewards if estimator in list_estimators() else ("score",)
+    fault = extra_info.get(SIMULATOR_FAULT_FIELD) if isinstance(extra_info, Mapping) else None
+    scores[VOID_KEY] = bool(fault) or batch.failed_for(trained)[0]
     return scores

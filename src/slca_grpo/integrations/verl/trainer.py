@@ -24,7 +24,7 @@ from verl.workers.utils.padding import response_to_nested
 
 from slca_grpo.algos import AdvantageConfig, list_estimators
 from slca_grpo.config import ConfigError
-from slca_grpo.integrations.verl.advantages import batch_advantages
+from slca_grpo.integrations.verl.advantages import batch_advantages, void_flags
 from slca_grpo.integrations.verl.config import VerlSLCAConfig, read_section
 from slca_grpo.plugins import load_plugins
 from slca_grpo.trainer.rl import segment_advantage_stats
@@ -113,6 +113,9 @@ class SLCAAdvantageMixin:
         tags = batch.tags if len(batch.tags) == len(batch.keys) else [{}] * len(batch.keys)
         real = [row for row, tag in enumerate(tags) if not tag.get("is_padding", False)]
         metrics.update(segment_advantage_stats(advantages[real], segment_ids[real]))
+        void = void_flags([_reward_extra_info(fields) for fields in data["extra_fields"]])
+        metrics["rollout/void"] = float(sum(void[row] for row in real))
+        metrics["rollout/void_rate"] = metrics["rollout/void"] / max(1, len(real))
         output = TensorDict(
             {
                 "advantages": response_to_nested(advantages, nested_mask),
