@@ -49,14 +49,6 @@ def load_adapters(base: torch.nn.Module, folder: str | Path, *, trainable: bool 
     return _peft().PeftModel.from_pretrained(base, str(folder), is_trainable=trainable)
 
 
-def is_lora_model(model: torch.nn.Module) -> bool:
-    try:
-        from peft import PeftModel
-    except ImportError:
-        return False
-    return isinstance(model, PeftModel)
-
-
 def adapter_base(folder: str | Path) -> str | None:
     """The base model an adapter folder was trained on, as recorded when it was saved."""
     try:

@@ -1,8 +1,8 @@
 """One RL step, read top to bottom: rollouts → rewards → advantages → PPO-clip updates.
 
 The estimator is chosen by name from the registry; nothing here depends on which one it is
-beyond the reward names it declares. HierR rewards are always computed for logging, so every
-estimator's run reports the same reward components.
+beyond the reward names it declares. Only the reward families those names (and ``rl.log_rewards``)
+need are computed; a rollout the simulator or the judge failed on is void (left out).
 """
 
 from __future__ import annotations

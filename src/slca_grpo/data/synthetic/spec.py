@@ -121,10 +121,6 @@ class TemplateError(ValueError):
     """A phrasing template asks for a slot that has no value (a bug in the catalogue)."""
 
 
-def template_slots(template: str) -> set[str]:
-    return set(_SLOT.findall(template))
-
-
 def fill(template: str, slots: Mapping[str, str]) -> str:
     """Fill ``{slot}``s; drop each ``[ ... ]`` fragment that names a slot without a value."""
 

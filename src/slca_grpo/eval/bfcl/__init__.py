@@ -22,7 +22,7 @@ from slca_grpo.eval.bfcl.data import (
     resolve_categories,
     resolve_category,
 )
-from slca_grpo.eval.bfcl.env import BFCL_INSTALL_COMMAND, BFCLNotInstalledError, bfcl_available, load_bfcl
+from slca_grpo.eval.bfcl.env import BFCL_INSTALL_COMMAND, BFCLNotInstalledError, load_bfcl
 from slca_grpo.eval.bfcl.multi_turn import MultiTurnEpisode
 from slca_grpo.eval.bfcl.oracle import BFCLOracleAgent
 from slca_grpo.eval.bfcl.results import BFCLReport, CategoryScore, EntryResult
@@ -44,7 +44,6 @@ __all__ = [
     "SingleTurnEpisode",
     "UnsafeCallError",
     "UnsupportedCategoryError",
-    "bfcl_available",
     "build_call_string",
     "calls_to_checker_format",
     "convert_schema",

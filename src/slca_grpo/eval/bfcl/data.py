@@ -189,8 +189,3 @@ def load_entries(category: str, limit: int | None = None) -> list[BFCLEntry]:
             )
         )
     return entries
-
-
-def category_size(category: str) -> int:
-    """How many entries a category has."""
-    return len(_category_files(resolve_category(category))[0])

@@ -159,12 +159,3 @@ def load_bfcl() -> BFCL:
         max_steps_per_turn=int(default_prompts.MAXIMUM_STEP_LIMIT),
         additional_function_prompt=str(default_prompts.DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC),
     )
-
-
-def bfcl_available() -> bool:
-    """Whether :func:`load_bfcl` would succeed."""
-    try:
-        load_bfcl()
-    except BFCLNotInstalledError:
-        return False
-    return True
