@@ -1,11 +1,11 @@
 """User plugins: a module of yours, imported before a command runs, that registers estimators,
 reward families, simulator backends, benchmarks or commands.
 
-``slca --plugin my_estimators train ...`` (a dotted module name on ``sys.path``) or ``--plugin
-path/to/file.py``; a module's top-level registration calls (``@register_estimator(...)`` and the
-like) then make its names usable like the built-ins. ``train.plugins`` in a config does the same for that run. A run records
-every plugin it was started with in its ``config.yaml``, so ``slca train RUN/config.yaml --resume``
-loads them again.
+``slca --plugin my_estimators train ...`` (a dotted module name on ``sys.path``) or
+``--plugin path/to/file.py``; a module's top-level registration calls (``@register_estimator(...)``
+and the like) then make its names usable like the built-ins. ``train.plugins`` in a config does the
+same for that run. A run records every plugin it was started with in its ``config.yaml``, so
+``slca train RUN/config.yaml --resume`` loads them again.
 """
 
 from __future__ import annotations

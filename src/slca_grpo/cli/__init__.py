@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slca_grpo.cli.pretrain",
     "slca_grpo.cli.presets",
     "slca_grpo.cli.bench",
+    "slca_grpo.cli.fidelity",
 )
 
 # Subcommands plugins add: (register(subparsers), the parent command or None for the top level).

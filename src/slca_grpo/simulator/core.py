@@ -278,7 +278,7 @@ class Simulator:
                 state = self.sessions.get(session_id)
                 index = state.next_call_index()
                 state_digest = state.digest
-                resolution = state.resolve(spec.intent, call.arguments)
+                resolution = state.resolve(spec.intent, call.arguments, spec.name)
                 history = tuple(state.history)
         else:
             index = self._sessionless_index(call_key)
@@ -292,6 +292,8 @@ class Simulator:
             gone = resolution.deleted
             message = f"{spec.intent.entity.replace('_', ' ').capitalize()} {gone.id_value} not found."
             return self._done(E.error_observation(E.NOT_FOUND, message, status=404, tool=spec.name), start)
+        if resolution.conflict is not None:
+            return self._done(E.error_observation(E.CONFLICT, resolution.conflict, status=409, tool=spec.name), start)
         cache_key = cached_text = None
         if self.cache is not None:
             cache_key = digest(

@@ -19,6 +19,7 @@ MISSING_REQUIRED = "missing_required"
 INVALID_ARGUMENTS = "invalid_arguments"
 INVALID_SCHEMA = "invalid_schema"
 NOT_FOUND = "not_found"  # a lookup of a record this session deleted
+CONFLICT = "conflict"  # a write that needs a status the session moved the record out of
 # Injected to teach recovery (deterministic under the seed, never cached).
 TIMEOUT = "timeout"
 SERVER_ERROR = "server_error"
@@ -35,6 +36,7 @@ ERROR_KINDS = (
     INVALID_ARGUMENTS,
     INVALID_SCHEMA,
     NOT_FOUND,
+    CONFLICT,
     TIMEOUT,
     SERVER_ERROR,
     RATE_LIMITED,

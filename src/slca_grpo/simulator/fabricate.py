@@ -80,7 +80,9 @@ class SchemaFaker:
             options = schema.get(key)
             if isinstance(options, list) and options:
                 rest = {k: v for k, v in schema.items() if k != key}
-                option = options[0] if depth >= _MAX_DEPTH else self.ctx.rng.choice(options)
+                option = self._option_for_context(options, name, in_array)
+                if option is None:
+                    option = options[0] if depth >= _MAX_DEPTH else self.ctx.rng.choice(options)
                 merged = {**rest, **self._resolve(option)} if isinstance(self._resolve(option), Mapping) else rest
                 return self.generate(merged, name, depth + 1, in_array)
         kind = self._pick_type(schema, name, in_array)
@@ -164,6 +166,30 @@ class SchemaFaker:
             if preferred is not MISSING and _TYPE_CHECKS.get(t, lambda v: False)(preferred):
                 return t
         return concrete[0]
+
+    def _option_for_context(self, options: list[Any], name: str, in_array: bool) -> Any:
+        """The first alternative the context's value for ``name`` fits (``status: cancelled`` picks
+        ``{"const": "cancelled"}`` over ``{"type": "null"}``), or None."""
+        preferred = self._context_value(name, in_array) if name else MISSING
+        if preferred is MISSING:
+            return None
+        for option in options:
+            resolved = self._resolve(option)
+            if not isinstance(resolved, Mapping):
+                continue
+            if "const" in resolved:
+                if resolved["const"] == preferred:
+                    return option
+                continue
+            if isinstance(resolved.get("enum"), list):
+                if preferred in resolved["enum"]:
+                    return option
+                continue
+            declared = resolved.get("type")
+            types = [declared] if isinstance(declared, str) else list(declared or [])
+            if any(_TYPE_CHECKS.get(t, lambda v: False)(preferred) for t in types if isinstance(t, str)):
+                return option
+        return None
 
     def _context_value(self, name: str, in_array: bool) -> Any:
         if name in self.context_values:

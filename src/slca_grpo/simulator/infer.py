@@ -18,7 +18,6 @@ from slca_grpo.simulator.values import (
     classify,
     field_value,
     generic_value,
-    make_id,
 )
 from slca_grpo.simulator.words import plural, snake
 
@@ -128,7 +127,7 @@ def infer_response(
         response["total_results"] = count
         return response
     if verb == I.DELETE:
-        key, value = primary or (f"{intent.entity}_id", make_id(intent.entity, ctx.rng))
+        key, value = primary or (f"{intent.entity}_id", ctx.new_id(f"{intent.entity}_id", intent.entity))
         return {key: value, "deleted": True, "message": f"{entity_label} {value} has been deleted."}
     if verb == I.COMPUTE and intent.template == "generic":
         result = {k: v for k, v in args.items() if not _CONTROL.match(snake(k))}
@@ -166,7 +165,7 @@ def _record(
         record[primary[0]] = primary[1]
     elif intent.has_id:
         stem = snake(intent.entity)
-        record[f"{stem}_id"] = make_id(stem, ctx.rng)
+        record[f"{stem}_id"] = ctx.new_id(f"{stem}_id", stem)
     if stored and not in_list:
         for key, value in stored.items():
             record.setdefault(key, value)

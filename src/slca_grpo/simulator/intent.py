@@ -7,6 +7,7 @@ decide which calls change state.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -27,7 +28,8 @@ VERB_WORDS: dict[str, frozenset[str]] = {
     CANCEL: frozenset("cancel revoke void abort terminate unbook".split()),
     DELETE: frozenset("delete remove erase destroy drop purge unsubscribe deactivate".split()),
     UPDATE: frozenset(
-        "update edit modify change set rename reschedule patch upgrade assign mark adjust replace move toggle".split()
+        "update edit modify change set rename reschedule patch upgrade assign mark adjust replace move toggle"
+        " exchange return".split()
     ),
     CREATE: frozenset(
         "create add book make place register schedule reserve submit insert new open start"
@@ -183,6 +185,18 @@ _PLURAL_READINGS = frozenset(
 )
 
 
+# Status words a tool name can put before its entity: cancel_pending_order acts on pending orders.
+STATUS_WORDS = frozenset(
+    "pending delivered active inactive suspended processed processing shipped confirmed completed open closed"
+    " draft paid unpaid overdue expired scheduled archived published approved rejected locked".split()
+)
+# "the order status will be changed to 'cancelled'", "Sets line status to Suspended"
+_DESCRIBED_STATUS = re.compile(
+    r"\bstatus\s+(?:will\s+be\s+|is\s+|gets\s+)?(?:changed\s+|set\s+|updated\s+|moved\s+)?to\s+"
+    r"(?:['\"‘“]([^'\"’”]{1,40})['\"’”]|([A-Z][A-Za-z_]*))"
+)
+
+
 @dataclass(frozen=True)
 class Intent:
     """The verb class of a tool and the entity it acts on (template entity when recognised)."""
@@ -190,13 +204,16 @@ class Intent:
     verb: str
     entity: str  # the word from the name, singular: "booking", "hotel", "widget"
     template: str  # the entity whose field template applies ("booking" for "reservation")
+    status_before: str = ""  # the status the name says the record is in ("pending": cancel_pending_order)
+    status_after: str = ""  # the status the description says the call leaves it in ('return requested')
 
     @property
     def has_id(self) -> bool:
         return self.template not in NO_ID_ENTITIES
 
 
-def _template_of(word: str) -> str | None:
+def template_of(word: str) -> str | None:
+    """The template entity a word names (``reservation`` → booking), or None."""
     word = singular(word)
     if word in TEMPLATE_ENTITIES:
         return word
@@ -209,7 +226,10 @@ def read_intent(name: str, description: str = "") -> Intent:
     words = split_words(name)
     verb = next((v for v in _VERB_PRIORITY if words and words[0] in VERB_WORDS[v]), None)
     if verb is None:
-        verb = next((v for v in _VERB_PRIORITY if any(w in VERB_WORDS[v] for w in words)), GET)
+        # A verb word that names a known entity before another word is a noun: the "order" of
+        # return_delivered_order_items places no order.
+        verbs = [w for i, w in enumerate(words) if i == len(words) - 1 or template_of(w) is None]
+        verb = next((v for v in _VERB_PRIORITY if any(w in VERB_WORDS[v] for w in verbs)), GET)
     # The first word is the verb; later verb words ("order", "book") count as nouns only when
     # they name a known entity (get_order_status, search_books).
     nouns = [
@@ -218,18 +238,18 @@ def read_intent(name: str, description: str = "") -> Intent:
         if not (i == 0 and w in _ALL_VERBS)
         and w not in _FILLER
         and not w.isdigit()
-        and (w not in _ALL_VERBS or _template_of(w) is not None)
+        and (w not in _ALL_VERBS or template_of(w) is not None)
     ]
     template = None
     entity = None
     for word in reversed(nouns):
-        template = _template_of(word)
+        template = template_of(word)
         if template:
             entity = singular(word)
             break
     if template is None and description:
         for word in split_words(description):
-            template = _template_of(word) if len(word) > 3 else None
+            template = template_of(word) if len(word) > 3 else None
             if template:
                 break
     if entity is None:
@@ -240,7 +260,19 @@ def read_intent(name: str, description: str = "") -> Intent:
     last = words[-1] if words else ""
     if verb == GET and last not in _FILLER and last not in _PLURAL_READINGS and last != singular(last):
         verb = SEARCH
-    return Intent(verb=verb, entity=entity, template=template or "generic")
+    if verb == UPDATE and "exchange" in words and template == "currency":
+        verb = COMPUTE  # exchange_currency converts money, it changes no record
+    status_before = next((w for w in words[:-1] if w in STATUS_WORDS), "")
+    status_after = described_status(description)
+    if status_after and verb in (GET, SEARCH, COMPUTE):
+        verb = UPDATE  # a tool whose description says it changes a status is a write
+    return Intent(verb, entity, template or "generic", status_before, status_after)
+
+
+def described_status(description: str) -> str:
+    """The status a tool's description says the call sets, e.g. 'return requested'; "" if none."""
+    match = _DESCRIBED_STATUS.search(description or "")
+    return (match[1] or match[2]).strip() if match else ""
 
 
 # "<entity>_number" keys that name a record (order_number), unlike phone_number or card_number.

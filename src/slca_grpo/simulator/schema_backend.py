@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -12,14 +13,16 @@ from slca_grpo.simulator import intent as I
 from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult
 from slca_grpo.simulator.checks import validate_value
 from slca_grpo.simulator.fabricate import SchemaFaker
+from slca_grpo.simulator.idshapes import argument_examples, described_examples
 from slca_grpo.simulator.infer import infer_response
 from slca_grpo.simulator.safety import SchemaRefused
+from slca_grpo.simulator.sessions import Target, status_after_write
 from slca_grpo.simulator.values import BASE_DATE, ValueContext
-from slca_grpo.simulator.words import DetRng, canonical_json, snake
+from slca_grpo.simulator.words import DetRng, canonical_json, snake, split_words
 from slca_grpo.types import ObservationError
 
 # Bump when the fabricator's output changes, so old cache entries are not replayed.
-FABRICATOR_VERSION = "schema-v1"
+FABRICATOR_VERSION = "schema-v2"
 _ATTEMPTS = 3
 
 
@@ -40,20 +43,27 @@ class SchemaBackend(Backend):
     def generate(self, request: BackendRequest) -> BackendResult:
         spec = request.spec
         args = request.call.arguments
-        base = (self.seed, spec.digest, canonical_json(args), request.state_digest)
-        ctx = ValueContext(DetRng(*base), args, spec.intent, self.today)
         target = request.target
+        intent = acting_intent(spec.name, spec.intent, target)
+        base = (self.seed, spec.digest, canonical_json(args), request.state_digest)
+        earlier = [call for call, _ in request.history]
+        examples = {**described_examples(spec.parameters), **argument_examples([*earlier, {"arguments": args}])}
+        ctx = ValueContext(DetRng(*base), args, intent, self.today, id_examples=examples)
         primary = (target.id_key, target.id_value) if target is not None else None
         stored = target.data if target is not None else None
         if spec.returns is None:
-            data = infer_response(spec.intent, args, ctx, primary, stored)
+            data = infer_response(intent, args, ctx, primary, stored)
+            _set_status(data, status_after_write(intent))
         else:
-            context = _context_values(spec.intent, args, primary, stored)
+            context = _context_values(intent, args, primary, stored)
+            # Lists and objects are checked only shallowly when echoed (a flights argument whose
+            # items lack the answer's required fields): the second attempt keeps only the scalars,
+            # so ids, statuses and plain values are still echoed; the last echoes nothing.
+            scalars = {k: v for k, v in context.items() if not isinstance(v, (list, dict))}
             for attempt in range(_ATTEMPTS):
                 if attempt:
-                    ctx = ValueContext(DetRng(*base, attempt), args, spec.intent, self.today)
-                # The last attempt drops echoing: an argument may not fit the answer's schema.
-                faker = SchemaFaker(spec.returns, ctx, context, echo=attempt < _ATTEMPTS - 1)
+                    ctx = ValueContext(DetRng(*base, attempt), args, intent, self.today, id_examples=examples)
+                faker = SchemaFaker(spec.returns, ctx, scalars if attempt else context, echo=attempt < _ATTEMPTS - 1)
                 try:
                     data = faker.generate()
                 except SchemaRefused as exc:  # the answer outgrew the size limit: an error, as a value
@@ -70,6 +80,26 @@ class SchemaBackend(Backend):
         return {"invalid_answers": self.invalid_answers}
 
 
+def acting_intent(name: str, intent: I.Intent, target: Target | None) -> I.Intent:
+    """The intent a write acts with: on the record its id argument names, when the tool's name names
+    that record too. ``update_reservation_flights(reservation_id=…)`` answers with the reservation,
+    not with a flight."""
+    if target is None or intent.verb not in (I.UPDATE, I.CANCEL, I.DELETE):
+        return intent
+    stem = target.key[0]
+    if stem == intent.entity or stem not in split_words(name):
+        return intent
+    return replace(intent, entity=stem, template=I.template_of(stem) or "generic")
+
+
+def _set_status(data: Any, status: str) -> None:
+    if not status or not isinstance(data, dict):
+        return
+    key = next((k for k in data if k == "status" or k.endswith("_status")), "status")
+    current = data.get(key)
+    data[key] = status.upper() if isinstance(current, str) and current.isupper() else status
+
+
 def _context_values(
     intent: I.Intent, args: dict[str, Any], primary: tuple[str, Any] | None, stored: dict[str, Any] | None
 ) -> dict[str, Any]:
@@ -83,8 +113,8 @@ def _context_values(
     if intent.verb == I.UPDATE:
         for key, value in args.items():
             context[key.removeprefix("new_")] = value
-    elif intent.verb == I.CANCEL:
-        context["status"] = "cancelled"
-    elif intent.verb == I.DELETE:
+    if status_after_write(intent):
+        context["status"] = status_after_write(intent)
+    if intent.verb == I.DELETE:
         context.update({"deleted": True, "success": True})
     return context

@@ -3,7 +3,9 @@
 Every successful response is scanned for records (JSON objects with an id-like field); each is
 stored under (entity, id) and merged with what was known. Verbs then act on the record the call
 names: a cancel sets its status to cancelled, an update writes the new values, a delete removes it
-(later lookups answer ``not_found``). The history of calls and answers is folded into a running
+(later lookups answer ``not_found``); a status a write set (cancelled, or what the tool's description
+says) is remembered, so a later write that needs another status (``cancel_pending_order`` on an order
+this session already cancelled) answers ``conflict``. The history of calls and answers is folded into a running
 digest that goes into the cache key, so replay is exact for the same sequence of calls.
 """
 
@@ -20,6 +22,8 @@ from typing import Any
 from slca_grpo.simulator import intent as I
 from slca_grpo.simulator.infer import META_KEYS
 from slca_grpo.simulator.words import canonical_json, digest, singular, split_words
+
+WRITE_VERBS = (I.UPDATE, I.CANCEL, I.DELETE)
 
 EntityKey = tuple[str, str]
 _GENERIC_CONTAINERS = frozenset("results result data records entries matches hits response items_found".split())
@@ -46,6 +50,7 @@ class Resolution:
     target: Target | None = None
     related: dict[str, dict[str, Any]] = field(default_factory=dict)  # other known records, by arg
     deleted: Target | None = None  # the call names a record this session deleted
+    conflict: str | None = None  # why the record's status, set earlier in this session, forbids the call
 
 
 class SessionState:
@@ -58,6 +63,7 @@ class SessionState:
         self.entities: dict[EntityKey, dict[str, Any]] = {}  # oldest first
         self.by_value: dict[str, set[EntityKey]] = {}
         self.deleted: dict[EntityKey, None] = {}  # an ordered set, oldest first
+        self.statuses: dict[EntityKey, str] = {}  # statuses that writes of this session moved records to
         self.approx_bytes = 0  # of the answers folded in since the last trim: an upper bound
         self.history: deque[tuple[dict[str, Any], str]] = deque(maxlen=HISTORY_LENGTH)
         self.last_used = now
@@ -69,7 +75,7 @@ class SessionState:
 
     # -- lookups -----------------------------------------------------------------------------
 
-    def resolve(self, intent: I.Intent, args: dict[str, Any]) -> Resolution:
+    def resolve(self, intent: I.Intent, args: dict[str, Any], tool_name: str = "") -> Resolution:
         """Find the records this call's id arguments refer to."""
         id_args = [(k, v) for k, v in args.items() if I.is_id_key(k) and _scalar(v)]
         resolution = Resolution()
@@ -83,6 +89,10 @@ class SessionState:
             )
             if primary is None and len(id_args) == 1:
                 primary = id_args[0]
+            if primary is None:
+                # update_reservation_flights(reservation_id, payment_id) acts on the record its name names.
+                named = set(split_words(tool_name))
+                primary = next((kv for kv in id_args if I.id_stem(kv[0], intent.entity) in named), None)
         for name, value in id_args:
             key = self._find(I.id_stem(name, intent.entity), value)
             is_primary = primary is not None and name == primary[0]
@@ -93,9 +103,20 @@ class SessionState:
             data = self.entities.get(key)
             if is_primary:
                 resolution.target = Target(key, name, value, data)
+                resolution.conflict = self._conflict(intent, key, value)
             elif data is not None:
                 resolution.related[name] = data
         return resolution
+
+    def _conflict(self, intent: I.Intent, key: EntityKey, value: Any) -> str | None:
+        """A write whose name needs a status (cancel_pending_order) on a record this session moved to another."""
+        current = self.statuses.get(key)
+        if current is None or not intent.status_before or intent.verb not in WRITE_VERBS:
+            return None
+        if _status_word(current) == _status_word(intent.status_before):
+            return None
+        label = key[0].replace("_", " ").capitalize()
+        return f"{label} {value} is {current}, not {intent.status_before}: it cannot be changed by this call."
 
     def _find(self, stem: str, value: Any) -> EntityKey:
         key = (stem, str(value))
@@ -129,6 +150,7 @@ class SessionState:
             if len(self.entities) <= MAX_SESSION_RECORDS * 3 // 4 and total <= MAX_SESSION_BYTES * 3 // 4:
                 break
             del self.entities[key]
+            self.statuses.pop(key, None)
             total -= sizes[key]
             keys = self.by_value.get(key[1])
             if keys is not None:
@@ -171,6 +193,7 @@ class SessionState:
         key = target.key
         if intent.verb == I.DELETE:
             self.entities.pop(key, None)
+            self.statuses.pop(key, None)
             self.deleted[key] = None
             keys = self.by_value.get(key[1])
             if keys is not None:
@@ -182,17 +205,37 @@ class SessionState:
         if stored is None:
             stored = self.entities[key] = {target.id_key: target.id_value}
             self.by_value.setdefault(key[1], set()).add(key)
-        if intent.verb == I.CANCEL:
-            status_key = next((k for k in stored if k == "status" or k.endswith("_status")), "status")
-            current = stored.get(status_key)
-            stored[status_key] = "CANCELLED" if isinstance(current, str) and current.isupper() else "cancelled"
-        else:
+        if intent.verb == I.UPDATE:
             for name, value in args.items():
                 if I.is_id_key(name):
                     continue
                 if name.startswith("new_") and name[4:] in stored:
                     name = name[4:]
                 stored[name] = value
+        status = status_after_write(intent)
+        if status:
+            status_key = next((k for k in stored if k == "status" or k.endswith("_status")), "status")
+            current = stored.get(status_key)
+            stored[status_key] = status.upper() if isinstance(current, str) and current.isupper() else status
+            if status != intent.status_before:
+                # A status the write moved the record to. The one a name only assumes (the
+                # "pending" of modify_pending_order) is not known to hold: the real call may have
+                # failed, so no later call conflicts with it.
+                self.statuses[key] = stored[status_key]
+
+
+def status_after_write(intent: I.Intent) -> str:
+    """The status a write leaves its record in: what the description says, else cancelled for a
+    cancel, else the status the name says the record is in (modify_pending_order keeps it pending)."""
+    if intent.verb not in WRITE_VERBS or intent.verb == I.DELETE:
+        return ""
+    if intent.status_after:
+        return intent.status_after
+    return "cancelled" if intent.verb == I.CANCEL else intent.status_before
+
+
+def _status_word(value: Any) -> str:
+    return " ".join(split_words(str(value)))
 
 
 def _scalar(value: Any) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 from slca_grpo.simulator import vocab as V
 from slca_grpo.simulator.fieldnames import classify
+from slca_grpo.simulator.idshapes import shaped_like
 from slca_grpo.simulator.intent import PERSON_ENTITIES, Intent
 from slca_grpo.simulator.words import DetRng, singular, snake, split_words
 
@@ -33,6 +34,7 @@ class ValueContext:
     intent: Intent
     today: date = BASE_DATE  # the simulated world's "now": fixed per seed, so a session's dates agree
     memo: dict[str, Any] = field(default_factory=dict)
+    id_examples: dict[str, str] = field(default_factory=dict)  # field → an id of the shape to make (idshapes.py)
 
     def __post_init__(self) -> None:
         given = _anchor_date(self.args)
@@ -40,6 +42,11 @@ class ValueContext:
         self.anchor = given or self.today
         units = " ".join(str(v).lower() for v in self.args.values() if isinstance(v, str))
         self.fahrenheit = bool(re.search(r"\b(fahrenheit|imperial|°f|f)\b", units))
+
+    def new_id(self, name: str, stem: str) -> str:
+        """A fresh id for field ``name``: in the shape of a known example of that field, else ``ORD-482913``."""
+        example = self.id_examples.get(name)
+        return shaped_like(example, self.rng) if example else make_id(stem, self.rng)
 
     def new_record(self) -> None:
         """Forget per-record memos so the next record gets its own person, place and times."""
@@ -295,7 +302,7 @@ _GENERATORS: dict[str, _Gen] = {
     "image_url": lambda c, n: f"https://images.example.com/{c.intent.entity}/{c.rng.randint(10000, 99999)}.jpg",
     "url": lambda c, n: f"https://www.example.com/{c.intent.entity}/{c.rng.randint(1000, 99999)}",
     "ip": lambda c, n: f"203.0.113.{c.rng.randint(1, 254)}",
-    "id": lambda c, n: make_id(_id_stem(n, c.intent.entity), c.rng),
+    "id": lambda c, n: c.new_id(n, _id_stem(n, c.intent.entity)),
     "first_name": lambda c, n: c.person()[0],
     "last_name": lambda c, n: c.person()[1],
     "username": lambda c, n: f"{c.person()[0].lower()}{c.person()[1][0].lower()}{c.rng.randint(1, 99)}",

@@ -1,0 +1,132 @@
+"""``slca fidelity``: measure SGLS against τ²-Bench's real tools (docs/simulator.md, "Sim-to-real fidelity").
+
+Only light imports at module level: ``slca --help`` must not import τ² (litellm takes seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from slca_grpo.cli.common import fail
+from slca_grpo.cli.tau2 import TAU2_DOMAINS as FIDELITY_DOMAINS  # without importing τ² itself
+
+SIMULATOR_HELP = "'schema' (offline, default) or an OpenAI-compatible endpoint 'openai:BASE_URL#MODEL'"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "fidelity",
+        help="measure the tool simulator against τ²-Bench's real tools (sim-to-real table)",
+        description=(
+            "Replay τ² tasks' gold tool-call sequences, and perturbed ones, through τ²'s real environment and "
+            "through SGLS with the same schemas; compare answers, errors, session state and HierR rewards."
+        ),
+    )
+    parser.add_argument(
+        "--domain",
+        action="append",
+        default=None,
+        metavar="DOMAIN",
+        help=f"τ² domain(s): {', '.join(FIDELITY_DOMAINS)}; repeatable or a comma list (default airline)",
+    )
+    parser.add_argument("--limit", type=int, default=None, help="replay only the first N tasks of each domain")
+    parser.add_argument("--split", default="base", help="τ² task split (default base)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the perturbations and of SGLS (default 0)")
+    parser.add_argument("--simulator", default="schema", help=SIMULATOR_HELP)
+    parser.add_argument(
+        "--perturbations",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also replay perturbed sequences (wrong ids, out of order, repeated writes, ...); on by default",
+    )
+    parser.add_argument(
+        "--returns",
+        action="store_true",
+        help="give SGLS τ²'s return schemas too (by default it sees the tools as an agent does: no returns)",
+    )
+    parser.add_argument("--judge", default="rule", help="summary judge: 'rule' (default) or 'openai:BASE_URL#MODEL'")
+    parser.add_argument("--out", default=None, help="output directory (default runs/fidelity/<domain>-<time>)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_fidelity_command)
+
+
+def parse_domains(values: list[str] | None) -> tuple[str, ...]:
+    """``--domain a --domain b,c`` → (a, b, c), without repeats; ValueError names an unknown one."""
+    names = [part.strip() for value in (values or ["airline"]) for part in value.split(",") if part.strip()]
+    unknown = [n for n in names if n not in FIDELITY_DOMAINS]
+    if unknown:
+        raise ValueError(f"unknown τ² domain {unknown[0]!r}: choose from {', '.join(FIDELITY_DOMAINS)}")
+    if not names:
+        raise ValueError(f"--domain names no domain: choose from {', '.join(FIDELITY_DOMAINS)}")
+    return tuple(dict.fromkeys(names))
+
+
+def simulator_config(spec: str, seed: int) -> Any:
+    """The SimulatorConfig of ``--simulator``: the schema backend, or the openai backend on an endpoint
+    (the spec is read by the same parser as the judges'; the key comes from $SLCA_SIM_API_KEY or
+    $OPENAI_API_KEY, as for the simulator everywhere)."""
+    from slca_grpo.rewards.factory import parse_endpoint_spec
+    from slca_grpo.simulator.config import OpenAIConfig, SimulatorConfig
+
+    text = (spec or "").strip()
+    if text == "schema":
+        return SimulatorConfig(backend="schema", seed=seed, max_observation_tokens=None)
+    try:
+        endpoint = parse_endpoint_spec(text) if text != "rule" else None
+    except ValueError:
+        endpoint = None
+    if endpoint is None:
+        raise ValueError(f"bad --simulator {spec!r}: expected {SIMULATOR_HELP}")
+    base_url, model = endpoint
+    return SimulatorConfig(
+        backend="openai", seed=seed, max_observation_tokens=None, openai=OpenAIConfig(base_url=base_url, model=model)
+    )
+
+
+def _default_out(domains: tuple[str, ...]) -> Path:
+    return Path("runs") / "fidelity" / f"{'+'.join(domains)}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_fidelity_command(args: argparse.Namespace) -> int:
+    try:
+        domains = parse_domains(args.domain)
+        if args.limit is not None and args.limit < 1:
+            raise ValueError(f"--limit must be >= 1, got {args.limit}")
+        config = simulator_config(args.simulator, args.seed)
+    except ValueError as exc:
+        return fail(str(exc))
+    from slca_grpo.eval.tau2._tau2 import Tau2Unavailable
+
+    try:
+        from slca_grpo.eval.fidelity.report import summary_table
+        from slca_grpo.eval.fidelity.runner import FidelitySettings, run_fidelity
+        from slca_grpo.eval.fidelity.sequences import PERTURBATIONS
+        from slca_grpo.eval.tau2.tasks import TaskSelectionError
+
+        settings = FidelitySettings(
+            domains=domains,
+            limit=args.limit,
+            split=args.split,
+            seed=args.seed,
+            perturbations=PERTURBATIONS if args.perturbations else (),
+            with_returns=args.returns,
+            judge=args.judge,
+            simulator=config,
+        )
+        out = Path(args.out) if args.out else _default_out(domains)
+        started = time.perf_counter()
+        results = run_fidelity(settings, out, progress=not args.no_progress)
+    except (Tau2Unavailable, TaskSelectionError) as exc:
+        return fail(str(exc))
+    except ValueError as exc:  # a bad judge spec or setting: the message names it
+        return fail(str(exc))
+    print(summary_table(results), flush=True)
+    calls = sum(r.calls for r in results.values())
+    print(
+        f"{calls} calls replayed in {time.perf_counter() - started:.1f} s; report: {out / 'report.md'}", file=sys.stderr
+    )
+    return 0
