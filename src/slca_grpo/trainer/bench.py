@@ -213,10 +213,7 @@ def bench_rl(config, model, tokenizer, ref_model, train_tasks, machine: Machine,
     rates = machine.rates(trainer.bf16)
     shape = ModelShape.of(base_model(model))
     group_size = config.rollout.group_size
-    minibatches = -(-rl.prompts_per_step // rl.mini_batch_prompts)
-    frozen = int(not (rl.ppo_epochs == 1 and minibatches == 1)) + int(
-        rl.kl_coef > 0 and (ref_model is not None or hasattr(model, "disable_adapter"))
-    )
+    frozen = int(not trainer.needs_no_old_logprobs(rl.prompts_per_step)) + int(trainer.has_reference_pass())
     totals = {"rollouts": 0.0, "rewards": 0.0, "update": 0.0}
     floors: dict[str, list[PhaseFloor]] = {"prefill": [], "decode": [], "update": []}
     for step in range(steps + 1):

@@ -333,6 +333,15 @@ class RLTrainer:
         width = batch.input_ids.shape[1]
         return torch.cat([torch.nn.functional.pad(c, (0, width - c.shape[1])) for c in chunks])
 
+    def needs_no_old_logprobs(self, prompts: int) -> bool:
+        """With one pass over one mini-batch the policy is still the sampling policy: the old
+        log-probs are the current ones (detached), no extra forward pass."""
+        return self.config.ppo_epochs == 1 and -(-prompts // self.config.mini_batch_prompts) == 1
+
+    def has_reference_pass(self) -> bool:
+        """Whether a step runs a frozen reference forward pass for the KL term."""
+        return self.ref_model is not None or (self.config.kl_coef > 0 and hasattr(self.model, "disable_adapter"))
+
     def _reference_logprobs(self, batch: TokenBatch) -> torch.Tensor | None:
         """The frozen reference's log-probs for the KL term: the reference model's, or, for a LoRA
         policy without one, the policy's with its adapters switched off."""
@@ -350,8 +359,7 @@ class RLTrainer:
         minibatches = -(-prompts // config.mini_batch_prompts)
         # With one pass over one mini-batch the policy is still the sampling policy, so the old
         # log-probs equal the current ones (detached) and need no extra forward pass.
-        on_policy = config.ppo_epochs == 1 and minibatches == 1
-        old_logp = None if on_policy else self._frozen_logprobs(self.model, batch)
+        old_logp = None if self.needs_no_old_logprobs(prompts) else self._frozen_logprobs(self.model, batch)
         ref_logp = self._reference_logprobs(batch)
 
         self.model.train()
