@@ -7,7 +7,7 @@ import torch
 
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
 from slca_grpo.models.tokenizer import train_tokenizer
-from slca_grpo.rollout.kv_cache import ATTENTION_NAME, decode_attention, growing_cache
+from slca_grpo.rollout.kv_cache import ATTENTION_NAME, autocast_keys, decode_attention, growing_cache
 from slca_grpo.rollout.sampling import SamplingConfig, sample
 from slca_grpo.trainer.batch import token_logprobs
 
@@ -128,3 +128,41 @@ def test_models_with_sliding_windows_keep_their_own_cache(model):
     )  # fmt: skip
     assert growing_cache(Qwen2ForCausalLM(config)) is None
     assert growing_cache(model) is not None
+
+
+def test_under_bf16_autocast_keys_are_stored_in_bf16_and_sampling_is_bit_identical(model, tokenizer, monkeypatch):
+    """Rotary embeddings give float32 keys beside bfloat16 values under autocast; attention casts
+    the keys to bfloat16 anyway, so storing them cast gives the very same tokens and log-probs."""
+    import slca_grpo.rollout.kv_cache as kv_cache
+
+    prompts = [tokenizer.encode("what is the weather"), tokenizer.encode("book a table for two please")] * 2
+
+    def run():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return sample(
+                model,
+                prompts,
+                max_new_tokens=24,
+                config=SamplingConfig(temperature=1.0),
+                stop_token_ids=[],
+                pad_id=tokenizer.pad_token_id,
+                generator=torch.Generator().manual_seed(3),
+            )
+
+    stored = []
+    real = kv_cache.autocast_keys
+    monkeypatch.setattr(kv_cache, "autocast_keys", lambda k, v: stored.append(real(k, v).dtype) or real(k, v))
+    cast = run()
+    monkeypatch.setattr(kv_cache, "autocast_keys", lambda k, v: k)  # the float32 keys, as before
+    kept = run()
+    assert stored and set(stored) == {torch.bfloat16}
+    assert [g.token_ids for g in cast] == [g.token_ids for g in kept]
+    assert [g.logprobs for g in cast] == [g.logprobs for g in kept]
+
+
+def test_keys_are_left_alone_outside_autocast():
+    keys, values = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4).bfloat16()
+    assert autocast_keys(keys, values) is keys
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert autocast_keys(keys, keys) is keys  # float32 values: nothing to match
+        assert autocast_keys(keys, values).dtype == torch.bfloat16

@@ -5,7 +5,8 @@ so a decode step copies the whole cache; with grouped-query attention and a padd
 then given keys repeated once per query head, a second copy. On a CPU both copies cost more than
 the step's arithmetic (a 4-layer model, 48 rollouts, 1,000 cached tokens: ~200 MB per token).
 :class:`GrowingLayer` keeps each layer's keys and values in a buffer with room to spare and hands
-attention a view; :func:`grouped_decode_attention` folds the query heads of a group into the query
+attention a view (under bf16 autocast, keys are stored in bfloat16, as attention would cast them
+every step); :func:`grouped_decode_attention` folds the query heads of a group into the query
 length for a one-token query, so the keys are read once, never expanded.
 """
 
@@ -45,6 +46,7 @@ class GrowingLayer(DynamicLayer):
         self._key_buffer, self._value_buffer = keys, values
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
+        key_states = autocast_keys(key_states, value_states)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         end = self._length + key_states.shape[-2]
@@ -80,6 +82,24 @@ class GrowingLayer(DynamicLayer):
             self._value_buffer = self._value_buffer.repeat_interleave(repeats, dim=0)
             self.keys = self._key_buffer[..., : self._length, :]
             self.values = self._value_buffer[..., : self._length, :]
+
+
+def autocast_keys(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Keys in the autocast dtype their attention will cast them to anyway.
+
+    Under bf16 autocast, rotary embeddings hand back float32 keys beside bfloat16 values, and
+    SDPA (a lower-precision op under autocast) casts the whole cached key tensor to bfloat16 at
+    every layer of every decode step. Storing the keys cast once gives SDPA the same bfloat16
+    values (the same rounding), so the same outputs, without re-reading float32 keys each step."""
+    device = keys.device.type
+    if (
+        keys.dtype == torch.float32
+        and values.dtype != torch.float32
+        and torch.is_autocast_enabled(device)
+        and torch.get_autocast_dtype(device) == values.dtype
+    ):
+        return keys.to(values.dtype)
+    return keys
 
 
 def growing_cache(model: torch.nn.Module) -> DynamicCache | None:
