@@ -29,8 +29,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import Simulator, SimulatorConfig
-from slca_grpo.types import ToolCall
 
 TOKEN = "bench-token"
 

@@ -32,7 +32,8 @@ from slca_grpo.rollout import loop as loop_module  # noqa: E402
 from slca_grpo.rollout.environment import ToolEnvironment  # noqa: E402
 from slca_grpo.rollout.loop import AgentLoop  # noqa: E402
 from slca_grpo.rollout.sampling import SamplingConfig, sample  # noqa: E402
-from slca_grpo.trainer.run import RunConfig, load_policy, make_formatter, make_simulator  # noqa: E402
+from slca_grpo.trainer.build import load_policy, make_formatter, make_simulator  # noqa: E402
+from slca_grpo.trainer.run_config import RunConfig  # noqa: E402
 from slca_grpo.trainer.run_data import load_data  # noqa: E402
 
 

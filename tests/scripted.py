@@ -1,5 +1,5 @@
-"""Stand-in models for exact tests: a causal LM that writes scripted assistant turns, and SmolLM2's
-architecture at toy size.
+"""Stand-in models for exact tests: a causal LM that writes scripted assistant turns, SmolLM2's
+architecture at toy size, and scripted rollouts of a synthetic two-step task.
 
 The scripted LM reads its whole context (the "cache" it hands back is simply the ids seen so far), finds the
 current assistant turn, and puts all probability on the next token of the scripted text for that
@@ -8,10 +8,18 @@ turn, so sampling at any temperature reproduces the script token for token.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from types import SimpleNamespace
 
 import torch
+
+from slca_grpo.data.synthetic import generate_suite, render_gold
+from slca_grpo.models.tokenizer import train_tokenizer
+from slca_grpo.rollout.environment import ToolEnvironment
+from slca_grpo.rollout.formatter import ChatFormatter
+from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
+from slca_grpo.simulator import SimulatorConfig, build_simulator
 
 ASSISTANT_HEADER = "<|im_start|>assistant\n"
 
@@ -67,3 +75,33 @@ def smollm2_shaped_model(vocab: int = 400) -> torch.nn.Module:
         tie_word_embeddings=True,
     )
     return LlamaForCausalLM(config).float()
+
+
+def two_step_setup():
+    """A synthetic two-step task, a tokenizer and formatter for it, an environment, and scripted
+    policies (one list of turn texts each): both steps right, step 2 wrong, step 1 wrong."""
+    task = next(t for t in generate_suite(seed=0, n_train=40, n_test=0).train if t.metadata["kind"] == "two_step")
+    (first,), (second,) = task.gold_calls
+
+    def call(name: str, arguments: dict) -> str:
+        return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+    def wrong(c):
+        return {k: "WRONG" for k in c.arguments}
+
+    answer = "Done: " + (task.reference_answer or "")[:60] + "<|im_end|>"
+    scripts = {
+        "both right": [call(first.name, first.arguments), call(second.name, second.arguments), answer],
+        "step 2 wrong": [call(first.name, first.arguments), call(second.name, wrong(second)), answer],
+        "step 1 wrong": [call(first.name, wrong(first)), call(second.name, second.arguments), answer],
+    }
+    tokenizer = train_tokenizer([render_gold(task)] * 4 + ["".join(s) for s in scripts.values()] * 4, vocab_size=600)
+    environment = ToolEnvironment(build_simulator(SimulatorConfig(backend="schema")))
+    return task, tokenizer, ChatFormatter(tokenizer), environment, scripts
+
+
+def scripted_loop(tokenizer, formatter, environment, turns, group_size=1):
+    """An agent loop whose model writes ``turns`` in order (the last one again once they run out)."""
+    model = ScriptedLM(tokenizer, lambda prompt, turn: turns[min(turn, len(turns) - 1)])
+    config = RolloutConfig(group_size=group_size, max_turns=3, max_response_tokens=2000)
+    return AgentLoop(model, formatter, environment, config)

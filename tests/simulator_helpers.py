@@ -12,6 +12,7 @@ from typing import Any
 
 from fake_openai import FakeOpenAIServer, FakeReply
 from fake_openai import completion_body as completion  # noqa: F401  (re-exported for the tests)
+from tool_schemas import STRING, function_tool  # noqa: F401  (STRING re-exported for the tests)
 
 
 def tool(
@@ -23,18 +24,9 @@ def tool(
     description: str = "",
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    parameters: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        parameters["required"] = required
-    if extra:
-        parameters.update(extra)
-    function: dict[str, Any] = {"name": name, "description": description, "parameters": parameters}
-    if returns is not None:
-        function["returns"] = returns
-    return {"type": "function", "function": function}
+    """A tool schema that always has a description (empty unless given), as the simulator tests want."""
+    return function_tool(name, properties, required, description=description, returns=returns, extra=extra)
 
-
-STRING = {"type": "string"}
 
 ORDER_TOOLS = [
     tool(

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from slca_grpo.eval.bfcl.calls import UnsafeCallError, bind_positional, build_call_string, parse_call_string
-from slca_grpo.eval.bfcl.convert import (
+from slca_grpo.data.bfcl.calls import UnsafeCallError, bind_positional, build_call_string, parse_call_string
+from slca_grpo.data.bfcl.convert import (
     calls_to_checker_format,
     convert_schema,
     doc_to_tool,
@@ -22,7 +22,7 @@ from slca_grpo.eval.bfcl.convert import (
     exposed_names,
     to_checker_value,
 )
-from slca_grpo.types import ToolCall
+from slca_grpo.datatypes import ToolCall
 
 HAND_DOC = {
     "name": "geo.distance",

@@ -17,6 +17,7 @@ pytest.importorskip(
 )
 
 from slca_grpo.cli.bfcl import register_bfcl, resolve_agent  # noqa: E402
+from slca_grpo.data.bfcl import package as bfcl_package  # noqa: E402
 from slca_grpo.eval.agent import AgentRequest, ChatAgent  # noqa: E402
 from slca_grpo.eval.bfcl import (  # noqa: E402
     EXCLUDED_CATEGORIES,
@@ -32,7 +33,6 @@ from slca_grpo.eval.bfcl import (  # noqa: E402
     run_bfcl,
     score_single_turn,
 )
-from slca_grpo.eval.bfcl import env as bfcl_env  # noqa: E402
 from slca_grpo.eval.bfcl.multi_turn import live_instance_names  # noqa: E402
 
 
@@ -227,7 +227,7 @@ def test_miss_func_turn_adds_tools_and_hidden_functions_are_refused():
     assert "not available" in result.calls[0][0]["error"]
     turn_starts = [s for s in seen if s[2]]
     assert "sort" not in turn_starts[0][1] and "sort" in turn_starts[3][1]
-    assert turn_starts[3][2] == bfcl_env.load_bfcl().additional_function_prompt
+    assert turn_starts[3][2] == bfcl_package.load_bfcl().additional_function_prompt
 
 
 def test_step_limit_force_terminates_a_looping_agent():
@@ -302,9 +302,9 @@ def test_missing_package_gives_the_install_command(monkeypatch):
     def not_installed(name):
         raise metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(bfcl_env.metadata, "version", not_installed)
-    with pytest.raises(bfcl_env.BFCLNotInstalledError, match="pip install --no-deps bfcl-eval=="):
-        bfcl_env.load_bfcl.__wrapped__()
+    monkeypatch.setattr(bfcl_package.metadata, "version", not_installed)
+    with pytest.raises(bfcl_package.BFCLNotInstalledError, match="pip install --no-deps bfcl-eval=="):
+        bfcl_package.load_bfcl.__wrapped__()
 
 
 def test_import_is_isolated_from_site_packages_and_provider_sdks(tmp_path):

@@ -16,7 +16,7 @@ from slca_grpo.data.loader import load_dataset
 from slca_grpo.data.sft import trajectory_messages, write_sft
 from slca_grpo.data.split import goes_to_test, normalise, question_key
 from slca_grpo.data.tasks import write_tasks
-from slca_grpo.trainer.run import load_data
+from slca_grpo.trainer.run_data import load_data
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
 CHAT_FIXTURES = ["xlam.json", "toolace.json", "glaive.json", "hermes.json", "apigen_mt.json", "openai.jsonl"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tool_schemas import weather_tool
 
 from slca_grpo.chat.template import render_tools_system_prompt
 from slca_grpo.data.formats import detect_format, get_format
@@ -16,7 +17,7 @@ from slca_grpo.data.formats.toolace import parse_python_calls
 from slca_grpo.data.formats.xlam import type_schema
 from slca_grpo.data.loader import load_dataset
 from slca_grpo.data.tasks import TaskFormatError
-from slca_grpo.types import ToolCall
+from slca_grpo.datatypes import ToolCall
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
 
@@ -307,14 +308,7 @@ def test_openai_message_fields_of_the_wrong_type_are_named(tmp_path, change, pro
 
 # --- The paper's release (verl-style Parquet) ----------------------------------------------------
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather of a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
+WEATHER = weather_tool(description="Weather of a city", city_required=True)
 CLOCK = {"name": "get_time", "description": "Local time", "parameters": {"type": "object", "properties": {}}}
 
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from slca_grpo.config import ConfigError, load_yaml_config
+from slca_grpo.models import device as device_module
+from slca_grpo.models.device import cpu_flags, native_bf16, peak_memory_gb, resolve_bf16, resolve_device
 from slca_grpo.presets import resolve_config_path
-from slca_grpo.trainer import device as device_module
 from slca_grpo.trainer.batch import TokenBatch
-from slca_grpo.trainer.device import cpu_flags, native_bf16, peak_memory_gb, resolve_bf16, resolve_device
 from slca_grpo.trainer.logger import read_metrics
 from slca_grpo.trainer.run import RunConfig, train
 

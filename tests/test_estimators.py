@@ -10,6 +10,7 @@ import math
 
 import pytest
 import torch
+from advantage_helpers import per_rollout
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,19 +41,6 @@ EPS = 1e-6
 TOOL_AND_SUMMARY = [1, 1, 0, 0, 2, 2]  # tokens 0-1 tool, 4-5 summary
 SUMMARY_ONLY = [0, 0, 0, 2, 2, 0]  # no tool call
 NOTHING = [0, 0, 0, 0, 0, 0]
-
-
-def per_rollout(advantages: torch.Tensor, segments: torch.Tensor, code: int) -> list[float | None]:
-    """The single value each row carries on tokens of ``code`` (None if the row has none)."""
-    values: list[float | None] = []
-    for row_adv, row_seg in zip(advantages, segments):
-        on_code = row_adv[row_seg == code]
-        if on_code.numel() == 0:
-            values.append(None)
-            continue
-        assert torch.all(on_code == on_code[0]), "one value per rollout and segment"
-        values.append(float(on_code[0]))
-    return values
 
 
 def assert_values(actual: list[float | None], expected: list[float | None]) -> None:

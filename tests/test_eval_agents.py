@@ -5,10 +5,12 @@ import pytest
 import torch
 from fake_openai import FakeReply, fake_openai  # noqa: F401  (fixture)
 from scripted import ScriptedLM
+from tool_schemas import weather_tool
 
 from slca_grpo.chat import parse_tool_calls
 from slca_grpo.cli import main
 from slca_grpo.data.synthetic import generate_suite
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.eval.hf_agent import HFChatAgent
 from slca_grpo.eval.indomain import score_trajectories
@@ -19,12 +21,8 @@ from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rewards.rule_judge import RuleJudge
 from slca_grpo.rollout.environment import ToolEnvironment
 from slca_grpo.simulator import SimulatorConfig, build_simulator
-from slca_grpo.types import ToolCall
 
-WEATHER = {
-    "type": "function",
-    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
-}
+WEATHER = weather_tool()
 
 
 def reply_with_calls(calls, content=None):

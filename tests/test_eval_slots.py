@@ -7,10 +7,10 @@ import json
 import pytest
 
 from slca_grpo.data.synthetic import generate_suite
+from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.eval.indomain import AGGREGATED, aggregate
 from slca_grpo.eval.slots import SLOT_KINDS, slot_accuracy, slot_kind, slot_results
 from slca_grpo.report import slot_table
-from slca_grpo.types import Task, ToolCall
 
 
 @pytest.mark.parametrize(

@@ -300,7 +300,7 @@ def test_mistype_changes_the_json_type():
 
 @pytest.fixture(scope="module")
 def airline_run(tmp_path_factory):
-    from slca_grpo.eval.tau2._tau2 import prepare_environment
+    from slca_grpo.data.tau2.package import prepare_environment
 
     prepare_environment()
     pytest.importorskip("tau2.registry", reason="needs the tau2 extra: pip install 'slca-grpo[tau2]'")
@@ -334,14 +334,14 @@ def test_end_to_end_on_two_airline_tasks(airline_run):
 
 
 def test_read_only_replays_leave_the_database_alone():
-    from slca_grpo.eval.tau2._tau2 import prepare_environment
+    from slca_grpo.data.tau2.package import prepare_environment
 
     prepare_environment()
     pytest.importorskip("tau2.registry", reason="needs the tau2 extra")
+    from slca_grpo.data.tau2.gold import gold_actions
+    from slca_grpo.data.tau2.tasks import select_tasks
     from slca_grpo.eval.fidelity.replay import RealDomain, replay_real
     from slca_grpo.eval.fidelity.sequences import gold_sequence
-    from slca_grpo.eval.tau2.gold import gold_actions
-    from slca_grpo.eval.tau2.tasks import select_tasks
 
     domain = RealDomain("airline")
     task = select_tasks("airline", task_ids=["1"])[0]
@@ -361,7 +361,7 @@ def test_read_only_replays_leave_the_database_alone():
         (["--domain", "mars"], "error: unknown τ² domain 'mars': choose from airline, retail, telecom"),
         (["--domain", "airline,moon"], "error: unknown τ² domain 'moon'"),
         (["--limit", "0"], "error: --limit must be >= 1, got 0"),
-        (["--simulator", "gpt"], "error: bad --simulator 'gpt': expected 'schema' (offline, default) or"),
+        (["--simulator", "gpt"], "error: bad endpoint spec 'gpt': it does not start with 'openai:'; expected 'schema'"),
     ],
 )
 def test_cli_errors_are_one_line(argv, message, capsys, tmp_path):

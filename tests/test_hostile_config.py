@@ -11,7 +11,8 @@ import pytest
 from slca_grpo.cli import main
 from slca_grpo.config import ConfigError, load_yaml_config
 from slca_grpo.presets import resolve_config_path
-from slca_grpo.trainer.run import RunConfig, make_simulator
+from slca_grpo.trainer.build import make_simulator
+from slca_grpo.trainer.run_config import RunConfig
 
 
 def load(*overrides: str) -> RunConfig:

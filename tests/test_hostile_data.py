@@ -8,17 +8,19 @@ import re
 import time
 
 import pytest
+from tool_schemas import function_tool
 
 from slca_grpo.cli import main
 from slca_grpo.config import ConfigError
 from slca_grpo.data.config import DataConfig
-from slca_grpo.data.tasks import TaskFormatError, load_tasks, task_from_dict
-from slca_grpo.trainer.run import MAX_WORD_CHARS, load_data, tokenizer_corpus
+from slca_grpo.data.loader import load_tasks
+from slca_grpo.data.tasks import TaskFormatError, task_from_dict
+from slca_grpo.trainer.run_data import MAX_WORD_CHARS, load_data, tokenizer_corpus
 
 GOOD = {
     "id": "t1",
     "messages": [{"role": "user", "content": "Weather in Oslo?"}],
-    "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}],
+    "tools": [function_tool("get_weather")],
     "gold_calls": [[{"name": "get_weather", "arguments": {"city": "Oslo"}}]],
     "reference_answer": "It is 5 degrees in Oslo.",
 }

@@ -12,7 +12,7 @@ import torch
 
 from slca_grpo.cli import main
 from slca_grpo.models import build_tiny
-from slca_grpo.trainer.checkpoint import (
+from slca_grpo.models.checkpoint import (
     CheckpointError,
     latest_checkpoint,
     load_latest_checkpoint,
@@ -166,7 +166,7 @@ def test_a_run_whose_gradients_blow_up_stops_at_that_step_and_keeps_the_last_goo
 def test_a_save_that_fails_midway_leaves_the_run_resumable(tmp_path, tiny, monkeypatch):
     import errno
 
-    import slca_grpo.trainer.checkpoint as checkpoint
+    import slca_grpo.models.checkpoint as checkpoint
 
     root = tmp_path / "checkpoints"
     write(root, 1, tiny)

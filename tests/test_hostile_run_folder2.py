@@ -20,8 +20,8 @@ from slca_grpo.algos import list_estimators, unregister_estimator
 from slca_grpo.cli import main
 from slca_grpo.config import ConfigError, load_yaml_config, load_yaml_text
 from slca_grpo.models import build_tiny
+from slca_grpo.models.checkpoint import save_checkpoint, save_pretrained_atomic
 from slca_grpo.presets import resolve_config_path
-from slca_grpo.trainer.checkpoint import save_checkpoint, save_pretrained_atomic
 from slca_grpo.trainer.run import RunConfig
 from slca_grpo.trainer.run_folder import LOCK_FILE, hold_run_folder
 

@@ -12,12 +12,12 @@ import httpx
 import pytest
 from simulator_helpers import running_app, tool
 
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import Simulator, SimulatorConfig, create_app
 from slca_grpo.simulator.base import Backend, BackendResult
 from slca_grpo.simulator.checks import ToolChecker
 from slca_grpo.simulator.safety import MAX_GENERATED_UNITS
 from slca_grpo.simulator.sessions import MAX_SESSION_RECORDS
-from slca_grpo.types import ToolCall
 
 
 @pytest.fixture

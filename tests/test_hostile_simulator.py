@@ -20,6 +20,7 @@ from simulator_helpers import WEATHER_TOOL, running_app, tool
 
 from slca_grpo.cli import simulate as simulate_commands
 from slca_grpo.config import ConfigError
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import Simulator, SimulatorConfig, create_app
 from slca_grpo.simulator import fabricate as fabricate_module
 from slca_grpo.simulator.budget import OverBudget, check_deadline, time_budget
@@ -35,7 +36,6 @@ from slca_grpo.simulator.safety import (
 )
 from slca_grpo.simulator.schema_backend import SchemaBackend
 from slca_grpo.simulator.words import DetRng
-from slca_grpo.types import ToolCall
 
 HOSTILE = "^((a{1000}){1000}){1000}$"  # the review's pattern: a billion characters, nested minimums
 SLOW = "^(a|aa){25}(?=b)"  # every built string fails the look-ahead: each match runs to its time limit

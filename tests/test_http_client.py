@@ -1,10 +1,13 @@
-"""The shared HTTP client: retries, backoff, Retry-After, failures and the concurrency bound."""
+"""The shared HTTP client: retries, backoff, Retry-After, failures and the concurrency bound; the blocking
+methods are the async ones run on the shared background loop."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -28,13 +31,20 @@ def scripted(replies):
     return handler, seen
 
 
+def recorder(sleeps: list[float]):
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    return sleep
+
+
 def client(handler, sleeps, **policy) -> HTTPClient:
     return HTTPClient(
         "http://api.test",
         headers={"Authorization": "Bearer t"},
         policy=RetryPolicy(**{"max_retries": 3, "backoff_s": 1.0, "max_backoff_s": 8.0, **policy}),
         transport=httpx.MockTransport(handler),
-        sleep=sleeps.append,
+        sleep=recorder(sleeps),
     )
 
 
@@ -125,16 +135,12 @@ def test_async_requests_retry_and_never_exceed_the_concurrency_bound():
         return httpx.Response(200, json={"n": json.loads(request.content)["n"]})
 
     sleeps: list[float] = []
-
-    async def record(seconds: float) -> None:
-        sleeps.append(seconds)
-
     http = HTTPClient(
         "http://api.test",
         concurrency=3,
         policy=RetryPolicy(max_retries=2, backoff_s=0.5),
-        async_transport=httpx.MockTransport(handler),
-        asleep=record,
+        transport=httpx.MockTransport(handler),
+        sleep=recorder(sleeps),
     )
 
     async def main():
@@ -146,3 +152,26 @@ def test_async_requests_retry_and_never_exceed_the_concurrency_bound():
     replies = asyncio.run(main())
     assert [r["n"] for r in replies] == list(range(10))
     assert peak == 3 and http.stats["retries"] == 1 and len(sleeps) == 1
+
+
+def test_blocking_calls_share_one_bound_across_threads_and_close_releases_the_pool():
+    in_flight = peak = 0
+    lock = threading.Lock()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, peak
+        with lock:
+            in_flight += 1
+            peak = max(peak, in_flight)
+        await asyncio.sleep(0.02)
+        with lock:
+            in_flight -= 1
+        return httpx.Response(200, json=json.loads(request.content))
+
+    http = HTTPClient("http://api.test", concurrency=2, transport=httpx.MockTransport(handler))
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        replies = list(pool.map(lambda n: http.post("/x", {"n": n}), range(6)))
+    assert [r["n"] for r in replies] == list(range(6)) and peak == 2
+    assert http.stats == {"requests": 6, "retries": 0, "failures": 0}
+    http.close()  # the background loop's client: closed from this thread without deadlock
+    assert http.post("/x", {"n": 7}) == {"n": 7}  # and a fresh one is made on the next call

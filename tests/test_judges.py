@@ -11,7 +11,9 @@ import time
 
 import pytest
 from fake_openai import FakeOpenAIServer, FakeReply, fake_openai  # noqa: F401 (fixture)
+from tool_schemas import function_tool
 
+from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.rewards import (
     Judge,
     JudgeRequest,
@@ -19,18 +21,17 @@ from slca_grpo.rewards import (
     OpenAICompletenessChecker,
     OpenAIJudge,
     RewardConfig,
+    RuleCompletenessChecker,
     RuleJudge,
     compute_rewards,
     hierr,
     make_checker,
     make_judge,
-    parse_endpoint_spec,
     parse_rating,
     parse_yes_no,
     rltr_reward,
 )
-from slca_grpo.rewards.openai_judge import JUDGE_SYSTEM_PROMPT, judge_messages, truncate_middle
-from slca_grpo.types import Task, ToolCall
+from slca_grpo.rewards.openai_judge import JUDGE_SYSTEM_PROMPT, judge_messages, truncate_middle_chars
 
 # --- rating parsing ---------------------------------------------------------------------------
 
@@ -210,11 +211,10 @@ def test_rule_judge_ignores_whether_calls_were_right():
 
 
 def weather_task() -> Task:
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
     return Task(
         id="w",
         messages=[{"role": "user", "content": QUESTION}],
-        tools=tools,
+        tools=[function_tool("get_weather")],
         gold_calls=[[ToolCall("get_weather", {"city": "Paris"})]],
     )
 
@@ -223,7 +223,7 @@ def weather_task() -> Task:
 
 
 def make_openai_judge(server: FakeOpenAIServer, **kwargs) -> OpenAIJudge:
-    defaults = dict(timeout_s=2.0, max_retries=3, backoff_s=0.01, backoff_max_s=0.05)
+    defaults = dict(timeout_s=2.0, max_retries=3, backoff_s=0.01, max_backoff_s=0.05)
     defaults.update(kwargs)
     return OpenAIJudge(server.url, "judge-model", **defaults)
 
@@ -247,7 +247,7 @@ def test_judge_prompt_without_tool_responses_and_truncation():
     messages = judge_messages(JudgeRequest("q", (), "a"))
     assert "(none: the assistant called no tool)" in messages[1]["content"]
     long = "x" * 50 + "MIDDLE" + "y" * 50
-    cut = truncate_middle(long, 20)
+    cut = truncate_middle_chars(long, 20)
     assert cut.startswith("x" * 10) and cut.endswith("y" * 10) and "MIDDLE" not in cut and "omitted" in cut
 
 
@@ -410,14 +410,16 @@ def test_openai_checker_failures_count_as_not_complete(fake_openai):
 
 
 def test_factory_specs(monkeypatch):
-    assert parse_endpoint_spec("rule") is None
-    assert parse_endpoint_spec("openai:http://h:8000/v1#gpt-oss-120b") == ("http://h:8000/v1", "gpt-oss-120b")
-    with pytest.raises(ValueError, match="bad judge/checker spec"):
-        parse_endpoint_spec("openai:http://h:8000/v1")
-    assert isinstance(make_judge("rule"), RuleJudge)
+    assert isinstance(make_judge("rule"), RuleJudge) and isinstance(make_checker(" rule "), RuleCompletenessChecker)
+    with pytest.raises(ValueError, match="bad endpoint spec 'openai:http://h:8000/v1': it names no model"):
+        make_judge("openai:http://h:8000/v1")
+    with pytest.raises(ValueError, match="expected 'rule' or openai:BASE_URL#MODEL"):
+        make_checker("gpt")
     monkeypatch.setenv("MY_KEY", "secret")
-    config = RewardConfig(api_key_env="MY_KEY", judge_concurrency=3, checker_temperature=0.9)
-    judge = make_judge("openai:http://h/v1#m", config)
-    assert isinstance(judge, OpenAIJudge) and judge.endpoint.api_key == "secret" and judge.concurrency == 3
+    config = RewardConfig(api_key_env="MY_KEY", judge_concurrency=3, checker_temperature=0.9, judge_max_retries=2)
+    judge = make_judge("openai:http://h:8000/v1/#gpt-oss-120b", config)
+    assert isinstance(judge, OpenAIJudge) and judge.endpoint.config.api_key == "secret" and judge.concurrency == 3
+    assert judge.endpoint.config.url == "http://h:8000/v1/chat/completions" and judge.endpoint.model == "gpt-oss-120b"
+    assert judge.endpoint.config.max_retries == 2
     checker = make_checker("openai:http://h/v1#m", config)
     assert isinstance(checker, OpenAICompletenessChecker) and checker.temperature == 0.9

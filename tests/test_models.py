@@ -358,7 +358,7 @@ def test_smollm2_loads_generates_and_saves(tmp_path: Path, suite):
         assert torch.equal(model(short).logits, reloaded(short).logits)
     assert reloaded_tok.chat_template == tok.chat_template
     # The trainer's atomic save (SFT result, RL checkpoints) takes the GGUF-loaded model too.
-    from slca_grpo.trainer.checkpoint import save_pretrained_atomic
+    from slca_grpo.models.checkpoint import save_pretrained_atomic
 
     atomic, _ = load_model(save_pretrained_atomic(model, tok, tmp_path / "sft"))
     with torch.no_grad():

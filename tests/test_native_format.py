@@ -17,23 +17,25 @@ from chat_templates import (
     NO_END_TOKEN,
 )
 from scripted import ScriptedLM
+from smoke_run import smoke_config
 
 from slca_grpo.chat import BlockStatus, parse_tool_calls
 from slca_grpo.chat.jinja import hermes_chat_template
 from slca_grpo.data.synthetic import generate_suite
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.eval.hf_agent import HFChatAgent
 from slca_grpo.models import synthetic_corpus
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rewards.batch import compute_rewards
 from slca_grpo.rewards.rule_judge import RuleJudge
+from slca_grpo.rollout.chat_format import build_formatter, install_chat_template, resolve_chat_format
 from slca_grpo.rollout.environment import ToolEnvironment
-from slca_grpo.rollout.formatter import ChatFormatter, build_formatter
+from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.rollout.native_format import ChatTemplateError, NativeFormatter
 from slca_grpo.rollout.sampling import STOP_EOS, STOP_LENGTH, Generation
 from slca_grpo.trainer.sft import build_example
-from slca_grpo.types import ToolCall
 
 # style: (template, special tokens to add, expected tool parser, calls per turn, end-of-turn token)
 STYLES = {
@@ -122,6 +124,20 @@ def test_auto_keeps_the_hermes_format_for_the_built_in_template_and_no_template(
         build_formatter(bare, chat_format="native")
     chatml = tokenizer_with(base_tokenizer, CHATML_BLOCKS)
     assert type(build_formatter(chatml, chat_format="hermes")) is ChatFormatter
+
+
+def test_training_and_evaluation_choose_the_format_and_template_alike(base_tokenizer):
+    chatml = tokenizer_with(base_tokenizer, CHATML_BLOCKS)
+    assert [resolve_chat_format(t) for t in (base_tokenizer, chatml)] == ["hermes", "native"]
+    assert resolve_chat_format(chatml, "hermes") == "hermes"
+    # A template given to the evaluation agent replaces the tokenizer's own, as model.chat_template does.
+    llama_like = tokenizer_with(base_tokenizer, CHATML_BLOCKS, HEADER_JSON_SPECIALS)
+    agent = HFChatAgent(ScriptedLM(llama_like, lambda prompt, turn: ""), llama_like, chat_template=HEADER_JSON)
+    assert llama_like.chat_template == HEADER_JSON and agent.formatter.tool_parser == "llama3_json"
+    install_chat_template(chatml, chat_format="hermes")  # what a run with chat_format: hermes saves
+    assert chatml.chat_template == hermes_chat_template() and resolve_chat_format(chatml) == "hermes"
+    with pytest.raises(ValueError, match="native-format setting"):
+        install_chat_template(chatml, chat_format="hermes", chat_template=HEADER_JSON)
 
 
 @pytest.mark.parametrize(
@@ -286,10 +302,24 @@ def test_slca_train_names_the_setting_when_a_template_cannot_be_used(tmp_path, c
     assert "model.chat_format: tiny: the chat template does not show the tools" in err and "Traceback" not in err
 
 
+def test_slca_eval_takes_a_chat_template_file_as_a_run_does(tmp_path, capsys):
+    from slca_grpo.cli import main
+
+    command = ["eval", "indomain", "--policy", "reader", "--tasks", "synthetic", "--limit", "1"]
+    command += ["--out", str(tmp_path / "eval")]
+    assert main([*command, "--chat-template", str(tmp_path / "missing.jinja")]) == 2
+    assert "--chat-template: cannot read" in capsys.readouterr().err  # before the model loads
+    empty = tmp_path / "empty.jinja"
+    empty.write_text("\n")
+    assert main([*command, "--chat-template", str(empty)]) == 2
+    assert f"--chat-template: {empty} is empty" in capsys.readouterr().err
+    assert main([*command, "--chat-format", "hermes", "--chat-template", str(empty)]) == 2
+    assert "cannot be used with --chat-format hermes" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_a_run_trains_and_evaluates_through_a_native_template_file(tmp_path):
     from chat_templates import CHATML_JSON
-    from test_trainer import smoke_config
 
     from slca_grpo.models import load_tokenizer
     from slca_grpo.trainer.run import train

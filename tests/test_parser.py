@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slca_grpo.chat import BlockStatus, parse_tool_calls, render_tool_calls, strip_think
-from slca_grpo.types import ToolCall
+from slca_grpo.datatypes import ToolCall
 
 TOOLS = ["get_weather", "book_flight"]
 

@@ -108,7 +108,7 @@ def test_a_training_run_uses_a_plugin_estimator_from_its_config(plugin_file, tmp
 def test_an_estimator_reading_a_reward_nobody_provides_is_refused_before_training():
     from slca_grpo.algos import register_estimator
     from slca_grpo.config import ConfigError
-    from slca_grpo.trainer.run import check_estimators
+    from slca_grpo.trainer.run_config import check_estimators
 
     register_estimator("reads-nothing-known", rewards=("no-such-reward",))(lambda g, s, r, c: None)
     try:

@@ -2,6 +2,8 @@
 
 import json
 
+from smoke_run import smoke_config
+
 import slca_grpo.provenance as provenance_module
 from slca_grpo.provenance import (
     PAIRING_FIELDS,
@@ -53,8 +55,6 @@ def test_a_run_folder_records_it_once_and_reports_a_resume_with_other_code(tmp_p
 
 
 def test_a_resumed_run_with_other_code_warns(tmp_path, monkeypatch, capsys):
-    from test_trainer import smoke_config
-
     from slca_grpo.trainer.run import train
 
     config = smoke_config(tmp_path / "run", **{"rl.steps": 1, "sft.steps": 0, "train.eval_tasks": 0})

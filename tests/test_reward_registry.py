@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from tool_schemas import WEATHER_CALL, weather_tool
 
+from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.rewards import (
     Answers,
     CompletenessChecker,
@@ -27,22 +29,12 @@ from slca_grpo.rewards import (
     register_reward_family,
     unregister_reward_family,
 )
-from slca_grpo.types import Task, ToolCall
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        },
-    }
-]
-CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+TOOLS = [weather_tool()]
 RESPONSE = '<tool_response>{"city": "Paris", "temperature": 22}</tool_response>'
 TEXTS = [
-    f"{CALL}{RESPONSE}It is 22 degrees in Paris today.",
-    f"{CALL}{CALL}{RESPONSE}{RESPONSE}It is 22 degrees in Paris today.",
+    f"{WEATHER_CALL}{RESPONSE}It is 22 degrees in Paris today.",
+    f"{WEATHER_CALL}{WEATHER_CALL}{RESPONSE}{RESPONSE}It is 22 degrees in Paris today.",
     "No idea, sorry about that.",
 ]
 TASK = Task(

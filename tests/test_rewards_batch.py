@@ -8,9 +8,11 @@ import json
 
 import pytest
 import torch
+from tool_schemas import WEATHER_CALL, WEATHER_RESPONSE, function_tool, weather_tool
 
 from slca_grpo.cli import rewards as commands
 from slca_grpo.config import ConfigError, apply_overrides, from_dict, to_dict
+from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.rewards import (
     CompletenessChecker,
     CompletenessVerdict,
@@ -27,20 +29,8 @@ from slca_grpo.rewards import (
     rltr_reward,
     toolpo_rewards,
 )
-from slca_grpo.types import Task, ToolCall
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        },
-    },
-    {"type": "function", "function": {"name": "get_news", "parameters": {"type": "object", "properties": {}}}},
-]
-RESPONSE = '{"city": "Paris", "temperature": 22, "condition": "sunny"}'
-CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+TOOLS = [weather_tool(), function_tool("get_news", {})]
 
 
 def task(subset: str = "tool_call", task_id: str = "w") -> Task:
@@ -53,10 +43,11 @@ def task(subset: str = "tool_call", task_id: str = "w") -> Task:
     )
 
 
+CALLED = f"{WEATHER_CALL}<tool_response>{WEATHER_RESPONSE}</tool_response>"  # the call and its response
 TEXTS = [
-    f"{CALL}<tool_response>{RESPONSE}</tool_response>It is 22 degrees and sunny in Paris.",  # good, rule judge 5
+    f"{CALLED}It is 22 degrees and sunny in Paris.",  # good, rule judge 5
     "It is sunny in Paris.",  # gate
-    f"{CALL}<tool_response>{RESPONSE}</tool_response>It is 30 degrees and raining in Paris.",  # invented, judge 1
+    f"{CALLED}It is 30 degrees and raining in Paris.",  # invented, judge 1
     "<tool_call>{broken</tool_call>",  # format fails for RLTR, no tool response
 ]
 
@@ -180,7 +171,7 @@ def test_batch_input_errors():
 def test_irrelevant_fix_in_batch():
     texts = [
         "Sorry, no available tool can look that up.",
-        f"{CALL}<tool_response>{RESPONSE}</tool_response>It is sunny in Paris.",
+        f"{CALLED}It is sunny in Paris.",
     ]
     off = compute_rewards(texts, [task("irrelevant")] * 2, CountingJudge(5)).as_dict()["summary"]
     on = compute_rewards(
@@ -274,4 +265,4 @@ def test_score_command_errors(tmp_path, capsys):
     assert "no task with id 'zz'" in capsys.readouterr().err
     assert run_cli(["score", "--task", str(tmp_path / "missing.json"), "--text", str(text_file)]) == 2
     assert run_cli(["score", "--task", str(tasks_file), "--id", "a", "--text", str(text_file), "--judge", "gpt"]) == 2
-    assert "bad judge/checker spec" in capsys.readouterr().err
+    assert "bad endpoint spec 'gpt'" in capsys.readouterr().err

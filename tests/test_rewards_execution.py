@@ -7,24 +7,16 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tool_schemas import string_tool
 
 from slca_grpo.chat import parse_tool_calls
+from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.rewards import ExecutionWeights, execution_reward, name_f1, parse_for_task
-from slca_grpo.types import Task, ToolCall
-
-
-def _tool(name: str, *params: str) -> dict:
-    properties = {p: {"type": "string"} for p in params}
-    return {
-        "type": "function",
-        "function": {"name": name, "description": name, "parameters": {"type": "object", "properties": properties}},
-    }
-
 
 TOOLS = [
-    _tool("get_weather", "city", "unit"),
-    _tool("get_time", "city"),
-    _tool("search_flights", "origin", "destination"),
+    string_tool("get_weather", "city", "unit", description="get_weather"),
+    string_tool("get_time", "city", description="get_time"),
+    string_tool("search_flights", "origin", "destination", description="search_flights"),
 ]
 
 

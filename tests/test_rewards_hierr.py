@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from tool_schemas import WEATHER_CALL, WEATHER_RESPONSE, weather_tool
 
+from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.rewards import Judge, JudgeRequest, JudgeVerdict, RewardConfig, RuleJudge, hierr
 from slca_grpo.rewards.hierarchical import (
     REASON_IRRELEVANT_CALL,
@@ -17,20 +19,8 @@ from slca_grpo.rewards.hierarchical import (
     finish_hierr,
     plan_hierr,
 )
-from slca_grpo.types import Task, ToolCall
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Weather of a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        },
-    },
-]
-WEATHER_CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
-WEATHER_RESPONSE = '{"city": "Paris", "temperature": 22, "condition": "sunny"}'
+TOOLS = [weather_tool(description="Weather of a city")]
 
 
 def task(subset: str = "tool_call") -> Task:

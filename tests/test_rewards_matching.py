@@ -6,16 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.rewards.matching import (
     call_signature,
-    canonical_json,
     key_jaccard,
-    loose_equal,
     max_bipartite_matching,
     strict_call_match,
     value_match_fraction,
 )
-from slca_grpo.types import ToolCall
+from slca_grpo.value_match import loose_equal, normalized_json
 
 
 @pytest.mark.parametrize(
@@ -117,8 +116,8 @@ def test_loose_equal_ignores_case_and_surrounding_space(text):
     assert loose_equal(text, f"  {text.upper()}\t") == (text.strip().lower() == text.upper().strip().lower())
 
 
-def test_canonical_json_sorts_keys_and_normalises_scalars():
-    assert canonical_json({"b": [1.0, " X"], "a": True}) == '{"a":true,"b":[1,"x"]}'
+def test_normalized_json_sorts_keys_and_normalises_scalars():
+    assert normalized_json({"b": [1.0, " X"], "a": True}) == '{"a":true,"b":[1,"x"]}'
 
 
 def test_key_jaccard_and_value_fraction():

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from tool_schemas import function_tool
 
 from slca_grpo.chat import parse_tool_calls
+from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.rewards import (
     CompletenessChecker,
     CompletenessVerdict,
@@ -20,12 +22,6 @@ from slca_grpo.rewards import (
     toolpo_rewards,
 )
 from slca_grpo.rewards.rltr import format_valid, is_error_observation
-from slca_grpo.types import Task, ToolCall
-
-
-def _tool(name: str) -> dict:
-    return {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
-
 
 GOLD = [[ToolCall("get_weather", {"city": "Paris", "unit": "celsius"}), ToolCall("get_time", {"city": "Paris"})]]
 
@@ -34,7 +30,7 @@ def task(gold=GOLD, subset="tool_call") -> Task:
     return Task(
         id="t",
         messages=[{"role": "user", "content": "Weather and time in Paris?"}],
-        tools=[_tool("get_weather"), _tool("get_time"), _tool("get_news")],
+        tools=[function_tool(name, {}) for name in ("get_weather", "get_time", "get_news")],
         gold_calls=gold,
         subset=subset,
     )

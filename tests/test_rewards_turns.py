@@ -11,17 +11,12 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tool_schemas import string_tool
 
+from slca_grpo.datatypes import SUBSET_IRRELEVANT, Task, ToolCall, Turn
 from slca_grpo.rewards import RuleJudge, compute_rewards, split_turns, turn_rewards
 from slca_grpo.rewards.config import ExecutionWeights, RewardConfig
 from slca_grpo.rewards.turns import TurnRewardFamily, _align
-from slca_grpo.types import SUBSET_IRRELEVANT, Task, ToolCall, Turn
-
-
-def tool(name: str, *params: str) -> dict:
-    properties = {p: {"type": "string"} for p in params}
-    return {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": properties}}}
-
 
 SEARCH = ToolCall("search_flights", {"origin": "OSL", "destination": "ROM"})
 BOOK = ToolCall("book_flight", {"flight_id": "FL-1"})
@@ -31,7 +26,7 @@ def flight_task(**changes) -> Task:
     base = {
         "id": "two-step",
         "messages": [{"role": "user", "content": "Book the cheapest flight from Oslo to Rome."}],
-        "tools": [tool("search_flights", "origin", "destination"), tool("book_flight", "flight_id")],
+        "tools": [string_tool("search_flights", "origin", "destination"), string_tool("book_flight", "flight_id")],
         "gold_calls": [[SEARCH], [BOOK]],
     }
     return Task(**{**base, **changes})
@@ -262,10 +257,10 @@ REAL_TURNS = [call(c) for c in (SEARCH, BOOK, WRONG_FLIGHT, HALF_BOOK, SELECT, T
 
 def three_step_task() -> Task:
     tools = [
-        tool("search_flights", "origin", "destination"),
-        tool("book_flight", "flight_id"),
-        tool("select_seat", "flight_id", "seat"),
-        tool("lookup_weather", "city"),
+        string_tool("search_flights", "origin", "destination"),
+        string_tool("book_flight", "flight_id"),
+        string_tool("select_seat", "flight_id", "seat"),
+        string_tool("lookup_weather", "city"),
     ]
     return flight_task(tools=tools, gold_calls=[[SEARCH], [BOOK], [SELECT]])
 

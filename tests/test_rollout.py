@@ -3,26 +3,19 @@ import json
 import pytest
 import torch
 from scripted import ScriptedLM, smollm2_shaped_model
+from tool_schemas import weather_tool
 
 from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL
 from slca_grpo.chat import parse_tool_calls, render_chat
+from slca_grpo.datatypes import Observation, Task, ToolCall
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rollout.environment import ToolEnvironment
 from slca_grpo.rollout.formatter import ChatFormatter, prompt_tools
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.rollout.sampling import SamplingConfig, sample
 from slca_grpo.trainer.batch import trajectory_batch
-from slca_grpo.types import Observation, Task, ToolCall
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-        "returns": {"type": "object"},
-    },
-}
+WEATHER = weather_tool(description="Weather for a city", city_required=True, returns={"type": "object"})
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
 
@@ -377,7 +370,8 @@ def test_rollouts_can_use_the_simulator_service(tokenizer, monkeypatch):
 
     from slca_grpo.config import ConfigError
     from slca_grpo.simulator import Simulator, SimulatorClient, SimulatorConfig, create_app
-    from slca_grpo.trainer.run import RunConfig, make_simulator
+    from slca_grpo.trainer.build import make_simulator
+    from slca_grpo.trainer.run_config import RunConfig
 
     config = RunConfig()
     assert isinstance(make_simulator(config), Simulator)  # in process by default

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from simulator_helpers import ORDER_TOOLS, WEATHER_TOOL, FakeChatServer, completion
 
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import ErrorInjectionConfig, Simulator, SimulatorConfig
 from slca_grpo.simulator.cache import CacheCorruptWarning, ResponseCache
-from slca_grpo.types import ToolCall
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -23,7 +23,7 @@ import json, sys
 sys.path.insert(0, {src!r})
 from slca_grpo.config import from_dict
 from slca_grpo.simulator import Simulator, SimulatorConfig
-from slca_grpo.types import ToolCall
+from slca_grpo.datatypes import ToolCall
 config, tools = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 sim = Simulator(from_dict(SimulatorConfig, config))
 obs = sim.simulate(ToolCall("get_weather", {{"city": "Paris"}}), tools, "episode-1")

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from simulator_helpers import ALL_TOOLS, STRING, WEATHER_TOOL, tool
 
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import Simulator, SimulatorConfig
 from slca_grpo.simulator.base import Backend, BackendResult
-from slca_grpo.types import ToolCall
 
 
 class CountingBackend(Backend):

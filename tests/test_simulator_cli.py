@@ -15,8 +15,8 @@ import pytest
 from simulator_helpers import SEARCH_TOOL, WEATHER_TOOL, free_port
 
 from slca_grpo.cli import simulate as commands
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import SimulatorClient
-from slca_grpo.types import ToolCall
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

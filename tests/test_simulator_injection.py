@@ -9,15 +9,15 @@ import pytest
 from simulator_helpers import SEARCH_TOOL, WEATHER_TOOL
 
 from slca_grpo.config import ConfigError
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import (
     ErrorInjectionConfig,
     Simulator,
     SimulatorConfig,
-    truncate_middle,
+    truncate_middle_to_tokens,
 )
 from slca_grpo.simulator.config import SimulatorConfig as Config
 from slca_grpo.simulator.injection import ErrorInjector
-from slca_grpo.types import ToolCall
 
 N = 10_000
 
@@ -98,15 +98,15 @@ def test_rates_must_be_probabilities_that_add_up_to_at_most_one():
 
 def test_truncate_middle_keeps_head_and_tail_within_the_budget():
     text = "HEAD-" + "x" * 10_000 + "-TAIL"
-    out = truncate_middle(text, 100)  # default: ~4 characters a token
+    out = truncate_middle_to_tokens(text, 100)  # default: ~4 characters a token
     assert (len(out) + 3) // 4 <= 100
     assert out.startswith("HEAD-") and out.endswith("-TAIL")
     assert "[truncated" in out and "characters]" in out
     omitted = int(out.split("[truncated ")[1].split(" ")[0])
     kept = len(out) - len(out[out.index("\n...[") : out.index("]...\n") + 5])
     assert omitted + kept == len(text)
-    assert truncate_middle("short", 100) == "short"
-    assert truncate_middle(text, None) == text
+    assert truncate_middle_to_tokens("short", 100) == "short"
+    assert truncate_middle_to_tokens(text, None) == text
 
 
 def test_truncate_middle_with_a_custom_token_counter():
@@ -115,7 +115,7 @@ def test_truncate_middle_with_a_custom_token_counter():
     def count(s):
         return len(s.split())
 
-    out = truncate_middle(words, 50, count)
+    out = truncate_middle_to_tokens(words, 50, count)
     assert count(out) <= 50 and out.startswith("w0 w1") and out.endswith("w998 w999")
     assert count(out) >= 45  # the budget is used, not wasted
 

@@ -15,9 +15,9 @@ from simulator_helpers import (
     free_port,
 )
 
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import OpenAIConfig, Simulator, SimulatorConfig
 from slca_grpo.simulator.openai_backend import OpenAIBackend
-from slca_grpo.types import ToolCall
 
 GOOD = {"city": "Paris", "temperature": 18.5, "condition": "sunny"}
 CALL = ToolCall("get_weather", {"city": "Paris"})

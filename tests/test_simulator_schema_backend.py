@@ -19,11 +19,11 @@ from simulator_helpers import (
     tool,
 )
 
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import Simulator, SimulatorConfig
 from slca_grpo.simulator.intent import read_intent
 from slca_grpo.simulator.regexgen import string_from_pattern
 from slca_grpo.simulator.words import DetRng
-from slca_grpo.types import ToolCall
 
 
 def answer(sim: Simulator, name: str, args: dict, tools: list, session: str | None = None) -> dict:

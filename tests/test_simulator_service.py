@@ -9,8 +9,8 @@ import httpx
 import pytest
 from simulator_helpers import ORDER_TOOLS, WEATHER_TOOL, free_port, running_app
 
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import Simulator, SimulatorClient, SimulatorConfig, SimulatorLike, create_app
-from slca_grpo.types import ToolCall
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -6,8 +6,8 @@ import json
 
 from simulator_helpers import BOOKING_TOOLS, ORDER_TOOLS, SEARCH_TOOL, STRING, tool
 
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import Simulator, SimulatorConfig
-from slca_grpo.types import ToolCall
 
 
 def call(sim: Simulator, name: str, args: dict, tools: list, session: str | None = "ep-1") -> dict:

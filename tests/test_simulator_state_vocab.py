@@ -9,11 +9,11 @@ import json
 import pytest
 from simulator_helpers import STRING, tool
 
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import Simulator, SimulatorConfig
 from slca_grpo.simulator.idshapes import argument_examples, described_examples, shaped_like
 from slca_grpo.simulator.intent import described_status, read_intent
 from slca_grpo.simulator.words import DetRng
-from slca_grpo.types import ToolCall
 
 ORDER_ID = {"type": "string", "description": "The order id, such as '#W0000000'."}
 ORDERS = [

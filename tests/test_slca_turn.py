@@ -10,9 +10,10 @@ import math
 
 import pytest
 import torch
+from advantage_helpers import per_rollout
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_estimators import per_rollout
+from scripted import scripted_loop, two_step_setup
 
 from slca_grpo.algos import (
     SEG_FIRST_TURN,
@@ -407,47 +408,6 @@ def test_bad_inputs_raise_clearly():
 # --------------------------------------------------------------------------- the pipeline
 
 
-def two_step_setup():
-    """A synthetic two-step task, a tokenizer and formatter for it, an environment, and scripted
-    policies (one list of turn texts each): both steps right, step 2 wrong, step 1 wrong."""
-    import json
-
-    from slca_grpo.data.synthetic import generate_suite, render_gold
-    from slca_grpo.models.tokenizer import train_tokenizer
-    from slca_grpo.rollout.environment import ToolEnvironment
-    from slca_grpo.rollout.formatter import ChatFormatter
-    from slca_grpo.simulator import SimulatorConfig, build_simulator
-
-    task = next(t for t in generate_suite(seed=0, n_train=40, n_test=0).train if t.metadata["kind"] == "two_step")
-    (first,), (second,) = task.gold_calls
-
-    def call(name: str, arguments: dict) -> str:
-        return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
-
-    def wrong(c):
-        return {k: "WRONG" for k in c.arguments}
-
-    answer = "Done: " + (task.reference_answer or "")[:60] + "<|im_end|>"
-    scripts = {
-        "both right": [call(first.name, first.arguments), call(second.name, second.arguments), answer],
-        "step 2 wrong": [call(first.name, first.arguments), call(second.name, wrong(second)), answer],
-        "step 1 wrong": [call(first.name, wrong(first)), call(second.name, second.arguments), answer],
-    }
-    tokenizer = train_tokenizer([render_gold(task)] * 4 + ["".join(s) for s in scripts.values()] * 4, vocab_size=600)
-    environment = ToolEnvironment(build_simulator(SimulatorConfig(backend="schema")))
-    return task, tokenizer, ChatFormatter(tokenizer), environment, scripts
-
-
-def scripted_loop(tokenizer, formatter, environment, turns, group_size=1):
-    from scripted import ScriptedLM
-
-    from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
-
-    model = ScriptedLM(tokenizer, lambda prompt, turn: turns[min(turn, len(turns) - 1)])
-    config = RolloutConfig(group_size=group_size, max_turns=3, max_response_tokens=2000)
-    return AgentLoop(model, formatter, environment, config)
-
-
 def test_rollouts_of_a_two_step_task_through_rewards_and_advantages():
     """Real rollouts (a scripted policy in the agent loop): per-turn rewards and the estimator's
     segments from the same mask; only step 2 wrong keeps step 1's advantage positive."""
@@ -528,8 +488,8 @@ def test_a_trainer_step_with_slca_turn(monkeypatch):
 
 
 def test_turns_that_do_not_match_the_runs_are_refused():
+    from slca_grpo.datatypes import Trajectory, Turn
     from slca_grpo.trainer.rl import check_turns_match_runs
-    from slca_grpo.types import Trajectory, Turn
 
     fine = Trajectory("t", [1], response_ids=[5, 6, 7, 8], response_mask=[1, 0, 1, 1], turns=[Turn("a"), Turn("b")])
     check_turns_match_runs([fine])

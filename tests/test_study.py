@@ -11,13 +11,13 @@ import yaml
 from slca_grpo.cli import main
 from slca_grpo.cli.study import add_arguments, plan_from_args
 from slca_grpo.config import ConfigError
+from slca_grpo.study.noise import parse_noise_levels
 from slca_grpo.study.plan import (
     DEFAULT_BUDGET,
     QUICK_BUDGET,
     NoiseLevel,
     StudyBudget,
     StudyPlan,
-    parse_noise_levels,
     run_dir,
 )
 from slca_grpo.study.report import write_study_report

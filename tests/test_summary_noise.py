@@ -5,25 +5,17 @@ import re
 import numpy as np
 import pytest
 import torch
+from tool_schemas import WEATHER_RESPONSE, weather_tool
 
 from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL, compute_advantages
 from slca_grpo.config import ConfigError, load_yaml_config
+from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.rewards import RewardConfig, RuleJudge, compute_rewards
 from slca_grpo.rewards.noise import noise_draws, noisy_summary_rewards, summary_noise
 from slca_grpo.trainer.run import RunConfig
-from slca_grpo.types import Task, ToolCall
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        },
-    }
-]
-RESPONSE = '{"city": "Paris", "temperature": 22, "condition": "sunny"}'
+TOOLS = [weather_tool()]
 ANSWER = "It is 22 degrees and sunny in Paris."
 
 
@@ -39,7 +31,7 @@ def weather_task() -> Task:
 
 def rollout(city: str, answer: str = ANSWER) -> str:
     call = f'<tool_call>{{"name": "get_weather", "arguments": {{"city": "{city}"}}}}</tool_call>'
-    return f"{call}<tool_response>{RESPONSE}</tool_response>{answer}"
+    return f"{call}<tool_response>{WEATHER_RESPONSE}</tool_response>{answer}"
 
 
 def test_the_config_keys_load_and_bad_values_name_the_key():

@@ -34,7 +34,7 @@ from slca_grpo.data.synthetic import (
 )
 from slca_grpo.data.synthetic.catalogue import CHAIN_SPECS, TOOL_SPECS
 from slca_grpo.data.synthetic.spec import TemplateError, fill
-from slca_grpo.types import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task, ToolCall, tool_name
+from slca_grpo.datatypes import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task, ToolCall, tool_name
 
 SEED = 7
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from slca_grpo.data import TaskFormatError, load_tasks, task_from_dict, write_tasks
-from slca_grpo.types import ToolCall
+from slca_grpo.datatypes import ToolCall
 
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from slca_grpo.eval.tau2._tau2 import prepare_environment
+from slca_grpo.data.tau2.package import prepare_environment
 
 prepare_environment()  # before τ² imports litellm: no network fetch of its cost map
 pytest.importorskip("tau2.registry", reason="needs the tau2 extra: pip install 'slca-grpo[tau2]'")
@@ -21,6 +21,7 @@ from tau2.data_model.message import (  # noqa: E402
 from tau2.metrics.agent_metrics import pass_hat_k as tau2_pass_hat_k  # noqa: E402
 from tau2.user.base import STOP  # noqa: E402
 
+from slca_grpo.data.tau2.tasks import select_tasks  # noqa: E402
 from slca_grpo.eval.tau2.adapter import (  # noqa: E402
     EMPTY_REPLY,
     STATUS_CALLS,
@@ -32,7 +33,6 @@ from slca_grpo.eval.tau2.adapter import (  # noqa: E402
 )
 from slca_grpo.eval.tau2.metrics import pass_hat_k  # noqa: E402
 from slca_grpo.eval.tau2.oracle import oracle_plan  # noqa: E402
-from slca_grpo.eval.tau2.tasks import select_tasks  # noqa: E402
 from slca_grpo.eval.tau2.users import (  # noqa: E402
     DONE_TEXT,
     ScriptedTurn,

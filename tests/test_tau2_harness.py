@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slca_grpo.eval.tau2._tau2 import prepare_environment
+from slca_grpo.data.tau2.package import prepare_environment
 
 prepare_environment()  # before τ² imports litellm: no network fetch of its cost map
 pytest.importorskip("tau2.registry", reason="needs the tau2 extra: pip install 'slca-grpo[tau2]'")
@@ -169,7 +169,7 @@ def test_telecom_oracle_with_scripted_user_device_actions():
 
 
 def test_user_is_required_and_selection_errors_are_clear():
-    with pytest.raises(UserLLMRequired, match="--user-llm openai:URL#MODEL"):
+    with pytest.raises(UserLLMRequired, match="--user-llm openai:BASE_URL#MODEL"):
         run_tau2(Tau2OracleAgent([]), "retail", user=None, out_dir=None)
     with pytest.raises(TaskSelectionError, match="no split 'dev'"):
         select_tasks("retail", split="dev")
@@ -199,10 +199,10 @@ def test_cli_without_user_llm_exits_2_and_says_what_to_pass(capsys, tmp_path):
     code = cli(["eval", "tau2", "--policy", "oracle", "--domain", "retail", "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2
-    assert "--user-llm openai:URL#MODEL" in err and "--user scripted" in err
+    assert "--user-llm openai:BASE_URL#MODEL" in err and "--user scripted" in err
     assert not (tmp_path / "x").exists()
     code = cli(["eval", "tau2", "--policy", "oracle", "--domain", "retail", "--user-llm", "localhost:8000"])
-    assert code == 2 and "openai:URL#MODEL" in capsys.readouterr().err
+    assert code == 2 and "bad endpoint spec 'localhost:8000'" in capsys.readouterr().err
     code = cli(["eval", "tau2", "--policy", "gpt-5", "--domain", "retail", "--user", "scripted"])
     assert code == 2 and "unknown policy spec 'gpt-5'" in capsys.readouterr().err
 

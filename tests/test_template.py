@@ -1,16 +1,11 @@
 import json
 
-from slca_grpo.chat import parse_tool_calls, render_chat, render_tools_system_prompt
-from slca_grpo.types import ToolCall
+from tool_schemas import weather_tool
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
+from slca_grpo.chat import parse_tool_calls, render_chat, render_tools_system_prompt
+from slca_grpo.datatypes import ToolCall
+
+WEATHER = weather_tool(description="Weather for a city", city_required=True)
 
 
 def test_system_prompt_lists_every_tool_as_json_line():

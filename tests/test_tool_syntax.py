@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from slca_grpo.chat import BlockStatus, parse_tool_calls
 from slca_grpo.chat.syntax import TOOL_SYNTAXES, to_hermes
-from slca_grpo.types import ToolCall
+from slca_grpo.datatypes import ToolCall
 
 # Python keywords cannot name a call in Python syntax (no model writes ``[or(if=1)]``).
 names = st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True).filter(lambda n: not keyword.iskeyword(n))

@@ -4,10 +4,12 @@ import shutil
 
 import pytest
 import torch
+from smoke_run import smoke_config
 
 from slca_grpo.algos import policy_loss
 from slca_grpo.config import ConfigError, apply_overrides, from_dict, load_yaml_config
 from slca_grpo.models import build_tiny
+from slca_grpo.models.checkpoint import latest_checkpoint
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.rule_judge import RuleJudge
@@ -15,7 +17,6 @@ from slca_grpo.rollout.environment import ToolEnvironment
 from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.trainer.batch import pad_sequences, token_logprobs
-from slca_grpo.trainer.checkpoint import latest_checkpoint
 from slca_grpo.trainer.logger import read_metrics
 from slca_grpo.trainer.optim import lr_factor
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
@@ -198,30 +199,6 @@ def test_config_loading_checks_keys_and_types(tmp_path):
         load_yaml_config(RunConfig, resolve_config_path(preset))
 
 
-def smoke_config(out_dir, **extra):
-    overrides = [
-        "data.n_train=40",
-        "data.n_test=4",
-        "sft.steps=4",
-        "sft.batch_size=4",
-        "rl.steps=3",
-        "rl.prompts_per_step=2",
-        "rl.mini_batch_prompts=1",
-        "rl.ppo_epochs=2",
-        "rollout.group_size=3",
-        "rollout.max_response_tokens=48",
-        "rollout.max_turns=2",
-        "train.eval_tasks=2",
-        "train.eval_every=2",
-        "train.save_every=1",
-        "train.keep_last=5",
-        "rl.diagnostics_every=1",
-        f"train.out_dir={out_dir}",
-        *[f"{k}={v}" for k, v in extra.items()],
-    ]
-    return load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), overrides)
-
-
 @pytest.mark.slow
 def test_end_to_end_run_and_exact_resume(tmp_path, capsys):
     full_dir, resumed_dir = tmp_path / "full", tmp_path / "resumed"
@@ -229,10 +206,10 @@ def test_end_to_end_run_and_exact_resume(tmp_path, capsys):
     assert [e["step"] for e in summary["evals"]] == [-1, 1, 2]
     shown = capsys.readouterr().out
     # Long silent parts are announced, and every line of progress says how far and how long.
-    assert re.search(r"^\[sft\] loss=\S+ \[\d+/\d+, \d+s", shown, flags=re.M), shown
+    assert re.search(r"^\[sft\] loss=\S+ \[\d+/\d+, (?:\d+m)?\d+s", shown, flags=re.M), shown
     assert "evaluating " in shown and "held-out tasks (before RL) ..." in shown
-    assert re.search(r"^step 0: score=\S+ .*\[1/3, \d+s, ETA \d+s\]$", shown, flags=re.M), shown
-    assert re.search(r"^step 2: .*\[3/3, \d+s\]$", shown, flags=re.M), shown
+    assert re.search(r"^step 0: score=\S+ .*\[1/3, (?:\d+m)?\d+s, ETA (?:\d+m)?\d+s\]$", shown, flags=re.M), shown
+    assert re.search(r"^step 2: .*\[3/3, (?:\d+m)?\d+s\]$", shown, flags=re.M), shown
     assert (full_dir / "sft" / "config.json").exists()
     metrics = read_metrics(full_dir / "metrics.jsonl")
     steps = [m for m in metrics if "reward/score" in m]
@@ -273,7 +250,7 @@ def test_end_to_end_run_and_exact_resume(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_bf16_autocasts_rl_rollouts_and_evaluation_and_keeps_float32_weights(tmp_path, monkeypatch, capsys):
-    from slca_grpo.trainer import device
+    from slca_grpo.models import device
 
     device._warn_slow_bf16.cache_clear()
     autocast_during_rollouts = []
@@ -368,7 +345,7 @@ def test_length_bucketed_batches_cover_every_example_once_with_little_padding():
 
 
 def test_an_sft_checkpoint_is_reused_only_for_the_same_configuration(tmp_path):
-    from slca_grpo.trainer.run import sft_fingerprint, sft_is_current, sft_settings
+    from slca_grpo.trainer.sft_cache import sft_fingerprint, sft_is_current, sft_settings
 
     config = smoke_config(tmp_path)
     (tmp_path / "sft").mkdir()
@@ -506,8 +483,8 @@ def test_a_rollout_cut_off_on_a_call_trains_its_call_tokens_on_the_tool_reward()
     """The last run of a rollout that ended on an unanswered call is a tool segment: under SLCA its
     call tokens get the tool advantage, and no summary reward (noise included) reaches them."""
     from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL, compute_advantages
+    from slca_grpo.datatypes import Trajectory, Turn
     from slca_grpo.trainer.batch import trajectory_batch
-    from slca_grpo.types import Trajectory, Turn
 
     call = '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
 
@@ -590,7 +567,7 @@ def test_old_and_reference_logprobs_are_computed_without_dropout(tiny):
 def test_runs_without_progress_bars_silence_the_weight_loading_bars_too(tmp_path):
     from transformers.utils import logging as transformers_logging
 
-    from slca_grpo.trainer.run import quiet_transformers
+    from slca_grpo.trainer.build import quiet_transformers
 
     transformers_logging.enable_progress_bar()  # an earlier run in this process may have turned them off
     try:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
+import logging
 
 import pytest
 import torch
+from chat_templates import HEADER_JSON, HEADER_JSON_SPECIALS
 from verl_helpers import (
     ScriptedServer,
     make_agent_loop,
@@ -21,15 +24,20 @@ from slca_grpo.algos import SEG_NONE, SEG_SUMMARY, SEG_TOOL
 from slca_grpo.chat import render_tool_calls
 from slca_grpo.chat.template import IM_END, IM_START
 from slca_grpo.data.tasks import TaskFormatError
+from slca_grpo.datatypes import Task
 from slca_grpo.integrations.verl.advantages import rollout_segments
-from slca_grpo.integrations.verl.agent_loop import CALLS_FIELD, ERRORS_FIELD, SLCAToolParser
+from slca_grpo.integrations.verl.agent_loop import (
+    CALLS_FIELD,
+    ERRORS_FIELD,
+    SLCAToolParser,
+    _warn_unless_hermes_calls,
+)
 from slca_grpo.integrations.verl.reward import RESPONSE_TEXT_FIELD
 from slca_grpo.rollout.environment import find_fixture
 from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.simulator import build_simulator
 from slca_grpo.simulator.service import create_app
-from slca_grpo.simulator.text import truncate_middle
-from slca_grpo.types import Task
+from slca_grpo.simulator.text import truncate_middle_to_tokens
 
 ANSWER = "Here is what I found for you in the tool results."
 
@@ -142,7 +150,7 @@ def test_long_tool_responses_are_cut_to_the_token_limit(verl_tokenizer, task):
     turns = [render_tool_calls([gold]) + IM_END, ANSWER + IM_END]
     output, _ = run_rollout(config, verl_tokenizer, lambda turn: turns[turn], kwargs)
     count = lambda text: len(verl_tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
-    expected = truncate_middle("word " * 400, 30, count)
+    expected = truncate_middle_to_tokens("word " * 400, 30, count)
     assert count(expected) <= 30
     assert f"<tool_response>\n{expected}\n</tool_response>" in output.extra_fields[RESPONSE_TEXT_FIELD]
 
@@ -168,3 +176,17 @@ def test_a_row_without_our_task_is_a_clear_error(config, verl_tokenizer, task):
 
     with pytest.raises(TaskFormatError, match="row 5 has no extra_info.task"):
         asyncio.run(main())
+
+
+def test_a_model_that_writes_calls_in_another_syntax_is_warned_about(verl_tokenizer, caplog):
+    llama_like = copy.deepcopy(verl_tokenizer)
+    llama_like.add_special_tokens({"additional_special_tokens": HEADER_JSON_SPECIALS})
+    llama_like.chat_template = HEADER_JSON
+    with caplog.at_level(logging.WARNING, logger="slca_grpo.integrations.verl.agent_loop"):
+        _warn_unless_hermes_calls(verl_tokenizer)  # the Hermes template: the syntax the loop reads
+        _warn_unless_hermes_calls(llama_like)
+        _warn_unless_hermes_calls(llama_like)  # once per template
+    assert [r.getMessage() for r in caplog.records if "verl agent loop reads only Hermes" in r.getMessage()] == [
+        "the model's chat template writes tool calls in the llama3_json syntax; the verl agent loop reads only "
+        "Hermes <tool_call> blocks, so none of its calls would run (docs/verl.md)"
+    ]

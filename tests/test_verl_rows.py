@@ -7,25 +7,22 @@ import os
 
 import pyarrow.parquet as pq
 import pytest
+from tool_schemas import weather_tool
 
 from slca_grpo.chat import parse_tool_calls
 from slca_grpo.cli import main
 from slca_grpo.config import ConfigError
 from slca_grpo.data.synthetic import generate_tasks
 from slca_grpo.data.tasks import TaskFormatError
+from slca_grpo.datatypes import SUBSET_IRRELEVANT, Task, ToolCall
 from slca_grpo.integrations.verl.config import read_section
 from slca_grpo.integrations.verl.rows import task_from_extra_info, task_to_row, tasks_to_rows, write_tasks_parquet
-from slca_grpo.types import SUBSET_IRRELEVANT, Task, ToolCall
 
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-        "returns": {"type": "object", "properties": {"temp": {"type": "number"}}},
-    },
-}
+TOOL = weather_tool(
+    description="Weather for a city",
+    city_required=True,
+    returns={"type": "object", "properties": {"temp": {"type": "number"}}},
+)
 
 
 def weather_task(**overrides) -> Task:

@@ -27,6 +27,7 @@ from slca_grpo.algos.segments import learnable_runs
 from slca_grpo.chat import render_tool_calls
 from slca_grpo.chat.template import IM_END
 from slca_grpo.config import ConfigError
+from slca_grpo.datatypes import Trajectory
 from slca_grpo.integrations.verl.reward import RESPONSE_TEXT_FIELD
 from slca_grpo.integrations.verl.trainer import SLCATrainerColocateAsync, SLCATrainerSync
 from slca_grpo.rewards import RewardConfig
@@ -34,7 +35,6 @@ from slca_grpo.rewards.batch import compute_rewards
 from slca_grpo.rewards.rule_judge import RuleJudge
 from slca_grpo.trainer.batch import trajectory_batch
 from slca_grpo.trainer.rl import segment_advantage_stats
-from slca_grpo.types import Trajectory
 
 GROUP = 4
 ANSWER = "I looked it up: the results are in, see the details above."
@@ -317,3 +317,26 @@ def test_a_plugin_estimator_and_its_reward_run_on_verl(tokenizer_dir, rollouts, 
     finally:
         unregister_estimator("verl_plugin_grpo")
         unregister_reward_family("verl_plugin_calls")
+
+
+CLASHING_PLUGIN = """
+from slca_grpo.algos import register_estimator, route_by_segment
+
+
+@register_estimator("rloo", rewards=("score",))
+def rloo(group_index, segment_ids, rewards, config):
+    return route_by_segment(segment_ids, rewards["score"], rewards["score"])
+"""
+
+
+def test_a_plugin_estimator_named_like_one_of_verls_is_refused_not_replaced(tokenizer_dir, tmp_path):
+    from slca_grpo.algos import list_estimators, unregister_estimator
+
+    plugin = tmp_path / "clashing_plugin.py"
+    plugin.write_text(CLASHING_PLUGIN)
+    try:
+        with pytest.raises(ConfigError, match=r"estimator 'rloo' of the plugin .* one of verl's estimators"):
+            SLCATrainerSync(slca_config(tokenizer_dir, "algorithm.adv_estimator=rloo", f"+slca.plugins=[{plugin}]"))
+    finally:
+        if "rloo" in list_estimators():
+            unregister_estimator("rloo")

@@ -7,10 +7,11 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_slca_turn import scripted_loop, two_step_setup
+from scripted import scripted_loop, two_step_setup
 
 from slca_grpo.algos import compute_advantages
 from slca_grpo.algos.segments import SEG_SUMMARY, SEG_TOOL
+from slca_grpo.datatypes import Observation, ObservationError, Turn
 from slca_grpo.rewards import RuleJudge, compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge, JudgeVerdict
@@ -19,7 +20,6 @@ from slca_grpo.simulator import SimulatorConfig, build_simulator
 from slca_grpo.simulator.errors import BACKEND_ERROR, OVER_BUDGET, simulator_fault
 from slca_grpo.simulator.schema_backend import SchemaBackend
 from slca_grpo.trainer.rl import RLConfig, RLTrainer, void_reasons, void_step_metrics
-from slca_grpo.types import Observation, ObservationError, Turn
 
 
 class FaultyBackend(SchemaBackend):

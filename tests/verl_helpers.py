@@ -17,9 +17,9 @@ from omegaconf import DictConfig
 
 from slca_grpo.chat import render_chat
 from slca_grpo.data.synthetic import generate_tasks, render_gold
+from slca_grpo.datatypes import Task
 from slca_grpo.integrations.verl.rows import task_to_row
 from slca_grpo.models.tokenizer import train_tokenizer
-from slca_grpo.types import Task
 
 VERL_DEFAULTS = (
     "actor_rollout_ref.rollout.multi_turn.enable=true",

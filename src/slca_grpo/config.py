@@ -2,10 +2,15 @@
 
 Unknown keys and values of the wrong type are errors that name the dotted key, so a typo in a
 preset or on the command line never passes silently.
+
+A section may also hold named subsections known only once plugins are loaded (``rl.advantage.<name>``:
+the settings of an estimator): a field made with :func:`subsections_field`, and a classmethod
+``subsection_types()`` mapping each name to its dataclass. They read and print as keys of the section.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import types
@@ -16,7 +21,12 @@ from typing import Any, Literal, TypeVar, Union
 
 import yaml
 
+from slca_grpo.plugins import load_plugins
+
 T = TypeVar("T")
+
+# Field metadata marking the one field of a section that holds its named subsections.
+SUBSECTIONS = "subsections"
 
 
 class ConfigError(ValueError):
@@ -36,6 +46,76 @@ def one_of(config: Any, name: str, choices: Iterable[Any]) -> None:
     choices = tuple(choices)
     if getattr(config, name) not in choices:
         raise ConfigError(f"{name} must be one of {', '.join(map(str, choices))}, got {getattr(config, name)!r}")
+
+
+def subsections_field() -> Any:
+    """The field of a section that holds its named subsections (name -> settings dataclass)."""
+    return dataclasses.field(default_factory=dict, hash=False, metadata={SUBSECTIONS: True})
+
+
+def subsections_of(cls: Any) -> tuple[str | None, dict[str, type]]:
+    """(the subsections field of dataclass ``cls``, or None; each subsection's name -> its dataclass)."""
+    for f in dataclasses.fields(cls):
+        if f.metadata.get(SUBSECTIONS):
+            return f.name, dict(cls.subsection_types())
+    return None, {}
+
+
+def check_subsection_type(what: str, name: str, settings: Any, section: type) -> None:
+    """Refuse ``settings`` as the subsection ``name`` of ``section`` (``what`` says whose, for the
+    message) unless it is a dataclass whose fields all have defaults, under a name that is a key
+    of its own (no '.', not one of the section's fields)."""
+    if not (isinstance(settings, type) and dataclasses.is_dataclass(settings)):
+        raise TypeError(f"settings of {what} {name!r} must be a dataclass, got {settings!r}")
+    taken = sorted(f.name for f in dataclasses.fields(section) if not f.metadata.get(SUBSECTIONS))
+    if "." in name or name in taken:
+        raise ValueError(
+            f"{what} {name!r} has settings, so its name is a settings key: it may hold no '.' and may not be "
+            f"one of {', '.join(taken)}"
+        )
+    try:
+        settings()
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"settings of {what} {name!r} need a default for every field: {exc}") from None
+
+
+def subsection_settings(subsections: Mapping[str, Any], name: str, settings: type | None, key: str) -> Any:
+    """The settings object of subsection ``name`` (``key`` is its full config key, for the
+    message): the one given, or the defaults of ``settings`` when a config predates the
+    registration; None for an entry without settings."""
+    if settings is None:
+        return None
+    own = subsections.get(name)
+    if own is None:
+        return settings()
+    if not isinstance(own, settings):
+        raise ConfigError(f"{key}: expected {settings.__name__}, got {own!r}")
+    return own
+
+
+def fill_subsections(section: Any, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Every subsection ``type(section)`` knows: the given one (a mapping is read), or its defaults.
+    For a section's ``__post_init__``, so that a section built in code is complete too. Settings
+    objects of a name no longer registered (a plugin unregistered since) are kept as they are."""
+    _, types_by_name = subsections_of(type(section))
+    unknown = [name for name in map(str, given) if name not in types_by_name and not _is_settings(given[name])]
+    if unknown:
+        raise ConfigError(f"unknown setting(s): {', '.join(unknown)} (known: {', '.join(types_by_name)})")
+    filled = {name: value for name, value in given.items() if name not in types_by_name}
+    for name, settings_type in types_by_name.items():
+        value = given.get(name)
+        if value is None:
+            value = settings_type()
+        elif isinstance(value, Mapping):
+            value = from_dict(settings_type, value, prefix=f"{name}.")
+        elif not isinstance(value, settings_type):
+            raise ConfigError(f"{name}: expected {settings_type.__name__} settings, got {value!r}")
+        filled[name] = value
+    return filled
+
+
+def _is_settings(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
 
 
 def _float(value: Any) -> float | None:
@@ -123,13 +203,19 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "") -> T:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix.rstrip('.') or cls.__name__}: expected a mapping, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(str(k) for k in data if k not in names)
+    open_field, subsection_types = subsections_of(cls)
+    names = {f.name for f in dataclasses.fields(cls) if f.init and f.name != open_field}
+    unknown = sorted(str(k) for k in data if k not in names and k not in subsection_types)
     if unknown:
-        raise ConfigError(
-            f"unknown setting(s): {', '.join(prefix + k for k in unknown)} (known: {', '.join(sorted(names))})"
-        )
-    kwargs = {name: _coerce(value, hints[name], prefix + name) for name, value in data.items()}
+        known = sorted(names) + list(subsection_types)
+        raise ConfigError(f"unknown setting(s): {', '.join(prefix + k for k in unknown)} (known: {', '.join(known)})")
+    kwargs = {name: _coerce(value, hints[name], prefix + name) for name, value in data.items() if name in names}
+    if open_field is not None:
+        kwargs[open_field] = {
+            name: _coerce(value, subsection_types[name], prefix + name)
+            for name, value in data.items()
+            if name in subsection_types and name not in names
+        }
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -139,8 +225,24 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "") -> T:
         raise ConfigError(f"{prefix.rstrip('.') or cls.__name__}: {message}") from None
 
 
-def to_dict(config: Any) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+def to_dict(config: Any) -> Any:
+    """``dataclasses.asdict``, with each section's subsections as keys of the section itself."""
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        data: dict[str, Any] = {}
+        for f in dataclasses.fields(config):
+            value = getattr(config, f.name)
+            if f.metadata.get(SUBSECTIONS):
+                data.update((name, to_dict(settings)) for name, settings in value.items())
+            else:
+                data[f.name] = to_dict(value)
+        return data
+    if isinstance(config, tuple) and hasattr(config, "_fields"):  # a named tuple
+        return type(config)(*[to_dict(v) for v in config])
+    if isinstance(config, (list, tuple)):
+        return type(config)(to_dict(v) for v in config)
+    if isinstance(config, dict):
+        return type(config)((to_dict(k), to_dict(v)) for k, v in config.items())
+    return copy.deepcopy(config)
 
 
 def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -219,11 +321,33 @@ def load_yaml_config(cls: type[T], path: str | Path, overrides: Iterable[str] = 
         raise ConfigError(f"{path}: invalid YAML ({exc})") from None
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: the top level must be a mapping")
+    load_named_plugins(cls, data, overrides)
     try:
         config = from_dict(cls, data)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     return apply_overrides(config, overrides)
+
+
+def load_named_plugins(cls: type, data: Mapping[str, Any], overrides: Iterable[str] = ()) -> None:
+    """Import the plugins a config names (at ``cls.plugins_key``, e.g. ``train.plugins``, in the data
+    or an override) before it is read: they may register names its settings use, such as an
+    estimator's ``rl.advantage.<name>`` section. A malformed list is left for ``from_dict`` to report."""
+    dotted = getattr(cls, "plugins_key", None)
+    if not dotted:
+        return
+    node: Any = data
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    for override in overrides:
+        key, sep, raw = override.partition("=")
+        if sep and key.strip() == dotted:
+            try:
+                node = load_yaml_text(raw)
+            except yaml.YAMLError:
+                node = None
+    if isinstance(node, list):
+        load_plugins([item for item in node if isinstance(item, str)])
 
 
 def save_yaml_config(config: Any, path: str | Path) -> None:

@@ -19,7 +19,9 @@ from slca_grpo.config import ConfigError, load_yaml_config
 from slca_grpo.plugins import load_plugins
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.report import compare_runs
-from slca_grpo.trainer.run import RunConfig, ensure_sft
+from slca_grpo.trainer.run import train
+from slca_grpo.trainer.run_config import RunConfig, check_estimators
+from slca_grpo.trainer.sft_cache import ensure_sft
 
 QUICK_ESTIMATORS = ("grpo", "slca")
 FULL_ESTIMATORS = ("grpo", "slca", "toolpo", "rltr")
@@ -62,8 +64,6 @@ def run_demo(
     overrides: tuple[str, ...] = (),
     echo: bool = True,
 ) -> dict[str, Any]:
-    from slca_grpo.trainer.run import check_estimators, train
-
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

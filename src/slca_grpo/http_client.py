@@ -7,25 +7,30 @@ connections), HTTP 429 and 5xx, and replies the caller's ``parse`` marks as retr
 fail at once. At most ``concurrency`` requests are in flight per client and event loop. What still
 fails raises :class:`RequestFailed` with the last reason; callers turn it into a failure verdict or
 an error observation, never a crashed step.
+
+Requests are async; the blocking methods run them on the shared background loop
+(``slca_grpo.aio``), so the retry logic exists once and blocking callers share one pool.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import json as jsonlib
 import os
 import random
 import ssl
 import threading
-import time
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
-from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+
+from slca_grpo.aio import existing_background_loop, run_sync
 
 T = TypeVar("T")
 
@@ -109,10 +114,10 @@ def _ssl_context() -> ssl.SSLContext:
 
 
 class HTTPClient:
-    """POST/GET with timeouts, retries and bounded concurrency; sync and async, thread-safe.
+    """POST/GET with timeouts, retries and bounded concurrency; async, with blocking wrappers; thread-safe.
 
-    ``transport`` / ``async_transport`` replace the network (tests); ``sleep`` / ``asleep`` the
-    waits between attempts. ``stats`` counts requests sent, retries and requests that failed.
+    ``transport`` replaces the network (tests) and ``sleep`` the waits between attempts. ``stats``
+    counts requests sent, retries and requests that failed.
     """
 
     def __init__(
@@ -123,10 +128,8 @@ class HTTPClient:
         timeout_s: float = 60.0,
         policy: RetryPolicy | None = None,
         concurrency: int = 16,
-        transport: httpx.BaseTransport | None = None,
-        async_transport: httpx.AsyncBaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -136,11 +139,7 @@ class HTTPClient:
         self.policy = policy or RetryPolicy()
         self.concurrency = max(1, int(concurrency))
         self._transport = transport
-        self._async_transport = async_transport
         self._sleep = sleep
-        self._asleep = asleep
-        self._sync: httpx.Client | None = None
-        self._sync_slots = threading.BoundedSemaphore(self.concurrency)
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, asyncio.Semaphore]]
         self._async = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
@@ -148,39 +147,40 @@ class HTTPClient:
 
     # -- clients -----------------------------------------------------------------------------
 
-    def _options(self) -> dict[str, Any]:
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-        return dict(
-            base_url=self.base_url, headers=self.headers, timeout=self.timeout_s, limits=limits, verify=_ssl_context()
-        )
-
-    def _sync_client(self) -> httpx.Client:
-        with self._lock:
-            if self._sync is None:
-                self._sync = httpx.Client(transport=self._transport, **self._options())
-            return self._sync
-
-    def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+    def _client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         # Async clients are bound to the loop that made them: one per running loop.
         loop = asyncio.get_running_loop()
         with self._lock:
             entry = self._async.get(loop)
             if entry is None:
-                client = httpx.AsyncClient(transport=self._async_transport, **self._options())
+                limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+                client = httpx.AsyncClient(
+                    transport=self._transport,
+                    base_url=self.base_url,
+                    headers=self.headers,
+                    timeout=self.timeout_s,
+                    limits=limits,
+                    verify=_ssl_context(),
+                )
                 entry = self._async[loop] = (client, asyncio.Semaphore(self.concurrency))
             return entry
 
     def close(self) -> None:
-        """Close the sync client, and async clients whose loops are no longer running."""
+        """Close the background loop's client (the blocking calls') and those of loops no longer running."""
         with self._lock:
-            if self._sync is not None:
-                self._sync.close()
-                self._sync = None
             entries = list(self._async.items())
             self._async.clear()
+        background = existing_background_loop()
         for loop, (client, _) in entries:
-            if not loop.is_running() and not loop.is_closed():
+            if loop.is_closed():
+                continue
+            if not loop.is_running():
                 loop.run_until_complete(client.aclose())
+            elif loop is background and not _running_on(loop):
+                try:
+                    asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=5)
+                except concurrent.futures.TimeoutError:  # a loop this busy closes it with the process
+                    pass
 
     async def aclose(self) -> None:
         """Close the client of the running loop (call it before a short-lived loop ends)."""
@@ -200,15 +200,6 @@ class HTTPClient:
         hint = error.retry_after if isinstance(error, RetryableReply) else None
         return self.policy.delay(state.attempt_number, hint)
 
-    def _retrying_kwargs(self) -> dict[str, Any]:
-        return dict(
-            stop=stop_after_attempt(self.policy.max_retries + 1),
-            wait=self._wait,
-            retry=retry_if_exception_type(RetryableReply),
-            before_sleep=lambda state: self._count("retries"),
-            reraise=True,
-        )
-
     def _interpret(self, response: httpx.Response, parse: Callable[[httpx.Response], T]) -> T:
         status = response.status_code
         if status == 429 or status >= 500:
@@ -217,39 +208,21 @@ class HTTPClient:
             raise RequestFailed(f"HTTP {status}: {response.text[:200]}", status=status)
         return parse(response)
 
-    def _give_up(self, error: RetryableReply) -> RequestFailed:
-        self._count("failures")
-        return RequestFailed(str(error), attempts=self.policy.max_retries + 1)
-
-    def request(
-        self, method: str, url: str, *, json: Any = None, parse: Callable[[httpx.Response], T] = decode_json
-    ) -> T:
-        """Send and return ``parse(response)``; ``RequestFailed`` when there is no usable reply."""
-        client, body = self._sync_client(), _body(json)  # serialised once, sent on every attempt
-        try:
-            for attempt in Retrying(sleep=self._sleep, **self._retrying_kwargs()):
-                with attempt:
-                    self._count("requests")
-                    try:
-                        with self._sync_slots:
-                            response = client.request(method, url, **body)
-                    except httpx.TransportError as exc:
-                        raise RetryableReply(f"{type(exc).__name__}: {exc}") from None
-                    return self._interpret(response, parse)
-        except RetryableReply as exc:
-            raise self._give_up(exc) from None
-        except RequestFailed:
-            self._count("failures")
-            raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
     async def arequest(
         self, method: str, url: str, *, json: Any = None, parse: Callable[[httpx.Response], T] = decode_json
     ) -> T:
-        """Async twin of :meth:`request`."""
-        (client, slots), body = self._async_client(), _body(json)
+        """Send and return ``parse(response)``; ``RequestFailed`` when there is no usable reply."""
+        (client, slots), body = self._client(), _body(json)  # serialised once, sent on every attempt
+        retrying = AsyncRetrying(
+            sleep=self._sleep,
+            stop=stop_after_attempt(self.policy.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception_type(RetryableReply),
+            before_sleep=lambda state: self._count("retries"),
+            reraise=True,
+        )
         try:
-            async for attempt in AsyncRetrying(sleep=self._asleep, **self._retrying_kwargs()):
+            async for attempt in retrying:
                 with attempt:
                     self._count("requests")
                     try:
@@ -259,20 +232,35 @@ class HTTPClient:
                         raise RetryableReply(f"{type(exc).__name__}: {exc}") from None
                     return self._interpret(response, parse)
         except RetryableReply as exc:
-            raise self._give_up(exc) from None
+            self._count("failures")
+            raise RequestFailed(str(exc), attempts=self.policy.max_retries + 1) from None
         except RequestFailed:
             self._count("failures")
             raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def post(self, url: str, json: Any, *, parse: Callable[[httpx.Response], T] = decode_json) -> T:
-        return self.request("POST", url, json=json, parse=parse)
+    def request(
+        self, method: str, url: str, *, json: Any = None, parse: Callable[[httpx.Response], T] = decode_json
+    ) -> T:
+        """Blocking :meth:`arequest`, on the shared background loop."""
+        return run_sync(self.arequest(method, url, json=json, parse=parse))
 
     async def apost(self, url: str, json: Any, *, parse: Callable[[httpx.Response], T] = decode_json) -> T:
         return await self.arequest("POST", url, json=json, parse=parse)
+
+    def post(self, url: str, json: Any, *, parse: Callable[[httpx.Response], T] = decode_json) -> T:
+        """Blocking :meth:`apost`."""
+        return self.request("POST", url, json=json, parse=parse)
 
     def __enter__(self) -> HTTPClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _running_on(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

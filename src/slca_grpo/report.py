@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.eval.slots import SLOT_KINDS
+from slca_grpo.plotting import agg_pyplot
 from slca_grpo.trainer.logger import read_metrics
 
 TABLE_COLUMNS = (
@@ -99,16 +101,6 @@ def markdown_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def agg_pyplot() -> Any:
-    """matplotlib's pyplot on the file-only Agg backend (no display needed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def moving_average(values: Sequence[float], window: int | None = None) -> list[float]:
     """Trailing mean over ``window`` points (default: a fifteenth of the series), for noisy curves."""
     window = window or max(1, len(values) // 15)
@@ -195,8 +187,6 @@ def _compare_evaluations(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[
 
 def slot_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
     """Markdown lines: argument accuracy (%) per slot kind (``slot/<kind>`` keys) per row; none if absent."""
-    from slca_grpo.eval.slots import SLOT_KINDS
-
     kinds = [kind for kind in SLOT_KINDS if any(f"slot/{kind}" in summary for _, summary in rows)]
     if not kinds:
         return []

@@ -2,8 +2,9 @@
 
 Pure functions over tensors, no I/O. The usual path::
 
-    segment_ids = segment_ids_for("slca", response_mask)  # the layout the estimator reads
-    advantages = compute_advantages("slca", group_ids=uids, segment_ids=segment_ids, rewards=r)
+    estimator = estimator_spec("slca")  # looked up once: rewards, segment layout, settings, math
+    segment_ids = estimator.segment_ids(response_mask)  # the layout the estimator reads
+    advantages = estimator.advantages(group_ids=uids, segment_ids=segment_ids, rewards=r)
     loss, metrics = policy_loss(logp, old_logp, ref_logp, advantages, response_mask)
 """
 
@@ -18,8 +19,8 @@ from slca_grpo.algos.grouping import GroupStats, group_index_from_ids, group_sta
 from slca_grpo.algos.loss import k3_kl, policy_loss
 from slca_grpo.algos.registry import (
     AdvantageConfig,
+    Estimator,
     EstimatorFn,
-    EstimatorSpec,
     MissingRewardError,
     RewardView,
     UnknownEstimatorError,
@@ -52,8 +53,8 @@ from slca_grpo.algos.segments import (
 
 __all__ = [
     "AdvantageConfig",
+    "Estimator",
     "EstimatorFn",
-    "EstimatorSpec",
     "GroupStats",
     "MissingRewardError",
     "NUM_SEGMENT_CODES",

@@ -1,7 +1,10 @@
-"""The advantage-estimator registry and :func:`compute_advantages`, the one entry point trainers call.
+"""Advantage estimators: the :class:`Estimator` object, its registry and :func:`compute_advantages`.
 
-An estimator is a pure function ``fn(group_index, segment_ids, rewards, config) -> Tensor[B, T]``
-registered under a name; adding one is one decorated function and touches no trainer code.
+An estimator's math is a pure function ``fn(group_index, segment_ids, rewards, config) -> Tensor[B, T]``
+registered under a name; adding one is one decorated function and touches no trainer code. The
+registration makes an :class:`Estimator`, which owns everything a trainer needs to know about it:
+the rewards it reads, its segment layout, its advantage function and its own settings (a dataclass
+configured as ``rl.advantage.<name>.*``). Trainers look it up once by name and pass the object on.
 """
 
 from __future__ import annotations
@@ -24,12 +27,21 @@ from slca_grpo.algos.segments import (
     segment_ids_from_mask,
     segment_roles,
 )
-from slca_grpo.config import ConfigError, from_dict
+from slca_grpo.config import (
+    ConfigError,
+    check_subsection_type,
+    fill_subsections,
+    from_dict,
+    subsection_settings,
+    subsections_field,
+)
+from slca_grpo.plugins import ESTIMATORS, UnknownEstimatorError
+from slca_grpo.rewards.registry import pad_rows
 
 __all__ = [
     "AdvantageConfig",
+    "Estimator",
     "EstimatorFn",
-    "EstimatorSpec",
     "MissingRewardError",
     "RewardView",
     "UnknownEstimatorError",
@@ -45,7 +57,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class AdvantageConfig:
-    """Knobs shared by the estimators (docs/method.md §5 defaults)."""
+    """The ``rl.advantage`` section: the knobs the built-in estimators share (docs/method.md §5
+    defaults), and under ``settings`` the own settings of each estimator that declares them, keyed
+    by its name (``rl.advantage.<name>.*``; the defaults when not given)."""
 
     eps: float = 1e-6  # added to the group std before dividing
     norm_std: bool = True  # False: only subtract the group mean (Dr.GRPO)
@@ -55,6 +69,12 @@ class AdvantageConfig:
     # slca-turn: turn k's return is r_k + γ·r_{k+1} + γ²·r_{k+2} + ... over the rollout's later tool
     # turns (γ = turn_discount), so 0 scores each turn alone and 1 credits a turn with every later one.
     turn_discount: float = 0.0
+    settings: dict[str, Any] = subsections_field()
+
+    @classmethod
+    def subsection_types(cls) -> dict[str, type]:
+        """Estimator name -> its settings dataclass, for every registered estimator that has one."""
+        return {estimator.name: estimator.settings for estimator in ESTIMATORS.values() if estimator.settings}
 
     def __post_init__(self) -> None:
         if not isinstance(self.norm_std, bool):
@@ -69,13 +89,7 @@ class AdvantageConfig:
             raise ConfigError(f"eps must be >= 0, got {self.eps!r}")
         if not 0 <= self.turn_discount <= 1:
             raise ConfigError(f"turn_discount must be in [0, 1], got {self.turn_discount!r}")
-
-
-class UnknownEstimatorError(KeyError):
-    """Raised for an estimator name that is not registered."""
-
-    def __str__(self) -> str:  # KeyError would quote the whole message
-        return str(self.args[0]) if self.args else ""
+        object.__setattr__(self, "settings", fill_subsections(self, self.settings))
 
 
 class MissingRewardError(KeyError):
@@ -85,51 +99,133 @@ class MissingRewardError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-EstimatorFn = Callable[[Tensor, Tensor, "RewardView", AdvantageConfig], Tensor]
+EstimatorFn = Callable[..., Tensor]  # (group_index, segment_ids, rewards, config[, settings]) -> [B, T]
+# A segment layout of an estimator's own: (response_mask, answered) -> [B, T] codes of the role or turn layout.
+SegmentLayout = Callable[[Tensor, Answered], Tensor]
 
 
 @dataclass(frozen=True)
-class EstimatorSpec:
-    """A registered estimator: its function, the rewards it reads, the segment layout it reads
-    (``"role"``: 0/1/2; ``"turn"``: one code per tool turn) and a one-line description."""
+class Estimator:
+    """A registered estimator, looked up once by name and then passed as an object.
+
+    ``fn``: its advantage function; ``rewards``: the reward names it reads; ``segmentation``: the
+    segment layout it reads (``"role"``: 0/1/2; ``"turn"``: one code per tool turn; or a function
+    of its own, ``(response_mask, answered) -> segment ids``); ``settings``: the dataclass of its
+    own settings (``rl.advantage.<name>.*``), None when it reads only the shared knobs. With
+    settings, ``fn`` gets them as a fifth argument.
+    """
 
     name: str
     fn: EstimatorFn
     rewards: tuple[str, ...]
-    segmentation: str = "role"
+    segmentation: str | SegmentLayout = "role"
+    settings: type | None = None
 
     @property
     def description(self) -> str:
         doc = (self.fn.__doc__ or "").strip()
         return doc.splitlines()[0].strip() if doc else ""
 
+    @property
+    def layout_name(self) -> str:
+        """``"role"``, ``"turn"``, or the name of the estimator's own layout function."""
+        layout = self.segmentation
+        return layout if isinstance(layout, str) else getattr(layout, "__name__", type(layout).__name__)
 
-_REGISTRY: dict[str, EstimatorSpec] = {}
+    def own_settings(self, config: AdvantageConfig) -> Any:
+        """This estimator's settings in ``config`` (their defaults if the config predates the
+        registration); None when it has none."""
+        return subsection_settings(config.settings, self.name, self.settings, f"rl.advantage.{self.name}")
+
+    def segment_ids(self, response_mask: Tensor, answered: Answered = None) -> Tensor:
+        """The segment ids this estimator reads, from a ``[B, T]`` (or ``[T]``) response mask.
+
+        The one place a trainer (ours or the verl adapter) turns a mask into segments: the runs are
+        the mask's maximal runs of learnable tokens. ``answered`` (``[B]`` flags): whether each
+        response ends with its answer; a response cut off on a call has no summary segment, its last
+        run is a tool run. ``None``: every response does.
+        """
+        if callable(self.segmentation):
+            return self.segmentation(response_mask, answered)
+        return segment_ids_from_mask(self.segmentation, response_mask, answered)
+
+    def advantages(
+        self,
+        *,
+        group_ids: Tensor | Sequence[Hashable],
+        segment_ids: Tensor,
+        rewards: Mapping[str, RewardColumn],
+        config: AdvantageConfig | Mapping[str, Any] | None = None,
+        valid: Tensor | Sequence[bool] | None = None,
+    ) -> Tensor:
+        """Per-token advantages ``[B, T]`` (float32); see :func:`compute_advantages`."""
+        if valid is not None:
+            return _advantages_of_valid(self, group_ids, segment_ids, rewards, config, valid)
+        name = self.name
+        cfg = config if isinstance(config, AdvantageConfig) else from_dict(AdvantageConfig, config or {})
+        if not isinstance(segment_ids, Tensor):
+            raise TypeError(f"segment_ids must be a torch.Tensor, got {type(segment_ids).__name__}")
+        segment_ids, high = checked_segment_ids(segment_ids)
+        if self.segmentation == "role" and high >= SEG_FIRST_TURN:
+            segment_ids = segment_roles(segment_ids)
+        # Role ids' tool code cannot say which turn a token is in (with turn codes present, the
+        # validation has already refused it).
+        elif self.segmentation == "turn" and high < SEG_FIRST_TURN and bool((segment_ids == SEG_TOOL).any()):
+            raise ValueError(
+                f"estimator {name!r} reads per-turn segment ids, but these hold the role layout's tool code "
+                f"{SEG_TOOL}; build them with segment_ids_for({name!r}, response_mask)"
+            )
+        batch_size = segment_ids.shape[0]
+        group_index, _ = group_index_from_ids(group_ids, batch_size=batch_size, device=segment_ids.device)
+        view = RewardView(name, rewards, batch_size=batch_size, device=segment_ids.device)
+        view.require(self.rewards)
+        if self.settings is None:
+            advantages = self.fn(group_index, segment_ids, view, cfg)
+        else:
+            advantages = self.fn(group_index, segment_ids, view, cfg, self.own_settings(cfg))
+        if not isinstance(advantages, Tensor) or advantages.shape != segment_ids.shape:
+            shape = tuple(advantages.shape) if isinstance(advantages, Tensor) else type(advantages)
+            raise ValueError(
+                f"estimator {name!r} returned {shape}, expected a tensor of shape {tuple(segment_ids.shape)}"
+            )
+        return advantages.to(torch.float32)
 
 
 def register_estimator(
-    name: str, *, rewards: Sequence[str] = (), segmentation: str = "role", replace: bool = False
+    name: str,
+    *,
+    rewards: Sequence[str] = (),
+    segmentation: str | SegmentLayout = "role",
+    settings: type | None = None,
+    replace: bool = False,
 ) -> Callable[[EstimatorFn], EstimatorFn]:
     """Decorator registering ``fn(group_index, segment_ids, rewards, config)`` under ``name``.
 
     ``rewards`` names the reward keys the estimator reads, so a missing one is reported before it
     runs (reading an undeclared missing key still fails clearly). ``segmentation`` is the layout of
-    the segment ids it reads: ``"role"`` (0 none / 1 tool / 2 summary) or ``"turn"`` (tool turn k
-    coded ``SEG_FIRST_TURN + k - 1``). Re-registering a name raises unless ``replace=True``.
+    the segment ids it reads: ``"role"`` (0 none / 1 tool / 2 summary), ``"turn"`` (tool turn k
+    coded ``SEG_FIRST_TURN + k - 1``), or a function ``(response_mask, answered) -> [B, T]`` ids
+    of the estimator's own (in the codes of either layout). ``settings``: a dataclass of the estimator's own settings
+    (every field with a default), configured as ``rl.advantage.<name>.<field>`` and passed to
+    ``fn`` as a fifth argument. Re-registering a name raises unless ``replace=True``.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"estimator name must be a non-empty string, got {name!r}")
-    if segmentation not in SEGMENTATIONS:
-        raise ValueError(f"segmentation must be one of {SEGMENTATIONS}, got {segmentation!r}")
+    if not callable(segmentation) and segmentation not in SEGMENTATIONS:
+        raise ValueError(
+            f"segmentation must be one of {SEGMENTATIONS} or a function (response_mask, answered) -> segment ids, "
+            f"got {segmentation!r}"
+        )
+    if settings is not None:
+        check_subsection_type("estimator", name, settings, AdvantageConfig)
     if isinstance(rewards, str):
         rewards = (rewards,)
 
     def decorator(fn: EstimatorFn) -> EstimatorFn:
         if not callable(fn):
             raise TypeError(f"estimator {name!r} must be callable, got {type(fn).__name__}")
-        if name in _REGISTRY and not replace:
-            raise ValueError(f"estimator {name!r} is already registered (pass replace=True)")
-        _REGISTRY[name] = EstimatorSpec(name=name, fn=fn, rewards=tuple(rewards), segmentation=segmentation)
+        estimator = Estimator(name=name, fn=fn, rewards=tuple(rewards), segmentation=segmentation, settings=settings)
+        ESTIMATORS.add(name, estimator, origin=getattr(fn, "__module__", "") or "", replace=replace)
         return fn
 
     return decorator
@@ -137,18 +233,13 @@ def register_estimator(
 
 def unregister_estimator(name: str) -> None:
     """Remove ``name`` from the registry (for plugins and tests); unknown names raise."""
-    estimator_spec(name)
-    del _REGISTRY[name]
+    ESTIMATORS.remove(name)
 
 
-def estimator_spec(name: str) -> EstimatorSpec:
-    """The registration record of ``name`` (function, declared rewards, description)."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        raise UnknownEstimatorError(
-            f"unknown advantage estimator {name!r}; known: {', '.join(list_estimators())}"
-        ) from None
+def estimator_spec(name: str | Estimator) -> Estimator:
+    """The :class:`Estimator` registered as ``name`` (``UnknownEstimatorError``, a KeyError, if
+    none); an Estimator is returned as it is."""
+    return name if isinstance(name, Estimator) else ESTIMATORS.get(name)
 
 
 def get_estimator(name: str) -> EstimatorFn:
@@ -158,26 +249,16 @@ def get_estimator(name: str) -> EstimatorFn:
 
 def list_estimators() -> list[str]:
     """Names of the registered estimators, in registration order."""
-    return list(_REGISTRY)
+    return ESTIMATORS.names()
 
 
-def segment_ids_for(name: str, response_mask: Tensor, answered: Answered = None) -> Tensor:
-    """The segment ids the estimator ``name`` reads, from a ``[B, T]`` (or ``[T]``) response mask.
-
-    The one place a trainer (ours or the verl adapter) turns a mask into segments: the layout is
-    the one the estimator declares, the runs are the mask's maximal runs of learnable tokens.
-    ``answered`` (``[B]`` flags): whether each response ends with its answer; a response cut off on
-    a call has no summary segment, its last run is a tool run. ``None``: every response does.
-    """
-    return segment_ids_from_mask(estimator_spec(name).segmentation, response_mask, answered)
+def segment_ids_for(estimator: str | Estimator, response_mask: Tensor, answered: Answered = None) -> Tensor:
+    """The segment ids ``estimator`` (an :class:`Estimator` or its name) reads, from a response
+    mask: :meth:`Estimator.segment_ids`."""
+    return estimator_spec(estimator).segment_ids(response_mask, answered)
 
 
-RewardValue = Tensor | Sequence[float] | Sequence[bool]
-
-
-def pad_rows(rows: Sequence[Sequence[float]], width: int) -> list[list[float]]:
-    """Ragged rows of per-turn values padded with 0 to ``width`` columns."""
-    return [list(row) + [0.0] * (width - len(row)) for row in rows]
+RewardColumn = Tensor | Sequence[float] | Sequence[bool]  # one value per rollout of a batch
 
 
 def _check_finite(where: str, tensor: Tensor) -> None:
@@ -198,7 +279,7 @@ class RewardView(Mapping[str, Tensor]):
     def __init__(
         self,
         estimator: str,
-        rewards: Mapping[str, RewardValue],
+        rewards: Mapping[str, RewardColumn],
         *,
         batch_size: int,
         device: torch.device | str | None = None,
@@ -305,57 +386,36 @@ class RewardView(Mapping[str, Tensor]):
 
 
 def compute_advantages(
-    name: str,
+    estimator: str | Estimator,
     *,
     group_ids: Tensor | Sequence[Hashable],
     segment_ids: Tensor,
-    rewards: Mapping[str, RewardValue],
+    rewards: Mapping[str, RewardColumn],
     config: AdvantageConfig | Mapping[str, Any] | None = None,
     valid: Tensor | Sequence[bool] | None = None,
 ) -> Tensor:
-    """Per-token advantages ``[B, T]`` (float32) from the estimator registered as ``name``.
+    """Per-token advantages ``[B, T]`` (float32) from ``estimator`` (an :class:`Estimator`, or the
+    name it is registered under).
 
     ``group_ids``: one id per rollout (tensor or hashables; rollouts of one prompt share it).
-    ``segment_ids``: ``[B, T]`` codes from ``segment_ids_for(name, response_mask)``. An estimator
+    ``segment_ids``: ``[B, T]`` codes from ``segment_ids_for(estimator, response_mask)``. An estimator
     of the role layout also accepts turn-layout ids (they are collapsed to 0/1/2); one of the turn
     layout refuses role-layout tool codes, which cannot say which turn a token belongs to.
     ``rewards``: reward name -> ``[B]`` values (``[B, K]`` for per-turn ones); which names depends
-    on the estimator. ``valid``: ``[B]`` flags; a rollout marked False (void: the simulator or the
-    judge failed, not the policy) is left out of every group statistic and gets advantage 0, as if
-    it had not been sampled.
+    on the estimator. ``config``: the ``rl.advantage`` section (or a mapping of it). ``valid``:
+    ``[B]`` flags; a rollout marked False (void: the simulator or the judge failed, not the policy)
+    is left out of every group statistic and gets advantage 0, as if it had not been sampled.
     """
-    if valid is not None:
-        return _advantages_of_valid(name, group_ids, segment_ids, rewards, config, valid)
-    spec = estimator_spec(name)
-    cfg = config if isinstance(config, AdvantageConfig) else from_dict(AdvantageConfig, config or {})
-    if not isinstance(segment_ids, Tensor):
-        raise TypeError(f"segment_ids must be a torch.Tensor, got {type(segment_ids).__name__}")
-    segment_ids, high = checked_segment_ids(segment_ids)
-    if spec.segmentation == "role" and high >= SEG_FIRST_TURN:
-        segment_ids = segment_roles(segment_ids)
-    # Role ids' tool code cannot say which turn a token is in (with turn codes present, the
-    # validation has already refused it).
-    elif spec.segmentation == "turn" and high < SEG_FIRST_TURN and bool((segment_ids == SEG_TOOL).any()):
-        raise ValueError(
-            f"estimator {name!r} reads per-turn segment ids, but these hold the role layout's tool code "
-            f"{SEG_TOOL}; build them with segment_ids_for({name!r}, response_mask)"
-        )
-    batch_size = segment_ids.shape[0]
-    group_index, _ = group_index_from_ids(group_ids, batch_size=batch_size, device=segment_ids.device)
-    view = RewardView(name, rewards, batch_size=batch_size, device=segment_ids.device)
-    view.require(spec.rewards)
-    advantages = spec.fn(group_index, segment_ids, view, cfg)
-    if not isinstance(advantages, Tensor) or advantages.shape != segment_ids.shape:
-        shape = tuple(advantages.shape) if isinstance(advantages, Tensor) else type(advantages)
-        raise ValueError(f"estimator {name!r} returned {shape}, expected a tensor of shape {tuple(segment_ids.shape)}")
-    return advantages.to(torch.float32)
+    return estimator_spec(estimator).advantages(
+        group_ids=group_ids, segment_ids=segment_ids, rewards=rewards, config=config, valid=valid
+    )
 
 
 def _advantages_of_valid(
-    name: str,
+    estimator: Estimator,
     group_ids: Tensor | Sequence[Hashable],
     segment_ids: Tensor,
-    rewards: Mapping[str, RewardValue],
+    rewards: Mapping[str, RewardColumn],
     config: AdvantageConfig | Mapping[str, Any] | None,
     valid: Tensor | Sequence[bool],
 ) -> Tensor:
@@ -376,7 +436,5 @@ def _advantages_of_valid(
         key: value[rows.to(value.device)] if isinstance(value, Tensor) else [value[i] for i in rows.tolist()]
         for key, value in rewards.items()
     }
-    out[rows] = compute_advantages(
-        name, group_ids=ids, segment_ids=segment_ids[rows], rewards=kept_rewards, config=config
-    )
+    out[rows] = estimator.advantages(group_ids=ids, segment_ids=segment_ids[rows], rewards=kept_rewards, config=config)
     return out

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from slca_grpo.chat.parser import TOOL_CALL_OPEN, parse_tool_calls
-from slca_grpo.types import ToolCall
+from slca_grpo.datatypes import ToolCall
 
 
 def call_id(turn: int, index: int) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from slca_grpo.chat.parser import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
-from slca_grpo.types import ToolCall
+from slca_grpo.datatypes import ToolCall
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"

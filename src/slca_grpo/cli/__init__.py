@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from slca_grpo.plugins import COMMANDS
+
 # Each module exposes ``register(subparsers)``, adding parsers whose ``func(args) -> int`` runs the
 # command. Heavy imports (torch, servers) stay inside those functions so ``slca --help`` is fast.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -26,16 +28,18 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slca_grpo.cli.fidelity",
 )
 
-# Subcommands plugins add: (register(subparsers), the parent command or None for the top level).
-_PLUGIN_COMMANDS: list[tuple[Callable[[Any], Any], str | None]] = []
 
-
-def register_command(register: Callable[[Any], Any], *, under: str | None = None) -> Callable[[Any], Any]:
+def register_command(
+    register: Callable[[Any], Any], *, under: str | None = None, replace: bool = False
+) -> Callable[[Any], Any]:
     """Add a plugin's subcommands: ``register(subparsers)`` is called with the top-level subparsers,
-    or with those of ``slca eval`` when ``under="eval"`` (so a new benchmark is ``slca eval NAME``)."""
+    or with those of ``slca eval`` when ``under="eval"`` (so a new benchmark is ``slca eval NAME``).
+    Registered under the function's qualified name (``module.function``)."""
     if under not in (None, "eval"):
         raise ValueError(f"commands can be added at the top level or under 'eval', not under {under!r}")
-    _PLUGIN_COMMANDS.append((register, under))
+    module = getattr(register, "__module__", "") or ""
+    name = f"{module}.{getattr(register, '__qualname__', repr(register))}"
+    COMMANDS.add(name, (register, under), origin=module, replace=replace)
     return register
 
 
@@ -63,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     added = {name: importlib.import_module(name).register(subparsers) for name in COMMAND_MODULES}
     groups = {None: subparsers, "eval": added["slca_grpo.cli.eval"]}  # eval's register returns its subparsers
-    for register, under in _PLUGIN_COMMANDS:
+    for register, under in COMMANDS.values():
         register(groups[under])
     return parser
 
@@ -106,8 +110,8 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause (a bad setting, file or checkpoint): one line, not a traceback."""
     from slca_grpo.config import ConfigError
     from slca_grpo.data.tasks import TaskFormatError
+    from slca_grpo.models.checkpoint import CheckpointError
     from slca_grpo.plugins import PluginError
-    from slca_grpo.trainer.checkpoint import CheckpointError
 
     return (
         ConfigError,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 
@@ -17,7 +18,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_estimators(args: argparse.Namespace) -> int:
-    """Print one line per estimator: name, description, rewards it reads."""
+    """Print one line per estimator: name, description, rewards it reads, its own settings."""
     from slca_grpo.algos import (  # torch import kept off --help
         estimator_spec,
         list_estimators,
@@ -28,6 +29,10 @@ def run_estimators(args: argparse.Namespace) -> int:
     for name in names:
         spec = estimator_spec(name)
         needs = f"  [rewards: {', '.join(spec.rewards)}]" if spec.rewards else ""
-        layout = f"  [segments: {spec.segmentation}]" if spec.segmentation != "role" else ""
-        print(f"{name.ljust(width)}  {spec.description}{needs}{layout}")
+        layout = f"  [segments: {spec.layout_name}]" if spec.segmentation != "role" else ""
+        own = ""
+        if spec.settings is not None:
+            keys = [f"rl.advantage.{name}.{field.name}" for field in dataclasses.fields(spec.settings)]
+            own = f"  [settings: {', '.join(keys)}]"
+        print(f"{name.ljust(width)}  {spec.description}{needs}{layout}{own}")
     return 0

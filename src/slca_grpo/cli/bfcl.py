@@ -17,7 +17,8 @@ def resolve_agent(spec: str, **model_options: Any) -> ChatAgent:
 
     ``oracle`` (replays the gold answers), ``oracle:corrupt=F[,mode=drop|alter][,seed=N]``
     (answers a fraction F of entries wrongly), or a model spec of
-    :func:`slca_grpo.eval.policies.resolve_model_agent` (``hf:PATH``, ``smollm2``, ``reader``, ``openai:URL#MODEL``)
+    :func:`slca_grpo.eval.policies.resolve_model_agent` (``hf:PATH``, ``smollm2``, ``reader``,
+    ``openai:BASE_URL#MODEL``)
     with ``model_options`` (e.g. ``max_new_tokens``, ``bf16`` for local models).
     """
     from slca_grpo.eval.bfcl.oracle import BFCLOracleAgent
@@ -88,8 +89,8 @@ def _default_out_dir(policy: str) -> Path:
 
 
 def run_bfcl_command(args: argparse.Namespace) -> int:
-    from slca_grpo.eval.bfcl.data import UnsupportedCategoryError
-    from slca_grpo.eval.bfcl.env import BFCLNotInstalledError
+    from slca_grpo.data.bfcl.entries import UnsupportedCategoryError
+    from slca_grpo.data.bfcl.package import BFCLNotInstalledError
     from slca_grpo.eval.bfcl.report import markdown_table
     from slca_grpo.eval.bfcl.runner import run_bfcl
 

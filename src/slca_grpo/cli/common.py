@@ -21,8 +21,9 @@ def fail(message: str, code: int = 2) -> int:
 
 
 def add_chat_format_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--chat-format``, ``--tool-parser`` (as ``model.chat_format`` and ``model.tool_parser`` of a run
-    config) and ``--max-new-tokens`` for local models."""
+    """``--chat-format``, ``--chat-template``, ``--tool-parser`` (as ``model.chat_format``,
+    ``model.chat_template`` and ``model.tool_parser`` of a run config), ``--max-new-tokens`` and
+    ``--bf16`` for local models."""
     from slca_grpo.chat.syntax import CHAT_FORMATS, TOOL_PARSERS
 
     parser.add_argument(
@@ -31,6 +32,13 @@ def add_chat_format_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="local models: render with the model's own chat template (native) or the Hermes format; "
         "auto: native when the checkpoint's template is not the built-in Hermes one",
+    )
+    parser.add_argument(
+        "--chat-template",
+        metavar="FILE",
+        default=None,
+        help="local models: a Jinja chat template that replaces the model's own (native format), "
+        "as a run's model.chat_template does",
     )
     parser.add_argument(
         "--tool-parser",
@@ -60,9 +68,12 @@ def chat_format_options(args: argparse.Namespace) -> dict[str, Any]:
     """The local-model options of ``add_chat_format_arguments`` (ValueError on a bad one)."""
     if args.max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    if args.chat_template and args.chat_format == "hermes":
+        raise ValueError("--chat-template is a native-format setting; it cannot be used with --chat-format hermes")
     bf16 = {"auto": "auto", "true": True, "false": False}[args.bf16]
     return {
         "chat_format": args.chat_format,
+        "chat_template": args.chat_template,
         "tool_parser": args.tool_parser,
         "max_new_tokens": args.max_new_tokens,
         "bf16": bf16,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from slca_grpo.cli.common import fail
 
 if TYPE_CHECKING:
-    from slca_grpo.types import Task
+    from slca_grpo.datatypes import Task
 
 
 def _write_tasks(tasks: Iterable[Task], path: str) -> tuple[int, str, str | None]:

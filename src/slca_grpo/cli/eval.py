@@ -77,7 +77,7 @@ def run_indomain(args: argparse.Namespace) -> int:
         judge = make_judge(args.judge)
         simulator_token = None
         if args.simulator != "schema":
-            from slca_grpo.secrets import SIMULATOR_TOKEN_ENV, resolve_secret
+            from slca_grpo.keys import SIMULATOR_TOKEN_ENV, resolve_secret
 
             simulator_token = resolve_secret(
                 file=args.simulator_token_file,

@@ -67,24 +67,16 @@ def parse_domains(values: list[str] | None) -> tuple[str, ...]:
 
 def simulator_config(spec: str, seed: int) -> Any:
     """The SimulatorConfig of ``--simulator``: the schema backend, or the openai backend on an endpoint
-    (the spec is read by the same parser as the judges'; the key comes from $SLCA_SIM_API_KEY or
-    $OPENAI_API_KEY, as for the simulator everywhere)."""
-    from slca_grpo.rewards.factory import parse_endpoint_spec
+    (the one spec grammar of ``slca_grpo.endpoints``; the key as for the simulator everywhere,
+    ``slca_grpo.keys``)."""
+    from slca_grpo.endpoints import parse_endpoint_spec
     from slca_grpo.simulator.config import OpenAIConfig, SimulatorConfig
 
-    text = (spec or "").strip()
-    if text == "schema":
-        return SimulatorConfig(backend="schema", seed=seed, max_observation_tokens=None)
-    try:
-        endpoint = parse_endpoint_spec(text) if text != "rule" else None
-    except ValueError:
-        endpoint = None
+    endpoint = parse_endpoint_spec(spec, offline="schema")
     if endpoint is None:
-        raise ValueError(f"bad --simulator {spec!r}: expected {SIMULATOR_HELP}")
-    base_url, model = endpoint
-    return SimulatorConfig(
-        backend="openai", seed=seed, max_observation_tokens=None, openai=OpenAIConfig(base_url=base_url, model=model)
-    )
+        return SimulatorConfig(backend="schema", seed=seed, max_observation_tokens=None)
+    openai = OpenAIConfig(base_url=endpoint.base_url, model=endpoint.model)
+    return SimulatorConfig(backend="openai", seed=seed, max_observation_tokens=None, openai=openai)
 
 
 def _default_out(domains: tuple[str, ...]) -> Path:
@@ -99,13 +91,13 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         config = simulator_config(args.simulator, args.seed)
     except ValueError as exc:
         return fail(str(exc))
-    from slca_grpo.eval.tau2._tau2 import Tau2Unavailable
+    from slca_grpo.data.tau2.package import Tau2Unavailable
 
     try:
+        from slca_grpo.data.tau2.tasks import TaskSelectionError
         from slca_grpo.eval.fidelity.report import summary_table
         from slca_grpo.eval.fidelity.runner import FidelitySettings, run_fidelity
         from slca_grpo.eval.fidelity.sequences import PERTURBATIONS
-        from slca_grpo.eval.tau2.tasks import TaskSelectionError
 
         settings = FidelitySettings(
             domains=domains,

@@ -40,7 +40,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from slca_grpo.data.corpus import CorpusConfig
-    from slca_grpo.trainer.checkpoint import CheckpointError
+    from slca_grpo.models.checkpoint import CheckpointError
     from slca_grpo.trainer.pretrain import PretrainConfig, pretrain
 
     try:

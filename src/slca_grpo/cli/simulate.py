@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from slca_grpo.cli.common import fail
-from slca_grpo.secrets import SIMULATOR_TOKEN_ENV as TOKEN_ENV
-from slca_grpo.secrets import SecretError, resolve_secret
+from slca_grpo.keys import OPENAI_KEY_ENV, SIMULATOR_KEY_ENV, SecretError, resolve_secret
+from slca_grpo.keys import SIMULATOR_TOKEN_ENV as TOKEN_ENV
 
 
 def register(subparsers: Any) -> None:
@@ -133,11 +133,11 @@ def build_config(args: argparse.Namespace) -> Any:
         "api_key": resolve_secret(
             file=getattr(args, "api_key_file", None),
             file_flag="--api-key-file",
-            env=("SLCA_SIM_API_KEY", "OPENAI_API_KEY"),
+            env=(SIMULATOR_KEY_ENV, OPENAI_KEY_ENV),
             flag_value=args.api_key,
             flag="--api-key",
             read_env=False,
-        ),  # SimulatorConfig reads the variables when it needs the key
+        ),  # OpenAIConfig.resolved_api_key reads the variables when it needs the key
         "temperature": args.temperature,
         "timeout_s": args.request_timeout,
         "max_retries": args.max_retries,

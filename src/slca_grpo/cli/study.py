@@ -68,7 +68,8 @@ def register(subparsers: Any) -> None:
 def plan_from_args(args: argparse.Namespace):
     """The StudyPlan the arguments ask for (ConfigError on a bad one)."""
     from slca_grpo.config import ConfigError
-    from slca_grpo.study.plan import StudyPlan, parse_noise_levels
+    from slca_grpo.study.noise import parse_noise_levels
+    from slca_grpo.study.plan import StudyPlan
 
     budget = QUICK_BUDGET if args.quick else DEFAULT_BUDGET
     changes = {

@@ -62,7 +62,7 @@ def register_tau2(eval_subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, default=None, help="run only the first N selected tasks")
     parser.add_argument("--trials", type=int, default=1, help="trials per task (pass^1..pass^K)")
     parser.add_argument("--user", choices=USER_KINDS, default="llm", help="LLM user simulator or scripted user")
-    parser.add_argument("--user-llm", default=None, metavar="openai:URL#MODEL", help="endpoint of the LLM user")
+    parser.add_argument("--user-llm", default=None, metavar="openai:BASE_URL#MODEL", help="endpoint of the LLM user")
     parser.add_argument("--max-steps", type=int, default=200, help="τ² orchestrator steps per simulation")
     parser.add_argument("--max-errors", type=int, default=10, help="tool errors before a simulation stops")
     parser.add_argument("--seed", type=int, default=300, help="seed of the per-trial seeds (τ²'s default)")
@@ -80,9 +80,10 @@ def _default_out(domain: str, policy: str) -> Path:
 
 
 def run_tau2_command(args: argparse.Namespace) -> int:
-    from slca_grpo.eval.tau2._tau2 import Tau2Unavailable
+    from slca_grpo.data.tau2.package import Tau2Unavailable
+    from slca_grpo.endpoints import EndpointSpecError
     from slca_grpo.eval.tau2.runner import MISSING_USER_MESSAGE
-    from slca_grpo.eval.tau2.spec import SpecError, parse_user_llm
+    from slca_grpo.eval.tau2.spec import parse_user_llm
 
     if args.user == "scripted":
         user: Any = "scripted"
@@ -91,11 +92,11 @@ def run_tau2_command(args: argparse.Namespace) -> int:
     else:
         try:
             user = parse_user_llm(args.user_llm)
-        except SpecError as exc:
+        except EndpointSpecError as exc:
             return fail(str(exc))
     try:
+        from slca_grpo.data.tau2.tasks import TaskSelectionError
         from slca_grpo.eval.tau2.runner import run_tau2
-        from slca_grpo.eval.tau2.tasks import TaskSelectionError
 
         agent = resolve_agent(args.policy, args.domain, **chat_format_options(args))
         out_dir = Path(args.out) if args.out else _default_out(args.domain, args.policy)

@@ -99,8 +99,8 @@ def check_resumed_folder(config_path: Path, out_dir: str) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from slca_grpo.models.checkpoint import find_checkpoint
     from slca_grpo.models.lora import export_merged
-    from slca_grpo.trainer.checkpoint import find_checkpoint
 
     try:
         checkpoint = find_checkpoint(args.checkpoint)

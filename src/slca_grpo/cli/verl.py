@@ -31,7 +31,8 @@ def run_data(args: argparse.Namespace) -> int:
     from slca_grpo.data.tasks import TaskFormatError
     from slca_grpo.integrations.verl.rows import write_tasks_parquet
     from slca_grpo.presets import resolve_config_path
-    from slca_grpo.trainer.run import RunConfig, load_data
+    from slca_grpo.trainer.run_config import RunConfig
+    from slca_grpo.trainer.run_data import load_data
 
     try:
         config = load_yaml_config(RunConfig, resolve_config_path(args.config), args.overrides)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slca_grpo.config import ConfigError, at_least
+from slca_grpo.data.formats import AUTO, get_format
+from slca_grpo.data.synthetic.generator import KINDS, MAX_SYNTHETIC_TASKS
 
 
 @dataclass
@@ -33,8 +35,6 @@ class DataConfig:
         if len(bounds) != 2 or not 1 <= bounds[0] <= bounds[1]:
             raise ConfigError(f"tools_per_task must be [min, max] with 1 <= min <= max, got {self.tools_per_task!r}")
         if self.kinds:
-            from slca_grpo.data.synthetic.generator import KINDS
-
             unknown = sorted(str(kind) for kind in self.kinds if kind not in KINDS)
             if unknown:
                 raise ConfigError(f"kinds names unknown task kind(s) {unknown}; kinds are {', '.join(KINDS)}")
@@ -49,8 +49,6 @@ class DataConfig:
         synthetic: an absurd count is a one-line error, not an allocation that never ends."""
         if "synthetic" not in (self.train, self.test):
             return  # a file's n_train / n_test only limit what is read: the file bounds them
-        from slca_grpo.data.synthetic.generator import MAX_SYNTHETIC_TASKS
-
         for key in ("n_train", "n_test"):
             value = getattr(self, key)
             if value > MAX_SYNTHETIC_TASKS:
@@ -62,8 +60,6 @@ class DataConfig:
 
 
 def _check_format(key: str, name: object) -> None:
-    from slca_grpo.data.formats import AUTO, get_format
-
     if name == AUTO:
         return
     try:

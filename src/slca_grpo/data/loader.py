@@ -29,7 +29,7 @@ from slca_grpo.data.formats import bfcl as bfcl_format
 from slca_grpo.data.formats import tau2 as tau2_format
 from slca_grpo.data.records import Row, dataset_files, iter_rows
 from slca_grpo.data.tasks import LoadReport, TaskFormatError
-from slca_grpo.types import Task
+from slca_grpo.datatypes import Task
 
 PURPOSES = ("any", "train", "eval")
 MAX_KEPT_ERRORS = 1000
@@ -183,3 +183,8 @@ def load_dataset(
     with contextlib.closing(tasks):  # a limit stops early: close the files now
         report.tasks = list(tasks if limit is None else itertools.islice(tasks, limit))
     return report
+
+
+def load_tasks(path: str | os.PathLike[str], *, on_error: str = "raise", limit: int | None = None) -> LoadReport:
+    """Read our own tasks (``Task.to_dict()`` per JSON line). ``on_error``: ``"raise"`` or ``"skip"``."""
+    return load_dataset(path, data_format="slca-tasks", on_error=on_error, limit=limit)

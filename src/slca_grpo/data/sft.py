@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slca_grpo.data.tasks import atomic_text
-from slca_grpo.types import Task
+from slca_grpo.datatypes import Task
 
 
 class IncompleteTrajectory(ValueError):

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slca_grpo.data.tasks import atomic_text, task_line
-from slca_grpo.types import Task
+from slca_grpo.datatypes import Task
 
 _NOT_WORD = re.compile(r"[\W_]+")
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slca_grpo.data.sft import IncompleteTrajectory, trajectory_messages
-from slca_grpo.types import Task
+from slca_grpo.datatypes import Task
 
 TOP_TOOLS = 10
 

@@ -1,4 +1,5 @@
-"""Our task rows (docs/method.md §2): validating one, reading and writing JSONL files of them.
+"""Our task rows (docs/method.md §2): validating one and writing JSONL files of them (reading them:
+:func:`slca_grpo.data.loader.load_tasks`).
 
 A bad row raises ``TaskFormatError`` naming the file, the line and the problem, or, with
 ``on_error="skip"``, is skipped and counted in the returned ``LoadReport``.
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slca_grpo.data.output import atomic_text
-from slca_grpo.types import SUBSET_IRRELEVANT, SUBSETS, Task, ToolCall, tool_name
+from slca_grpo.datatypes import SUBSET_IRRELEVANT, SUBSETS, Task, ToolCall, tool_name
 
 MESSAGE_ROLES = ("system", "user", "assistant", "tool")
 
@@ -145,16 +146,6 @@ def task_from_dict(data: Any) -> Task:
         reference_answer=reference,
         metadata=metadata,
     )
-
-
-def load_tasks(path: str | os.PathLike[str], *, on_error: str = "raise", limit: int | None = None) -> LoadReport:
-    """Read our own tasks (``Task.to_dict()`` per JSON line). ``on_error``: ``"raise"`` or ``"skip"``.
-
-    Other formats: :func:`slca_grpo.data.loader.load_dataset`.
-    """
-    from slca_grpo.data.loader import load_dataset
-
-    return load_dataset(path, data_format="slca-tasks", on_error=on_error, limit=limit)
 
 
 def task_line(task: Task) -> str:

@@ -6,18 +6,19 @@ from typing import Any
 
 import torch
 
+from slca_grpo.datatypes import tool_name
 from slca_grpo.eval.agent import AgentRequest
-from slca_grpo.rollout.formatter import build_formatter
+from slca_grpo.models.device import Bf16Setting, bf16_autocast, model_device, resolve_bf16
+from slca_grpo.rollout.chat_format import build_formatter, install_chat_template
 from slca_grpo.rollout.sampling import SamplingConfig, sample
-from slca_grpo.trainer.device import Bf16Setting, bf16_autocast, model_device, resolve_bf16
-from slca_grpo.types import tool_name
 
 
 class HFChatAgent:
     """Answers each request with one assistant turn, sampled in batches with a KV cache.
 
-    Turns are rendered and read as in training (``chat_format``, ``tool_parser``: see
-    :func:`slca_grpo.rollout.formatter.build_formatter`): in the Hermes format a turn ends at
+    Turns are rendered and read as in training (``chat_format``, ``chat_template``, ``tool_parser``:
+    see :mod:`slca_grpo.rollout.chat_format`; ``chat_template`` is Jinja source that replaces the
+    tokenizer's own, as ``model.chat_template`` does): in the Hermes format a turn ends at
     ``</tool_call>`` (one block of calls; parallel calls are a JSON list inside it) or at the
     end-of-turn token; through a model's own template at its end-of-turn token, and the answer is
     the turn's Hermes view. Prompts longer than ``max_prompt_tokens`` keep their end (the system
@@ -37,10 +38,13 @@ class HFChatAgent:
         seed: int = 0,
         bf16: Bf16Setting = "auto",
         chat_format: str = "auto",
+        chat_template: str | None = None,
         tool_parser: str = "auto",
     ):
         self.name = name
         self.model = model.eval()
+        if chat_template is not None:  # the caller's tokenizer changes only when a template is asked for
+            install_chat_template(tokenizer, chat_format=chat_format, chat_template=chat_template)
         self.formatter = build_formatter(tokenizer, chat_format=chat_format, tool_parser=tool_parser)
         self.max_new_tokens = max_new_tokens
         limit = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 4096

@@ -14,9 +14,14 @@ from typing import Any
 
 from slca_grpo.aio import run_sync
 from slca_grpo.chat.messages import arguments_dict, structured_messages
-from slca_grpo.chat.template import assistant_text, render_tool_calls
+from slca_grpo.chat.template import (
+    assistant_text,
+    render_tool_calls,
+    render_tool_response,
+    render_tools_system_prompt,
+)
+from slca_grpo.endpoints import ChatClient, EndpointConfig, EndpointError
 from slca_grpo.eval.agent import AgentRequest
-from slca_grpo.rewards.openai_chat import ChatEndpoint, EndpointError
 from slca_grpo.rollout.formatter import prompt_tools
 
 MODES = ("native", "prompt")
@@ -73,14 +78,16 @@ class OpenAIChatAgent:
         self.name = f"openai:{model}"
         self.mode = mode
         self.temperature = temperature
-        self.endpoint = ChatEndpoint(
-            base_url,
-            model,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            max_tokens=max_tokens,
-            concurrency=concurrency,
+        self.endpoint = ChatClient(
+            EndpointConfig(
+                base_url,
+                model,
+                api_key=api_key,
+                timeout_s=timeout_s,
+                max_retries=max_retries,
+                max_tokens=max_tokens,
+                concurrency=concurrency,
+            )
         )
         self.failures = 0
         self.last_errors: list[str] = []
@@ -121,8 +128,6 @@ class OpenAIChatAgent:
 def _prompt_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Prompt mode: the Hermes system prompt with tools, assistant calls as text, tool results as
     ``<tool_response>`` user turns — exactly what ``render_chat`` shows a local model."""
-    from slca_grpo.chat.template import render_tool_response, render_tools_system_prompt
-
     out: list[dict[str, Any]] = []
     rest = list(messages)
     system = rest.pop(0).get("content") if rest and rest[0].get("role") == "system" else None

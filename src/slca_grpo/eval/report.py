@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.plotting import agg_pyplot
+
 
 def write_eval_report(
     out_dir: str | Path,
@@ -38,8 +40,6 @@ def write_eval_report(
         ]
         lines += [f"| {kind} | {c['n']} | {c['correct']} | {100 * c['accuracy']:.1f} |" for kind, c in slots.items()]
     (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-    from slca_grpo.report import agg_pyplot
 
     plt = agg_pyplot()
     figure, axis = plt.subplots(figsize=(max(5, 1.4 * len(keys)), 3.5))

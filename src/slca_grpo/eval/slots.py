@@ -22,8 +22,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from slca_grpo.rewards.matching import loose_equal
-from slca_grpo.types import Task, ToolCall
+from slca_grpo.datatypes import Task, ToolCall
+from slca_grpo.value_match import loose_equal
 
 SLOT_KINDS = (
     "copied_string",

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 from slca_grpo.chat.parser import parse_tool_calls
 from slca_grpo.chat.template import IM_END, generation_prompt, render_tool_calls, tool_results_turn
+from slca_grpo.datatypes import Task, Trajectory, Turn
 from slca_grpo.eval.agent import AgentRequest, ChatAgent
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, plan_block_calls
-from slca_grpo.types import Task, Trajectory, Turn
 
 
 def run_text_episodes(

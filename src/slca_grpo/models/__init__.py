@@ -22,6 +22,7 @@ from transformers import (
 )
 
 from slca_grpo.chat.jinja import hermes_chat_template
+from slca_grpo.data.synthetic import generate_tasks, render_gold
 from slca_grpo.models.smollm2 import SmolLM2NotInstalled, load_smollm2, to_serializable
 from slca_grpo.models.tiny import PRESETS, TinyModelConfig, build_tiny_model, count_parameters
 from slca_grpo.models.tokenizer import DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS, TAG_TOKENS, train_tokenizer
@@ -44,8 +45,6 @@ def reader_path() -> Path:
 
 def synthetic_corpus(n_tasks: int = DEFAULT_CORPUS_TASKS, seed: int = 0) -> list[str]:
     """Rendered gold trajectories of synthetic train tasks: the tokenizer's training text."""
-    from slca_grpo.data.synthetic import generate_tasks, render_gold
-
     return [render_gold(task) for task in generate_tasks(seed, n_tasks, "train")]
 
 

@@ -9,6 +9,9 @@ from typing import Any
 
 import torch
 
+from slca_grpo.config import ConfigError
+from slca_grpo.models import load_model, load_tokenizer
+from slca_grpo.models.checkpoint import find_checkpoint, save_pretrained_atomic
 from slca_grpo.models.config import LoraConfig
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -35,8 +38,6 @@ def add_adapters(model: torch.nn.Module, config: LoraConfig) -> torch.nn.Module:
     try:
         return peft.get_peft_model(model, settings)
     except ValueError as exc:  # e.g. target modules this architecture does not have
-        from slca_grpo.config import ConfigError
-
         raise ConfigError(f"model.lora: {exc}") from None
 
 
@@ -68,9 +69,6 @@ def export_merged(source: str | Path, out: str | Path, *, base: str | None = Non
     ``step-N`` folder or its ``model/``) into their base and save a plain Hugging Face folder (with
     the tokenizer) at ``out``. ``out`` must be empty or new (``force``: replaced) and outside the
     run or checkpoint it exports from. ValueError/OSError in one line otherwise."""
-    from slca_grpo.models import load_model, load_tokenizer
-    from slca_grpo.trainer.checkpoint import find_checkpoint, save_pretrained_atomic
-
     checkpoint = find_checkpoint(source)
     adapters = checkpoint / "model" if is_adapter_folder(checkpoint / "model") else checkpoint
     if not is_adapter_folder(adapters):

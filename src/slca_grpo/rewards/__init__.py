@@ -17,11 +17,10 @@ from slca_grpo.rewards.completeness import (
 )
 from slca_grpo.rewards.config import ExecutionWeights, RewardConfig
 from slca_grpo.rewards.execution import ExecutionReward, execution_reward, name_f1, parse_for_task
-from slca_grpo.rewards.factory import make_checker, make_judge, parse_endpoint_spec
+from slca_grpo.rewards.factory import make_checker, make_judge
 from slca_grpo.rewards.hierarchical import HIERR_NAMES, HierReward, finish_hierr, hierr, plan_hierr
 from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict
 from slca_grpo.rewards.matching import loose_equal, strict_call_match
-from slca_grpo.rewards.openai_chat import ChatEndpoint, EndpointError
 from slca_grpo.rewards.openai_checker import OpenAICompletenessChecker
 from slca_grpo.rewards.openai_judge import OpenAIJudge
 from slca_grpo.rewards.rating import parse_rating, parse_yes_no
@@ -57,10 +56,8 @@ __all__ = [
     "register_reward",
     "register_reward_family",
     "unregister_reward_family",
-    "ChatEndpoint",
     "CompletenessChecker",
     "CompletenessVerdict",
-    "EndpointError",
     "ExecutionReward",
     "ExecutionWeights",
     "HierReward",
@@ -90,7 +87,6 @@ __all__ = [
     "make_checker",
     "make_judge",
     "name_f1",
-    "parse_endpoint_spec",
     "parse_for_task",
     "parse_rating",
     "parse_yes_no",

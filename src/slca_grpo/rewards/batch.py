@@ -13,14 +13,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slca_grpo.chat import ParsedResponse
+from slca_grpo.datatypes import Task
 from slca_grpo.rewards.completeness import CompletenessChecker, RuleCompletenessChecker
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.execution import parse_for_task
 from slca_grpo.rewards.hierarchical import HIERR_NAMES
 from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict
 from slca_grpo.rewards.matching import call_signature
-from slca_grpo.rewards.registry import Answers, FamilyResult, RewardFamily, family_providing, get_reward_family
-from slca_grpo.types import Task
+from slca_grpo.rewards.registry import (
+    Answers,
+    FamilyResult,
+    RewardFamily,
+    family_providing,
+    get_reward_family,
+    pad_rows,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -92,8 +99,6 @@ class RewardBatch:
         turns of a rollout, shorter rows padded with 0."""
         import torch
 
-        from slca_grpo.algos.registry import pad_rows
-
         out = {}
         for name, values in self.as_dict().items():
             if values and isinstance(values[0], list):
@@ -155,15 +160,13 @@ def compute_rewards(
     if turns is not None and len(turns) != len(texts):
         raise ValueError(f"compute_rewards got {len(turns)} turn lists for {len(texts)} texts")
     parsed = [parse_for_task(text, task) for text, task in zip(texts, tasks)]
-    plans = [
-        [
-            family.plan_turns(turns[i], task, config)
-            if turns is not None and family.uses_turns
-            else family.plan(parsed[i], task, config)
-            for family in families
-        ]
-        for i, task in enumerate(tasks)
-    ]
+    # Each family plans the whole batch (a batched reward sees it at once); plans[i][j] is rollout
+    # i's plan from family j. Plans need no service, so their order does not matter.
+    by_family = [family.plan_batch(parsed, tasks, config, turns) for family in families]
+    for family, family_plans in zip(families, by_family):
+        if len(family_plans) != len(tasks):
+            raise ValueError(f"reward family {family.name!r} planned {len(family_plans)} of {len(tasks)} rollouts")
+    plans = [[family_plans[i] for family_plans in by_family] for i in range(len(tasks))]
 
     unique = list(dict.fromkeys(r for row in plans for plan in row for r in plan.judge))
     verdicts: dict[JudgeRequest, JudgeVerdict] = {}

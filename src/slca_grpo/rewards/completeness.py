@@ -9,8 +9,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.rewards.matching import max_bipartite_matching, strict_call_match
-from slca_grpo.types import Task, ToolCall
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Typed configuration of every reward (HierR, ToolPO, RLTR) and of the judges (docs/method.md §4, §5)."""
+"""Typed configuration of every reward (HierR, ToolPO, RLTR) and of the judges (docs/method.md §4, §5),
+and of each registered reward family's own settings (``reward.<family>.*``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from slca_grpo.config import ConfigError
+from slca_grpo.config import ConfigError, fill_subsections, subsections_field
+from slca_grpo.plugins import REWARD_FAMILIES
 
 TOOLPO_SUCCESS_MODES = ("gold", "judge")
 
@@ -42,8 +44,9 @@ class ExecutionWeights:
 class RewardConfig:
     """Settings of all rewards. ``weights`` may be given as a plain dict (e.g. from YAML).
 
-    Judge and checker specs are strings: ``"rule"`` (offline) or ``"openai:URL#MODEL"``; the API key
-    is read from the environment variable named by ``api_key_env`` so no secret sits in a config.
+    Judge and checker specs are strings: ``"rule"`` (offline) or ``"openai:BASE_URL#MODEL"``; the API key
+    comes from the variable named by ``api_key_env``, else $OPENAI_API_KEY (``slca_grpo.keys``), so no
+    secret sits in a config.
     """
 
     weights: ExecutionWeights = field(default_factory=ExecutionWeights)
@@ -75,6 +78,13 @@ class RewardConfig:
     # point) is added, and R_sum is clamped to the judge's scale [0, 1].
     summary_noise_std: float = 0.0
     summary_noise_prob: float = 0.0
+    # The own settings of each reward family that declares them, by family name (``reward.<family>.*``).
+    settings: dict[str, Any] = subsections_field()
+
+    @classmethod
+    def subsection_types(cls) -> dict[str, type]:
+        """Family name -> its settings dataclass, for every registered family that has one."""
+        return {family.name: family.settings for family in REWARD_FAMILIES.values() if family.settings}
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, ExecutionWeights):
@@ -105,6 +115,7 @@ class RewardConfig:
             raise ConfigError(f"summary_noise_std must be >= 0, got {self.summary_noise_std}")
         if not 0 <= self.summary_noise_prob <= 1:
             raise ConfigError(f"summary_noise_prob must be in [0, 1], got {self.summary_noise_prob}")
+        self.settings = fill_subsections(self, self.settings)
 
     @property
     def has_summary_noise(self) -> bool:

@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from slca_grpo.chat import BlockStatus, ParsedResponse, parse_tool_calls
+from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.rewards.config import ExecutionWeights
 from slca_grpo.rewards.matching import key_jaccard, value_match_fraction
-from slca_grpo.types import Task, ToolCall
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from slca_grpo.chat import ParsedResponse
+from slca_grpo.datatypes import SUBSET_IRRELEVANT, Task
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.execution import ExecutionReward, execution_reward, parse_for_task
 from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict
 from slca_grpo.rewards.registry import Answers, FamilyResult, Planned, RewardFamily, register_reward_family
-from slca_grpo.types import SUBSET_IRRELEVANT, Task
 
 # Why R_sum has the value it has.
 REASON_OMISSION = "omission"  # gate: a call was expected and no <tool_call> tag was written

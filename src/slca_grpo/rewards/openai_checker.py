@@ -7,10 +7,11 @@ import json
 from collections.abc import Sequence
 
 from slca_grpo.aio import run_sync
+from slca_grpo.datatypes import tool_function
+from slca_grpo.endpoints import EndpointConfig, EndpointError
 from slca_grpo.rewards.completeness import CompletenessChecker, CompletenessRequest, CompletenessVerdict
-from slca_grpo.rewards.openai_chat import EndpointBacked, EndpointError
+from slca_grpo.rewards.endpoint_backed import EndpointBacked
 from slca_grpo.rewards.rating import parse_yes_no
-from slca_grpo.types import tool_function
 
 CHECKER_SYSTEM_PROMPT = """\
 You check whether an AI assistant's plan of tool calls is complete: whether the calls, with their \
@@ -59,22 +60,22 @@ class OpenAICompletenessChecker(EndpointBacked, CompletenessChecker):
         concurrency: int = 16,
         *,
         backoff_s: float = 0.5,
-        backoff_max_s: float = 8.0,
+        max_backoff_s: float = 8.0,
         max_tokens: int | None = None,
     ) -> None:
         super().__init__()
-        self._init_endpoint(
+        endpoint = EndpointConfig(
             base_url,
             model,
-            api_key,
-            temperature=temperature,
+            api_key=api_key,
             timeout_s=timeout_s,
             max_retries=max_retries,
-            concurrency=concurrency,
             backoff_s=backoff_s,
-            backoff_max_s=backoff_max_s,
+            max_backoff_s=max_backoff_s,
+            concurrency=concurrency,
             max_tokens=max_tokens,
         )
+        self._init_endpoint(endpoint, temperature)
 
     async def _one(self, request: CompletenessRequest) -> CompletenessVerdict:
         try:

@@ -7,8 +7,9 @@ import asyncio
 from collections.abc import Sequence
 
 from slca_grpo.aio import run_sync
+from slca_grpo.endpoints import EndpointConfig, EndpointError
+from slca_grpo.rewards.endpoint_backed import EndpointBacked
 from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict
-from slca_grpo.rewards.openai_chat import EndpointBacked, EndpointError
 from slca_grpo.rewards.rating import parse_rating
 
 JUDGE_SYSTEM_PROMPT = """\
@@ -33,7 +34,7 @@ Rating: N
 where N is an integer from 1 to 5."""
 
 
-def truncate_middle(text: str, max_chars: int) -> str:
+def truncate_middle_chars(text: str, max_chars: int) -> str:
     """Keep the head and the tail of a long text; the middle is replaced by a marker."""
     if max_chars <= 0 or len(text) <= max_chars:
         return text
@@ -45,7 +46,7 @@ def judge_messages(request: JudgeRequest, max_response_chars: int = 4000) -> lis
     """The chat messages sent to an LLM judge for one request."""
     if request.tool_responses:
         responses = "\n".join(
-            f"[{i}] {truncate_middle(r, max_response_chars)}" for i, r in enumerate(request.tool_responses, 1)
+            f"[{i}] {truncate_middle_chars(r, max_response_chars)}" for i, r in enumerate(request.tool_responses, 1)
         )
     else:
         responses = "(none: the assistant called no tool)"
@@ -75,23 +76,23 @@ class OpenAIJudge(EndpointBacked, Judge):
         concurrency: int = 16,
         *,
         backoff_s: float = 0.5,
-        backoff_max_s: float = 8.0,
+        max_backoff_s: float = 8.0,
         max_tokens: int | None = None,
         max_response_chars: int = 4000,
     ) -> None:
         super().__init__()
-        self._init_endpoint(
+        endpoint = EndpointConfig(
             base_url,
             model,
-            api_key,
-            temperature=temperature,
+            api_key=api_key,
             timeout_s=timeout_s,
             max_retries=max_retries,
-            concurrency=concurrency,
             backoff_s=backoff_s,
-            backoff_max_s=backoff_max_s,
+            max_backoff_s=max_backoff_s,
+            concurrency=concurrency,
             max_tokens=max_tokens,
         )
+        self._init_endpoint(endpoint, temperature)
         self.max_response_chars = max_response_chars
 
     def _verdict(self, reply: str) -> JudgeVerdict:
@@ -101,12 +102,7 @@ class OpenAIJudge(EndpointBacked, Judge):
         return JudgeVerdict.ok(rating, raw=reply)
 
     def _rate(self, request: JudgeRequest) -> JudgeVerdict:
-        messages = judge_messages(request, self.max_response_chars)
-        try:
-            reply = self.endpoint.complete(messages, self.temperature)
-        except EndpointError as exc:
-            return JudgeVerdict.failure(str(exc))
-        return self._verdict(reply)
+        return run_sync(self._arate(request))
 
     async def _arate(self, request: JudgeRequest) -> JudgeVerdict:
         messages = judge_messages(request, self.max_response_chars)

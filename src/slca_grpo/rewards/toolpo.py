@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from slca_grpo.chat import ParsedResponse
+from slca_grpo.datatypes import Task
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.execution import parse_for_task
 from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict
 from slca_grpo.rewards.matching import max_bipartite_matching, strict_call_match
 from slca_grpo.rewards.registry import Answers, FamilyResult, Planned, RewardFamily, register_reward_family
-from slca_grpo.types import Task
 
 
 class ToolPOReward(NamedTuple):

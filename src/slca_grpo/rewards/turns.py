@@ -43,10 +43,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from slca_grpo.chat.parser import TOOL_CALL_CLOSE, ParsedResponse, is_call_turn
+from slca_grpo.datatypes import Task, ToolCall, Turn
 from slca_grpo.rewards.config import ExecutionWeights, RewardConfig
 from slca_grpo.rewards.execution import ExecutionReward, execution_reward, parse_for_task
 from slca_grpo.rewards.registry import Answers, FamilyResult, Planned, RewardFamily, register_reward_family
-from slca_grpo.types import Task, ToolCall, Turn
 
 __all__ = ["TURN_NAMES", "TurnRewards", "TurnScore", "split_turns", "turn_rewards"]
 

@@ -11,21 +11,14 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from slca_grpo.chat.parser import ToolCallBlock
-from slca_grpo.rewards.matching import loose_equal
-from slca_grpo.types import Observation, ObservationError, Task, ToolCall
+from slca_grpo.datatypes import Observation, ObservationError, Task, ToolCall
+from slca_grpo.value_match import loose_equal
 
-
-class BatchSimulator(Protocol):
-    """All the environment needs of a simulator (in process or a client): one batched call."""
-
-    def simulate_many(
-        self, requests: Sequence[tuple[ToolCall, list[dict[str, Any]], str | None]]
-    ) -> list[Observation]: ...
-
-    # ToolEnvironment.aexecute also needs ``async def asimulate_many`` (the simulator and its client have it).
+if TYPE_CHECKING:
+    from slca_grpo.simulator.base import SimulatorLike
 
 
 @dataclass(frozen=True)
@@ -75,7 +68,9 @@ def find_fixture(task: Task, call: ToolCall) -> str | None:
 
 
 class ToolEnvironment:
-    def __init__(self, simulator: BatchSimulator, *, use_fixtures: bool = True):
+    def __init__(self, simulator: SimulatorLike, *, use_fixtures: bool = True):
+        """``simulator``: the in-process ``Simulator`` or a ``SimulatorClient``; only its batched
+        ``simulate_many`` / ``asimulate_many`` are called."""
         self.simulator = simulator
         self.use_fixtures = use_fixtures
         self.fixture_hits = 0
@@ -95,7 +90,7 @@ class ToolEnvironment:
         results, pending = self._fixtures(requests)
         if pending:
             start = time.perf_counter()
-            observations = await self.simulator.asimulate_many(self._items(requests, pending))  # type: ignore[attr-defined]
+            observations = await self.simulator.asimulate_many(self._items(requests, pending))
             self._fill(results, pending, observations, start)
         return [r for r in results if r is not None]
 

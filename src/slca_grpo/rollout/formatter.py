@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slca_grpo.chat.parser import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, ToolCallBlock, parse_tool_calls
-from slca_grpo.chat.syntax import CHAT_FORMATS
 from slca_grpo.chat.template import IM_END, assistant_text, generation_prompt, render_chat
+from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.rollout.sampling import STOP_STRING, Generation
-from slca_grpo.types import Task, ToolCall
 
 TOOL_CALL_STOP = "</tool_call>"
 TRUNCATION_MARKER = "\n...[truncated]...\n"
@@ -140,7 +139,8 @@ class ChatFormatter:
         """SFT: the learnable ids of a final answer, with the end-of-turn token."""
         return self.encode(answer) + [self.end_of_turn_id]
 
-    def truncate_middle(self, ids: list[int]) -> list[int]:
+    def truncate_response_ids(self, ids: list[int]) -> list[int]:
+        """A tool response's ids within ``max_tool_response_tokens``: head and tail, a marker between."""
         limit = self.max_tool_response_tokens
         if len(ids) <= limit:
             return ids
@@ -160,28 +160,9 @@ class ChatFormatter:
         for index, observation in enumerate(observations):
             prefix = ("\n" if index else "") + TOOL_RESPONSE_OPEN + "\n"
             closing = "\n" + TOOL_RESPONSE_CLOSE
-            body = self.truncate_middle(self.encode(observation))
+            body = self.truncate_response_ids(self.encode(observation))
             ids += self.encode(prefix) + body + self.encode(closing)
             text += prefix + self.decode(body) + closing
         tail = IM_END + "\n" + generation_prompt()
         ids += self.encode(tail)
         return ids, text + tail
-
-
-def build_formatter(
-    tokenizer: Any, *, chat_format: str = "auto", tool_parser: str = "auto", max_tool_response_tokens: int = 2048
-) -> ChatFormatter:
-    """The formatter for ``tokenizer``. ``auto``: the model's own chat template when it has one
-    other than our Hermes template, else the Hermes format."""
-    from slca_grpo.chat.jinja import hermes_chat_template
-
-    if chat_format not in CHAT_FORMATS:
-        raise ValueError(f"chat_format must be one of {', '.join(CHAT_FORMATS)}, got {chat_format!r}")
-    template = getattr(tokenizer, "chat_template", None)
-    if chat_format == "auto":
-        chat_format = "native" if template and template != hermes_chat_template() else "hermes"
-    if chat_format == "hermes":
-        return ChatFormatter(tokenizer, max_tool_response_tokens=max_tool_response_tokens)
-    from slca_grpo.rollout.native_format import NativeFormatter
-
-    return NativeFormatter(tokenizer, tool_parser=tool_parser, max_tool_response_tokens=max_tool_response_tokens)

@@ -14,10 +14,10 @@ import torch
 
 from slca_grpo.chat.parser import parse_tool_calls
 from slca_grpo.config import ConfigError, at_least
+from slca_grpo.datatypes import Observation, Task, Trajectory, Turn
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, malformed_turn_observation, plan_block_calls
 from slca_grpo.rollout.formatter import ChatFormatter, Dialogue, TurnReading
 from slca_grpo.rollout.sampling import STOP_LENGTH, SamplingConfig, sample
-from slca_grpo.types import Observation, Task, Trajectory, Turn
 
 
 @dataclass

@@ -23,9 +23,9 @@ from slca_grpo.chat.messages import assistant_call_message, structured_messages
 from slca_grpo.chat.parser import BlockStatus, ToolCallBlock, parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.chat.syntax import TOOL_PARSERS, TOOL_SYNTAXES, to_hermes
 from slca_grpo.chat.template import IM_END, assistant_text, generation_prompt, tool_results_turn
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.rollout.formatter import ChatFormatter, Dialogue, TurnReading, prompt_tools
 from slca_grpo.rollout.sampling import STOP_EOS, Generation
-from slca_grpo.types import ToolCall
 
 _PROBE_NAME = "lookup_probe_record"
 _PROBE_TOOL = {
@@ -231,7 +231,9 @@ class NativeFormatter(ChatFormatter):
         shown = []
         for text in observations:
             ids = self.encode(text)
-            shown.append(text if len(ids) <= self.max_tool_response_tokens else self.decode(self.truncate_middle(ids)))
+            shown.append(
+                text if len(ids) <= self.max_tool_response_tokens else self.decode(self.truncate_response_ids(ids))
+            )
         return shown
 
     def _assistant_message(self, dialogue: Dialogue, calls: Sequence[ToolCall], results: int) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from slca_grpo.simulator.config import ErrorInjectionConfig, OpenAIConfig, Simul
 from slca_grpo.simulator.core import Simulator, SimulatorStats, build_simulator
 from slca_grpo.simulator.errors import ERROR_KINDS, INJECTED_KINDS
 from slca_grpo.simulator.service import create_app
-from slca_grpo.simulator.text import approx_token_count, truncate_middle
+from slca_grpo.simulator.text import approx_token_count, truncate_middle_to_tokens
 
 __all__ = [
     "Backend",
@@ -35,5 +35,5 @@ __all__ = [
     "approx_token_count",
     "build_simulator",
     "create_app",
-    "truncate_middle",
+    "truncate_middle_to_tokens",
 ]

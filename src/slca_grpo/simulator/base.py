@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from slca_grpo.aio import run_sync
+from slca_grpo.datatypes import Observation, ObservationError, ToolCall
 from slca_grpo.simulator.checks import ToolSpec
 from slca_grpo.simulator.sessions import Target
-from slca_grpo.types import Observation, ObservationError, ToolCall
 
 # A batch item: (call, tools) or (call, tools, session_id).
 BatchItem = tuple[Any, ...]
@@ -55,8 +56,6 @@ class Backend:
         return {"backend": self.name}
 
     def generate(self, request: BackendRequest) -> BackendResult:
-        from slca_grpo.aio import run_sync
-
         return run_sync(self.agenerate(request))
 
     async def agenerate(self, request: BackendRequest) -> BackendResult:

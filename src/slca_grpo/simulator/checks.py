@@ -18,11 +18,11 @@ import jsonschema
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, best_match
 
+from slca_grpo.datatypes import Observation, ToolCall, tool_function, tool_name
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.intent import Intent, read_intent
 from slca_grpo.simulator.safety import NO_RETRIEVAL, SAFE_KEYWORDS, SchemaRefused, check_schema_limits
 from slca_grpo.simulator.words import canonical_json, digest
-from slca_grpo.types import Observation, ToolCall, tool_function, tool_name
 
 _MAX_MESSAGE = 300
 _MAX_LISTED_TOOLS = 50

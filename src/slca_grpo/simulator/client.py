@@ -19,12 +19,13 @@ from urllib.parse import quote
 
 import httpx
 
+from slca_grpo.aio import run_sync
+from slca_grpo.datatypes import Observation, ObservationError, ToolCall
 from slca_grpo.http_client import HTTPClient, RequestFailed, RetryPolicy
-from slca_grpo.secrets import SIMULATOR_TOKEN_ENV
+from slca_grpo.keys import SIMULATOR_TOKEN_ENV
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.base import BatchItem
-from slca_grpo.simulator.text import TokenCounter, approx_token_count, truncate_middle
-from slca_grpo.types import Observation, ObservationError, ToolCall
+from slca_grpo.simulator.text import TokenCounter, approx_token_count, truncate_middle_to_tokens
 
 TOKEN_ENV = SIMULATOR_TOKEN_ENV
 
@@ -47,8 +48,7 @@ class SimulatorClient:
         concurrency: int = 64,
         max_observation_tokens: int | None = None,
         count_tokens: TokenCounter | None = None,
-        transport: httpx.BaseTransport | None = None,
-        async_transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         token = token if token is not None else os.environ.get(TOKEN_ENV)
@@ -62,8 +62,7 @@ class SimulatorClient:
             timeout_s=timeout_s,
             policy=RetryPolicy(max_retries, backoff_s, max_backoff_s),
             concurrency=concurrency,
-            transport=transport,
-            async_transport=async_transport,
+            transport=transport,  # blocking calls too: they run on the shared background loop
         )
         self._lock = threading.Lock()
         self._failures = 0
@@ -79,19 +78,6 @@ class SimulatorClient:
 
     # -- simulator interface -----------------------------------------------------------------
 
-    def simulate(
-        self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]], session_id: str | None = None
-    ) -> Observation:
-        start = time.perf_counter()
-        payload = _request_payload(call, tools, session_id)
-        if isinstance(payload, Observation):
-            return payload
-        try:
-            body = self._post_sync("/v1/simulate", payload)
-        except _Failure as exc:
-            return self._failure(exc, start)
-        return self._observation(body, start)
-
     async def asimulate(
         self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]], session_id: str | None = None
     ) -> Observation:
@@ -100,23 +86,10 @@ class SimulatorClient:
         if isinstance(payload, Observation):
             return payload
         try:
-            body = await self._post_async("/v1/simulate", payload)
+            body = await self._post("/v1/simulate", payload)
         except _Failure as exc:
             return self._failure(exc, start)
         return self._observation(body, start)
-
-    def simulate_many(self, items: Sequence[BatchItem]) -> list[Observation]:
-        start = time.perf_counter()
-        payloads = [_item_payload(i, item) for i, item in enumerate(items)]
-        results: list[Observation] = []
-        for chunk in _chunks(payloads, self.batch_size):
-            sendable = [p for p in chunk if not isinstance(p, Observation)]
-            try:
-                body = self._post_sync("/v1/simulate_batch", {"requests": sendable}) if sendable else {"results": []}
-            except _Failure as exc:
-                body = exc
-            results.extend(self._merge(chunk, body, start))
-        return results
 
     async def asimulate_many(self, items: Sequence[BatchItem]) -> list[Observation]:
         start = time.perf_counter()
@@ -128,7 +101,7 @@ class SimulatorClient:
             if not sendable:
                 return {"results": []}
             try:
-                return await self._post_async("/v1/simulate_batch", {"requests": sendable})
+                return await self._post("/v1/simulate_batch", {"requests": sendable})
             except _Failure as exc:
                 return exc
 
@@ -138,9 +111,19 @@ class SimulatorClient:
             results.extend(self._merge(chunk, body, start))
         return results
 
+    # Blocking forms: the same requests, run on the shared background loop.
+
+    def simulate(
+        self, call: ToolCall | dict[str, Any], tools: list[dict[str, Any]], session_id: str | None = None
+    ) -> Observation:
+        return run_sync(self.asimulate(call, tools, session_id))
+
+    def simulate_many(self, items: Sequence[BatchItem]) -> list[Observation]:
+        return run_sync(self.asimulate_many(items))
+
     def reset_session(self, session_id: str) -> bool:
         try:
-            body = self._post_sync(f"/v1/sessions/{quote(str(session_id), safe='')}/reset", {})
+            body = run_sync(self._post(f"/v1/sessions/{quote(str(session_id), safe='')}/reset", {}))
         except _Failure:
             return False
         return bool(body.get("reset")) if isinstance(body, dict) else False
@@ -165,13 +148,7 @@ class SimulatorClient:
 
     # -- transport ---------------------------------------------------------------------------
 
-    def _post_sync(self, path: str, payload: dict[str, Any]) -> Any:
-        try:
-            return self.http.post(path, payload)
-        except RequestFailed as exc:
-            raise _Failure(f"simulator service failed: {exc}") from None
-
-    async def _post_async(self, path: str, payload: dict[str, Any]) -> Any:
+    async def _post(self, path: str, payload: dict[str, Any]) -> Any:
         try:
             return await self.http.apost(path, payload)
         except RequestFailed as exc:
@@ -201,7 +178,7 @@ class SimulatorClient:
             else (time.perf_counter() - start) * 1000.0,
         )
         if self.max_observation_tokens is not None:
-            obs.text = truncate_middle(obs.text, self.max_observation_tokens, self.count_tokens)
+            obs.text = truncate_middle_to_tokens(obs.text, self.max_observation_tokens, self.count_tokens)
         return obs
 
     def _merge(self, chunk: list[Any], body: Any, start: float) -> list[Observation]:

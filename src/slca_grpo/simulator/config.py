@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slca_grpo.config import ConfigError
+from slca_grpo.endpoints import EndpointConfig
+from slca_grpo.keys import SIMULATOR_KEY_ENV, resolve_api_key
 
 
 @dataclass
@@ -31,7 +33,21 @@ class OpenAIConfig:
     extra_body: dict[str, Any] = field(default_factory=dict)  # e.g. chat_template_kwargs
 
     def resolved_api_key(self) -> str | None:
-        return self.api_key or os.environ.get("SLCA_SIM_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        return resolve_api_key(self.api_key, env=(SIMULATOR_KEY_ENV,))
+
+    def endpoint(self) -> EndpointConfig:
+        """The connection settings, with the key resolved."""
+        return EndpointConfig(
+            self.base_url,
+            self.model,
+            api_key=self.resolved_api_key(),
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+            backoff_s=self.backoff_s,
+            max_backoff_s=self.max_backoff_s,
+            concurrency=self.concurrency,
+            max_tokens=self.max_tokens,
+        )
 
 
 @dataclass

@@ -14,7 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slca_grpo.aio import run_sync
 from slca_grpo.config import ConfigError
+from slca_grpo.datatypes import Observation, ObservationError, ToolCall
+from slca_grpo.plugins import SIMULATOR_BACKENDS
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult, BatchItem
 from slca_grpo.simulator.budget import OverBudget, budget_in_force, carried_budget, check_deadline, time_budget
@@ -22,10 +25,11 @@ from slca_grpo.simulator.cache import ResponseCache
 from slca_grpo.simulator.checks import ToolChecker, ToolSpec
 from slca_grpo.simulator.config import SimulatorConfig
 from slca_grpo.simulator.injection import ErrorInjector
+from slca_grpo.simulator.openai_backend import OpenAIBackend
+from slca_grpo.simulator.schema_backend import SchemaBackend
 from slca_grpo.simulator.sessions import Resolution, SessionState, SessionStore
-from slca_grpo.simulator.text import TokenCounter, approx_token_count, truncate_middle
+from slca_grpo.simulator.text import TokenCounter, approx_token_count, truncate_middle_to_tokens
 from slca_grpo.simulator.words import canonical_json, digest
-from slca_grpo.types import Observation, ToolCall
 
 CACHE_KEY_VERSION = 1
 _MAX_SESSIONLESS_COUNTERS = 100_000
@@ -71,7 +75,6 @@ class _Pending:
 
 
 BackendFactory = Callable[[SimulatorConfig], Backend]
-_BACKENDS: dict[str, BackendFactory] = {}
 
 
 def register_backend(name: str, *, replace: bool = False) -> Callable[[BackendFactory], BackendFactory]:
@@ -82,46 +85,37 @@ def register_backend(name: str, *, replace: bool = False) -> Callable[[BackendFa
     """
 
     def decorator(factory: BackendFactory) -> BackendFactory:
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"backend name must be a non-empty string, got {name!r}")
-        if name in _BACKENDS and not replace:
-            raise ValueError(f"simulator backend {name!r} is already registered (pass replace=True)")
-        _BACKENDS[name] = factory
+        SIMULATOR_BACKENDS.add(name, factory, origin=getattr(factory, "__module__", "") or "", replace=replace)
         return factory
 
     return decorator
 
 
 def unregister_backend(name: str) -> None:
-    del _BACKENDS[name]
+    SIMULATOR_BACKENDS.remove(name)
 
 
 def list_backends() -> list[str]:
-    return list(_BACKENDS)
+    return SIMULATOR_BACKENDS.names()
 
 
 @register_backend("schema")
 def _schema_backend(config: SimulatorConfig) -> Backend:
-    from slca_grpo.simulator.schema_backend import SchemaBackend
-
     return SchemaBackend(config.seed)
 
 
 @register_backend("openai")
 def _openai_backend(config: SimulatorConfig) -> Backend:
-    from slca_grpo.simulator.openai_backend import OpenAIBackend
-
     return OpenAIBackend(config.openai, config.seed)
 
 
 def make_backend(config: SimulatorConfig) -> Backend:
     """The backend ``config.backend`` names (a ConfigError naming the key if none is registered)."""
-    factory = _BACKENDS.get(config.backend)
-    if factory is None:
+    if config.backend not in SIMULATOR_BACKENDS:
         raise ConfigError(
             f"simulator.backend: unknown backend {config.backend!r}; registered: {', '.join(list_backends())}"
         )
-    backend = factory(config)
+    backend = SIMULATOR_BACKENDS.get(config.backend)(config)
     if not isinstance(backend, Backend):
         raise TypeError(f"backend factory {config.backend!r} returned {type(backend).__name__}, not a Backend")
     return backend
@@ -159,8 +153,6 @@ class Simulator:
     ) -> Observation:
         """One call's observation."""
         if self.backend.is_async:
-            from slca_grpo.aio import run_sync
-
             # The background loop does not share this thread's context: carry a caller's budget.
             return run_sync(self._carrying(budget_in_force(), call, tools, session_id))
         start = time.perf_counter()
@@ -208,8 +200,6 @@ class Simulator:
     def simulate_many(self, items: Sequence[BatchItem]) -> list[Observation]:
         """A batch of calls; calls of one session run in order, sessions run concurrently."""
         if self.backend.is_async:
-            from slca_grpo.aio import run_sync
-
             return run_sync(self.asimulate_many(items))
         return [
             self.simulate(*unpacked) if isinstance(unpacked, tuple) else unpacked
@@ -348,7 +338,7 @@ class Simulator:
         if pending.state is not None:
             with self.sessions.lock:
                 pending.state.record(pending.call_dict, pending.request.spec.intent, text, data, pending.request.target)
-        shown = truncate_middle(text, self.config.max_observation_tokens, self.count_tokens)
+        shown = truncate_middle_to_tokens(text, self.config.max_observation_tokens, self.count_tokens)
         if shown is not text:
             with self._lock:
                 self.stats.truncated += 1
@@ -414,6 +404,4 @@ def _parse(text: str) -> Any:
 
 
 def _backend_crash(exc: Exception) -> Any:
-    from slca_grpo.types import ObservationError
-
     return ObservationError(E.BACKEND_ERROR, f"simulator backend failed: {type(exc).__name__}: {exc}")

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from slca_grpo.types import Observation, ObservationError, Turn
+from slca_grpo.datatypes import Observation, ObservationError, Turn
 
 # Checks made before any model call (deterministic, never cached).
 UNKNOWN_TOOL = "unknown_tool"

@@ -20,15 +20,15 @@ from datetime import timedelta
 from typing import Any
 
 from slca_grpo.simulator.budget import check_deadline
-from slca_grpo.simulator.regexgen import string_from_pattern
-from slca_grpo.simulator.safety import MAX_GENERATED_UNITS, PatternError, SchemaRefused, local_pointer, search
-from slca_grpo.simulator.values import (
+from slca_grpo.simulator.field_values import (
     MISSING,
     ValueContext,
     coerce,
     field_value,
     generic_value,
 )
+from slca_grpo.simulator.regexgen import string_from_pattern
+from slca_grpo.simulator.safety import MAX_GENERATED_UNITS, PatternError, SchemaRefused, local_pointer, search
 from slca_grpo.simulator.words import singular, snake
 
 _MAX_DEPTH = 8

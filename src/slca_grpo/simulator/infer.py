@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from slca_grpo.simulator import intent as I
-from slca_grpo.simulator.values import (
+from slca_grpo.simulator.field_values import (
     MISSING,
     ValueContext,
     classify,

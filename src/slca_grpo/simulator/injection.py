@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 
+from slca_grpo.datatypes import Observation
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.config import ErrorInjectionConfig
-from slca_grpo.types import Observation
 
 _SERVER_ERRORS = (
     (500, "Internal Server Error", "The server encountered an unexpected condition. Please try again later."),

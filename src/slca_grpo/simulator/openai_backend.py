@@ -4,7 +4,7 @@ Prompt = the called tool's schema (dropped under the ``no_schema`` ablation) + t
 + the request; the model must answer with the JSON body only. Transport failures, 5xx and 429 are
 retried with exponential backoff (honouring ``Retry-After``); an answer that is not JSON or does
 not match ``returns`` is re-asked once with the problem named. Requests go through the shared
-HTTP client (``slca_grpo.http_client``). Failures become error results, never exceptions.
+chat-completions client (``slca_grpo.endpoints``). Failures become error results, never exceptions.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from typing import Any
 
 import httpx
 
-from slca_grpo.aio import existing_background_loop
-from slca_grpo.http_client import HTTPClient, RequestFailed, RetryableReply, RetryPolicy
+from slca_grpo.datatypes import ObservationError
+from slca_grpo.endpoints import ChatClient, EndpointError
+from slca_grpo.http_client import RetryableReply
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult
 from slca_grpo.simulator.checks import validate_value
 from slca_grpo.simulator.config import OpenAIConfig
 from slca_grpo.simulator.text import extract_json
-from slca_grpo.types import ObservationError
 
 # Bump when the prompt changes, so old cache entries are not replayed.
 PROMPT_VERSION = "sgls-v1"
@@ -54,23 +54,14 @@ class OpenAIBackend(Backend):
     ) -> None:
         self.config = config
         self.seed = seed
-        self.url = config.base_url.rstrip("/") + "/chat/completions"
-        key = config.resolved_api_key()
-        self.http = HTTPClient(
-            headers={"Authorization": f"Bearer {key}"} if key else {},
-            timeout_s=config.timeout_s,
-            policy=RetryPolicy(config.max_retries, config.backoff_s, config.max_backoff_s),
-            concurrency=config.concurrency,
-            async_transport=transport,
-            asleep=sleep,
-        )
+        self.client = ChatClient(config.endpoint(), transport=transport, sleep=sleep)
         self._lock = threading.Lock()
         self._counts = {"failures": 0, "reasks": 0, "invalid_answers": 0}
 
     @property
     def counters(self) -> dict[str, int]:
         """Requests sent and retries (the HTTP client's), failures, re-asks and unusable answers."""
-        return {"requests": self.http.stats["requests"], "retries": self.http.stats["retries"], **self._counts}
+        return {"requests": self.client.requests, "retries": self.client.retries, **self._counts}
 
     def cache_identity(self) -> dict[str, Any]:
         c = self.config
@@ -134,7 +125,7 @@ class OpenAIBackend(Backend):
         for round_ in range(1 + self.config.max_reasks):
             try:
                 content = await self._complete(messages)
-            except RequestFailed as exc:
+            except EndpointError as exc:
                 self._count("failures")
                 return BackendResult(error=ObservationError(E.BACKEND_ERROR, str(exc)))
             data, problem = extract_json(content)
@@ -159,28 +150,19 @@ class OpenAIBackend(Backend):
         return BackendResult(error=ObservationError(E.INVALID_RESPONSE, f"unusable simulator answer: {problem}"))
 
     async def _complete(self, messages: list[dict[str, str]]) -> str:
-        c = self.config
-        payload: dict[str, Any] = {
-            "model": c.model,
-            "messages": messages,
-            "temperature": c.temperature,
-            "max_tokens": c.max_tokens,
-        }
-        if c.send_seed:
+        payload = self.client.payload(messages, self.config.temperature)
+        if self.config.send_seed:
             payload["seed"] = self.seed
-        payload.update(c.extra_body)
-        return await self.http.apost(self.url, payload, parse=_completion_content)
+        payload.update(self.config.extra_body)
+        return await self.client.apost(payload, parse=_completion_content)
 
     async def aclose(self) -> None:
         """Close the client of the running loop."""
-        await self.http.aclose()
+        await self.client.aclose()
 
     def close(self) -> None:
         """Close the client of the shared background loop; clients of other loops close with them."""
-        loop = existing_background_loop()
-        if loop is not None and loop.is_running():
-            asyncio.run_coroutine_threadsafe(self.http.aclose(), loop).result(timeout=5)
-        self.http.close()
+        self.client.close()
 
 
 def _completion_content(response: httpx.Response) -> str:

@@ -8,18 +8,18 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from slca_grpo.datatypes import ObservationError
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator import intent as I
 from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult
 from slca_grpo.simulator.checks import validate_value
 from slca_grpo.simulator.fabricate import SchemaFaker
+from slca_grpo.simulator.field_values import BASE_DATE, ValueContext
 from slca_grpo.simulator.idshapes import argument_examples, described_examples
 from slca_grpo.simulator.infer import infer_response
 from slca_grpo.simulator.safety import SchemaRefused
 from slca_grpo.simulator.sessions import Target, status_after_write
-from slca_grpo.simulator.values import BASE_DATE, ValueContext
 from slca_grpo.simulator.words import DetRng, canonical_json, snake, split_words
-from slca_grpo.types import ObservationError
 
 # Bump when the fabricator's output changes, so old cache entries are not replayed.
 FABRICATOR_VERSION = "schema-v2"

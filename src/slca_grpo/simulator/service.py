@@ -27,11 +27,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
+from slca_grpo.datatypes import Observation, ToolCall
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.budget import time_budget
 from slca_grpo.simulator.core import Simulator
 from slca_grpo.simulator.metrics import CONTENT_TYPE, ServiceMetrics
-from slca_grpo.types import Observation, ToolCall
 
 logger = logging.getLogger(__name__)
 

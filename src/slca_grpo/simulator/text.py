@@ -20,7 +20,9 @@ def approx_token_count(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def truncate_middle(text: str, max_tokens: int | None, count_tokens: TokenCounter = approx_token_count) -> str:
+def truncate_middle_to_tokens(
+    text: str, max_tokens: int | None, count_tokens: TokenCounter = approx_token_count
+) -> str:
     """Keep the head and tail of ``text`` within ``max_tokens``, with a marker where the middle was.
 
     Binary search on the number of characters kept, so any monotone counter works (a real

@@ -57,10 +57,6 @@ def plural(word: str) -> str:
     return word + "s"
 
 
-def humanize(name: str) -> str:
-    return " ".join(split_words(name))
-
-
 def canonical_json(value: Any) -> str:
     """Stable JSON text: sorted keys, no whitespace, UTF-8 kept (the basis of every digest).
     NaN and Infinity raise ValueError: they are not JSON, and would be echoed into answers."""

@@ -8,8 +8,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.config import ConfigError
-
 NOISE_KEYS = {"std": "summary_noise_std", "prob": "summary_noise_prob"}
 PLAN_FILE = "study.json"  # the plan of the study in a folder (its last invocation)
 TIMINGS_FILE = "timings.json"  # seconds per RL run, by run name
@@ -36,45 +34,6 @@ class NoiseLevel:
 
     def overrides(self) -> list[str]:
         return [f"reward.{NOISE_KEYS['std']}={self.std}", f"reward.{NOISE_KEYS['prob']}={self.prob}"]
-
-
-def parse_noise_level(text: str) -> NoiseLevel:
-    """``none``, ``std=0.5``, ``prob=0.5`` or both joined by ``+`` (``std=0.25+prob=0.5``)."""
-    from slca_grpo.rewards.config import RewardConfig
-
-    text = text.strip()
-    if text == "none":
-        return NoiseLevel()
-    values: dict[str, float] = {}
-    for part in text.split("+"):
-        key, sep, raw = part.partition("=")
-        key = key.strip()
-        if not sep or key not in NOISE_KEYS:
-            raise ConfigError(f"--noise: cannot read {part.strip()!r} (use none, std=S, prob=P or std=S+prob=P)")
-        if key in values:
-            raise ConfigError(f"--noise: {key} given twice in {text!r}")
-        try:
-            values[key] = float(raw)
-        except ValueError:
-            raise ConfigError(f"--noise: {key}={raw.strip()!r} is not a number") from None
-    level = NoiseLevel(**values)
-    try:
-        RewardConfig(summary_noise_std=level.std, summary_noise_prob=level.prob)
-    except ValueError as exc:
-        raise ConfigError(f"--noise {text}: {exc}") from None
-    return level
-
-
-def parse_noise_levels(spec: str) -> list[NoiseLevel]:
-    """Comma-separated levels, e.g. ``none,prob=0.5,prob=1``; each distinct, at least one."""
-    levels = [parse_noise_level(part) for part in spec.split(",") if part.strip()]
-    if not levels:
-        raise ConfigError("--noise: give at least one level (e.g. none,prob=0.5,prob=1)")
-    names = [level.name for level in levels]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ConfigError(f"--noise: level {repeated[0]} given twice")
-    return levels
 
 
 @dataclass(frozen=True)

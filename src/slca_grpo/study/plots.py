@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.report import TRAIN_TRUNCATED, agg_pyplot
+from slca_grpo.plotting import agg_pyplot
+from slca_grpo.report import TRAIN_TRUNCATED
 from slca_grpo.study.metrics import GRAD_COSINE, STUDY_METRICS, metric_label, metric_scale
 from slca_grpo.study.plan import StudyPlan
 

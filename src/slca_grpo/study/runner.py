@@ -1,7 +1,7 @@
 """Run a credit-assignment study: one SFT checkpoint, then seeds × noise levels × estimators of RL.
 
 Every RL run starts from the same SFT checkpoint. Runs of one seed are paired: the prompts of each
-step are a pure function of (seed, step) (``trainer.run._task_sampler``), and so are the summary
+step are a pure function of (seed, step) (``trainer.run_data.task_sampler``), and so are the summary
 noise draws (``rewards.noise``), so the estimators of a seed — and its noise levels — see the same
 prompts and the same noise slots. Runs go seed by seed, so an interrupted study leaves balanced
 cells; a finished run (``summary.json``) is skipped and an interrupted one resumes from its last
@@ -22,9 +22,12 @@ from slca_grpo.config import ConfigError, apply_overrides, load_yaml_config
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.provenance import describe, pairing_key, provenance, read_provenance
 from slca_grpo.study.plan import PLAN_FILE, TIMINGS_FILE, NoiseLevel, StudyPlan, read_json, run_dir
+from slca_grpo.study.report import write_study_report
 from slca_grpo.trainer.logger import clock
-from slca_grpo.trainer.run import RunConfig
+from slca_grpo.trainer.run import train
+from slca_grpo.trainer.run_config import RunConfig, check_estimators
 from slca_grpo.trainer.run_folder import RESUME_MAY_DIFFER, hold_run_folder, settings_difference
+from slca_grpo.trainer.sft_cache import ensure_sft, sft_is_current
 
 # Set by the study from --out, so they may differ between a run and its resumption (the study
 # checks the SFT checkpoint model.name points at is current itself).
@@ -74,8 +77,6 @@ def provenance_difference(target: Path) -> str | None:
 
 def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbose: bool = False) -> dict[str, Any]:
     """SFT once, run every (seed, level, estimator) not yet finished, then write the report."""
-    from slca_grpo.trainer.run import check_estimators
-
     started = time.perf_counter()
     out_dir = Path(out_dir)
     base = base_config(plan)
@@ -89,9 +90,6 @@ def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbos
 def _run_study_in(
     out_dir: Path, plan: StudyPlan, base: RunConfig, started: float, *, echo: bool, verbose: bool
 ) -> dict[str, Any]:
-    from slca_grpo.study.report import write_study_report
-    from slca_grpo.trainer.run import ensure_sft, sft_is_current, train
-
     runs = list(iter_runs(plan))
     # Refuse settings that clash with finished or interrupted runs before spending any time.
     sft_dir = out_dir / "sft"

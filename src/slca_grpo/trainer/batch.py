@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import torch
 
-from slca_grpo.algos import segment_ids_for, segments_from_mask
+from slca_grpo.algos import Estimator, estimator_spec, segments_from_mask
 from slca_grpo.chat.parser import is_call_turn, last_turn_text
-from slca_grpo.types import Trajectory
+from slca_grpo.datatypes import Trajectory
+from slca_grpo.rollout.sampling import cache_keyword, distinct_rows, prefill_shared
 
 
 @dataclass
@@ -50,11 +51,11 @@ def pad_sequences(
     masks: Sequence[Sequence[int]],
     pad_id: int,
     *,
-    estimator: str | None = None,
+    estimator: Estimator | str | None = None,
     answered: Sequence[bool] | None = None,
 ) -> TokenBatch:
     """Right-pad token sequences with their learnable-token masks; segments come from the masks, in
-    the layout ``estimator`` reads (``segment_ids_for``; the role layout without one), and from
+    the layout ``estimator`` reads (``Estimator.segment_ids``; the role layout without one), and from
     ``answered``: whether each sequence ends with its answer (None: all do)."""
     width = max(1, max(len(s) for s in sequences))
     batch = len(sequences)
@@ -70,7 +71,7 @@ def pad_sequences(
     if estimator is None:
         segment_ids = segments_from_mask(loss_mask, answered)
     else:
-        segment_ids = segment_ids_for(estimator, loss_mask, answered)
+        segment_ids = estimator_spec(estimator).segment_ids(loss_mask, answered)
     return TokenBatch(input_ids, attention, loss_mask, segment_ids)
 
 
@@ -80,7 +81,9 @@ def ends_with_answer(trajectory: Trajectory) -> bool:
     return not is_call_turn(last)
 
 
-def trajectory_batch(trajectories: Sequence[Trajectory], pad_id: int, *, estimator: str | None = None) -> TokenBatch:
+def trajectory_batch(
+    trajectories: Sequence[Trajectory], pad_id: int, *, estimator: Estimator | str | None = None
+) -> TokenBatch:
     """Prompt + response rows; a rollout that ends on a call has no summary segment."""
     sequences = [t.prompt_ids + t.response_ids for t in trajectories]
     masks = [[0] * len(t.prompt_ids) + list(t.response_mask) for t in trajectories]
@@ -137,8 +140,6 @@ def _shared_prefix_logprobs(
     Gradients flow through the copies back into the one prefix pass. Values and gradients equal
     the full pass (tested).
     """
-    from slca_grpo.rollout.sampling import cache_keyword, distinct_rows, prefill_shared
-
     rows = input_ids.shape[0]
     if not bool(positions.any(dim=1).all()):
         return None

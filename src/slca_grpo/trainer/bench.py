@@ -18,16 +18,13 @@ from typing import Any
 
 import torch
 
+from slca_grpo.data.output import atomic_text
+from slca_grpo.models.device import bf16_autocast, native_bf16, resolve_bf16
 from slca_grpo.provenance import cpu_model
-from slca_grpo.rewards.factory import make_checker, make_judge
-from slca_grpo.rollout.environment import ToolEnvironment
-from slca_grpo.rollout.loop import AgentLoop
-from slca_grpo.trainer.device import bf16_autocast, native_bf16, resolve_bf16
+from slca_grpo.trainer.build import build_rl_trainer, make_formatter, make_simulator, rl_models, start_process
 from slca_grpo.trainer.floors import Group, ModelShape, PhaseFloor, Rates, rollout_floor, sft_floor, train_floor
 from slca_grpo.trainer.optim import build_optimizer, clip_gradients
-from slca_grpo.trainer.rl import RLTrainer
-from slca_grpo.trainer.run import _rl_models, _task_sampler, make_formatter, make_simulator, start_process
-from slca_grpo.trainer.run_data import load_data
+from slca_grpo.trainer.run_data import load_data, task_sampler
 from slca_grpo.trainer.sft import build_example, length_bucketed_batches, sft_loss
 
 BENCH_ROWS = 256  # rows of the timed matrix products: a micro-batch's worth of tokens
@@ -197,19 +194,8 @@ def bench_rl(config, model, tokenizer, ref_model, train_tasks, machine: Machine,
     """``steps`` RL steps after one warm-up step: rollouts, rewards + advantages, update."""
     rl = copy.deepcopy(config.rl)
     rl.diagnostics_every = 0  # a diagnostic pass is not part of a step's work
-    formatter = make_formatter(config, tokenizer)
-    loop = AgentLoop(model, formatter, ToolEnvironment(make_simulator(config)), config.rollout)
-    trainer = RLTrainer(
-        model,
-        ref_model,
-        loop,
-        make_judge(config=config.reward),
-        config.reward,
-        rl,
-        seed=config.train.seed,
-        checker=make_checker(config=config.reward),
-    )
-    tasks_for_step = _task_sampler(train_tasks, config.train.seed, rl.prompts_per_step)
+    trainer = build_rl_trainer(config, model, ref_model, tokenizer, rl=rl)
+    tasks_for_step = task_sampler(train_tasks, config.train.seed, rl.prompts_per_step)
     rates = machine.rates(trainer.bf16)
     shape = ModelShape.of(base_model(model))
     group_size = config.rollout.group_size
@@ -299,7 +285,7 @@ def run_bench(config, *, rl_steps: int = 2, sft_steps: int = 2, echo: bool = Tru
     ``sft_steps`` SFT steps (each after a warm-up step) against their floors."""
     device = start_process(config)
     train_tasks, _ = load_data(config.data)
-    model, tokenizer, ref_model = _rl_models(config, config.model.name, None, train_tasks, device)
+    model, tokenizer, ref_model = rl_models(config, config.model.name, None, train_tasks, device)
     if echo:
         print(f"[bench] measuring this machine at {config.model.name}'s matrix shapes ...", flush=True)
     machine = measure_machine(base_model(model), device)
@@ -368,7 +354,5 @@ def format_bench(result: BenchResult) -> str:
 
 
 def write_bench_json(result: BenchResult, path: str | Path) -> None:
-    from slca_grpo.data.output import atomic_text
-
     with atomic_text(path) as handle:
         handle.write(json.dumps(result.to_dict(), indent=1) + "\n")

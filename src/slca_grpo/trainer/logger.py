@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from slca_grpo.rewards import list_rewards
+
 HEADLINE = ("reward/score", "reward/tool", "reward/summary", "train/kl", "train/clip_frac", "train/grad_norm")
 
 
@@ -88,8 +90,6 @@ class MetricsLogger:
 
 def _other_rewards(numeric: dict[str, float]) -> list[str]:
     """``reward/NAME`` keys of registered rewards beyond the headline ones (a plugin's too)."""
-    from slca_grpo.rewards import list_rewards
-
     return [key for key in (f"reward/{name}" for name in list_rewards()) if key in numeric and key not in HEADLINE]
 
 

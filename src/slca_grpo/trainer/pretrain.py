@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import random
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -21,16 +22,19 @@ from typing import Any
 
 import torch
 
-from slca_grpo.data.corpus import CorpusConfig, document
-from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model, count_parameters
-from slca_grpo.models.tokenizer import train_tokenizer
-from slca_grpo.trainer.checkpoint import (
+from slca_grpo.chat.template import render_chat
+from slca_grpo.data.corpus import DRILLS, CorpusConfig, document
+from slca_grpo.models import load_model
+from slca_grpo.models.checkpoint import (
     load_latest_checkpoint,
     save_checkpoint,
     save_pretrained_atomic,
     set_rng_state,
 )
-from slca_grpo.trainer.logger import MetricsLogger
+from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model, count_parameters
+from slca_grpo.models.tokenizer import train_tokenizer
+from slca_grpo.rollout.sampling import SamplingConfig, sample
+from slca_grpo.trainer.logger import MetricsLogger, read_metrics
 
 READER_SHAPE = TinyModelConfig(num_layers=4, hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=384)
 
@@ -180,15 +184,9 @@ def probe(model: torch.nn.Module, tokenizer: Any, texts: list[str], seq_len: int
 @torch.no_grad()
 def drill_accuracy(model: torch.nn.Module, tokenizer: Any, per_kind: int = 50, seed: int = 123) -> dict[str, float]:
     """Greedy exact-match rate on fresh one-exchange drills of each kind (values never seen)."""
-    import random
-
-    from slca_grpo.chat.template import render_chat
-    from slca_grpo.data import corpus
-    from slca_grpo.rollout.sampling import SamplingConfig, sample
-
     rng = random.Random(seed)
     scores = {}
-    for kind, build in corpus.DRILLS.items():
+    for kind, build in DRILLS.items():
         exchanges = [build(rng) for _ in range(per_kind)]
         prompts = [
             tokenizer(render_chat(ex[:1], (), add_generation_prompt=True), add_special_tokens=False)["input_ids"]
@@ -234,8 +232,6 @@ def pretrain(
         path, state, info = found
         if info.get("config") != json.loads(json.dumps(config.to_dict())):
             raise ValueError(f"{path} was written with another pretraining config; resume with the same one")
-        from slca_grpo.models import load_model
-
         model, tokenizer = load_model(path / "model")
         start, position = int(info["step"]), int(info["corpus_position"])
     else:
@@ -310,8 +306,6 @@ def plot_curves(metrics_path: str | Path, out_png: str | Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from slca_grpo.trainer.logger import read_metrics
 
     rows = read_metrics(metrics_path)
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))

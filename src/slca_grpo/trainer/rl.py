@@ -1,8 +1,9 @@
 """One RL step, read top to bottom: rollouts → rewards → advantages → PPO-clip updates.
 
-The estimator is chosen by name from the registry; nothing here depends on which one it is
-beyond the reward names it declares. Only the reward families those names (and ``rl.log_rewards``)
-need are computed; a rollout the simulator or the judge failed on is void (left out).
+The estimator is looked up by name once, when the trainer is built, and then used as an object:
+nothing here depends on which one it is beyond what it declares (the rewards it reads, its segment
+layout, its own settings). Only the reward families those rewards (and ``rl.log_rewards``) need are
+computed; a rollout the simulator or the judge failed on is void (left out).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from slca_grpo.algos import (
     SEG_SUMMARY,
     SEG_TOOL,
     AdvantageConfig,
-    compute_advantages,
+    Estimator,
     estimator_spec,
     learnable_runs,
     policy_loss,
@@ -29,6 +30,8 @@ from slca_grpo.algos import (
     turn_count,
 )
 from slca_grpo.config import ConfigError, at_least, one_of
+from slca_grpo.datatypes import Task, Trajectory
+from slca_grpo.models.device import Bf16Setting, bf16_autocast, model_device, peak_memory_gb, resolve_bf16
 from slca_grpo.rewards.batch import compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge
@@ -36,10 +39,8 @@ from slca_grpo.rewards.noise import summary_noise
 from slca_grpo.rollout.loop import AgentLoop
 from slca_grpo.simulator.errors import simulator_fault
 from slca_grpo.trainer.batch import TokenBatch, token_logprobs, trajectory_batch
-from slca_grpo.trainer.device import Bf16Setting, bf16_autocast, model_device, peak_memory_gb, resolve_bf16
 from slca_grpo.trainer.diagnostics import segment_gradient_cosine
 from slca_grpo.trainer.optim import SCHEDULES, TrainingDiverged, build_optimizer, build_scheduler, clip_gradients
-from slca_grpo.types import Task, Trajectory
 
 
 @dataclass
@@ -179,7 +180,7 @@ class RLTrainer:
         seed: int = 0,
         checker: Any = None,
     ):
-        estimator_spec(config.estimator)  # fail fast on an unknown name
+        self.estimator: Estimator = estimator_spec(config.estimator)  # fails fast on an unknown name
         self.model = model
         self.device = model_device(model)  # the reference model and every batch go where it is
         self.bf16 = resolve_bf16(config.bf16, self.device, "rl.bf16")  # also the evaluations' precision
@@ -213,7 +214,7 @@ class RLTrainer:
     def reward_names(self) -> tuple[str, ...]:
         """What each step computes: the estimator's rewards, ``log_rewards``, and R_sum when the
         study's summary noise (defined on R_sum) is on."""
-        names = [*estimator_spec(self.config.estimator).rewards, *self.config.log_rewards]
+        names = [*self.estimator.rewards, *self.config.log_rewards]
         if self.reward_config.has_summary_noise:
             names.append("summary")
         return tuple(dict.fromkeys(names))
@@ -229,7 +230,7 @@ class RLTrainer:
         rollout_seconds = time.perf_counter() - started
 
         rollout_tasks = [task for task in tasks for _ in range(group_size)]
-        if estimator_spec(config.estimator).segmentation == "turn":
+        if self.estimator.segmentation == "turn":
             check_turns_match_runs(trajectories)
         rewards = compute_rewards(
             [t.response_text for t in trajectories],
@@ -252,13 +253,12 @@ class RLTrainer:
                 "noise/train_summary": float(reward_tensors["summary"].mean()),
                 "noise/train_score": float(reward_tensors["score"].mean()),
             }
-        batch = trajectory_batch(trajectories, self.loop.formatter.pad_id, estimator=config.estimator).to(self.device)
+        batch = trajectory_batch(trajectories, self.loop.formatter.pad_id, estimator=self.estimator).to(self.device)
         group_ids = torch.arange(len(tasks)).repeat_interleave(group_size)
-        void = void_reasons(trajectories, rewards.failed_for(estimator_spec(config.estimator).rewards))
+        void = void_reasons(trajectories, rewards.failed_for(self.estimator.rewards))
         valid = torch.tensor([reason is None for reason in void])
         void_metrics = void_step_metrics(void, group_size)
-        advantages = compute_advantages(
-            config.estimator,
+        advantages = self.estimator.advantages(
             group_ids=group_ids,
             segment_ids=batch.segment_ids,
             rewards=reward_tensors,

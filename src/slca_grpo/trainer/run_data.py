@@ -1,15 +1,19 @@
-"""The tasks a run trains and evaluates on (the synthetic suite or dataset files), and the
-corpus a fresh tokenizer learns from."""
+"""The tasks a run trains and evaluates on (the synthetic suite or dataset files), which of them
+each RL step trains on, and the corpus a fresh tokenizer learns from."""
 
 from __future__ import annotations
 
+import random
 import re
 import sys
+from collections.abc import Callable
 
+from slca_grpo.chat.template import render_chat
 from slca_grpo.config import ConfigError
 from slca_grpo.data.config import DataConfig
 from slca_grpo.data.loader import EvalOnlyError, load_dataset
-from slca_grpo.types import Task
+from slca_grpo.data.synthetic import generate_suite, render_gold
+from slca_grpo.datatypes import Task
 
 
 def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
@@ -17,8 +21,6 @@ def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
     on_error = "skip" if config.skip_bad_rows else "raise"
     suite = None
     if "synthetic" in (config.train, config.test):
-        from slca_grpo.data.synthetic import generate_suite
-
         options = {"kind_weights": dict(config.kinds)} if config.kinds else {}
         suite = generate_suite(
             seed=config.seed,
@@ -55,6 +57,17 @@ def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
     return train, test
 
 
+def task_sampler(tasks: list[Task], seed: int, per_step: int) -> Callable[[int], list[Task]]:
+    """``tasks_for_step(step)``: the tasks an RL step trains on, a pure function of (seed, step), so
+    a resumed run sees the prompts the uninterrupted one would have, and every estimator of a
+    study's seed the same ones."""
+
+    def tasks_for_step(step: int) -> list[Task]:
+        return random.Random(seed * 7_919 + step).sample(tasks, min(per_step, len(tasks)))
+
+    return tasks_for_step
+
+
 TOKENIZER_CORPUS_TASKS = 400
 # A fresh tokenizer learns from a bounded corpus: each text is cut to this many characters and runs
 # without whitespace to MAX_WORD_CHARS (one 10 MB "word" otherwise stalls BPE training for minutes).
@@ -64,9 +77,6 @@ MAX_WORD_CHARS = 200
 
 def tokenizer_corpus(tasks: list[Task]) -> list[str]:
     """Text to train a fresh tokenizer on: gold trajectories where the task has them, else prompts."""
-    from slca_grpo.chat.template import render_chat
-    from slca_grpo.data.synthetic import render_gold
-
     texts = []
     for task in tasks[:TOKENIZER_CORPUS_TASKS]:
         try:

@@ -19,7 +19,9 @@ from typing import Any
 import yaml
 
 from slca_grpo.config import ConfigError, load_yaml_config, to_dict
-from slca_grpo.trainer.checkpoint import checkpoint_hint, latest_checkpoint
+from slca_grpo.models import HUB_ID, PRESETS, READER, looks_like_path
+from slca_grpo.models.checkpoint import checkpoint_hint, latest_checkpoint
+from slca_grpo.plugins import load_plugins
 
 try:
     import fcntl
@@ -106,8 +108,6 @@ def resume_config(config: Any, out_dir: Path, *, may_differ: Iterable[str] = ())
     """Check ``config`` can continue the run in ``out_dir``: load the plugins the run recorded, and
     refuse a setting that differs from its ``config.yaml`` (the optimizer state would keep the old
     one while ``config.yaml`` said the new). Nothing to check while the run has no checkpoint."""
-    from slca_grpo.plugins import load_plugins
-
     saved = out_dir / "config.yaml"
     if not saved.is_file() or latest_checkpoint(out_dir / "checkpoints") is None:
         return config
@@ -125,8 +125,6 @@ def check_model_name(name: str) -> None:
     """ConfigError naming ``model.name`` when it is no model this run could load: not a preset,
     not a checkpoint folder here, nor a Hugging Face id. Checked before a run creates anything; a
     Hub id is looked up when the model loads."""
-    from slca_grpo.models import HUB_ID, PRESETS, READER, looks_like_path
-
     known = ", ".join([*PRESETS, "smollm2", READER])
     if name in PRESETS or name in ("smollm2", READER):
         return

@@ -1,6 +1,6 @@
 """The dataset formats the loader reads, by name, and how each one is recognised.
 
-Each format turns one decoded row into a :class:`~slca_grpo.types.Task`, raising
+Each format turns one decoded row into a :class:`~slca_grpo.datatypes.Task`, raising
 :class:`~slca_grpo.data.tasks.TaskFormatError` (naming the field) for a row it cannot read.
 Detection looks at a file's first row; the formats are tried in the order of :data:`FORMATS`.
 Importing this package imports no benchmark package: BFCL and τ² are imported when read.
@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.data.bfcl.entries import BFCLEntry
 from slca_grpo.data.formats import bfcl, glaive, openai_chat, release, sharegpt, tau2, toolace, xlam
 from slca_grpo.data.tasks import task_from_dict
-from slca_grpo.types import Task
+from slca_grpo.datatypes import Task
 
 AUTO = "auto"
 
@@ -66,8 +67,6 @@ def _tau2(task: Any, context: RowContext) -> Task:
 
 
 def _bfcl(row: Any, context: RowContext) -> Task:
-    from slca_grpo.eval.bfcl.data import BFCLEntry
-
     return bfcl.entry_task(row) if isinstance(row, BFCLEntry) else bfcl.convert(row, context.path)
 
 

@@ -1,7 +1,7 @@
 """BFCL questions and possible answers, as evaluation tasks (never training data).
 
 Two sources: the ``bfcl-eval`` package's own data (``bfcl:simple_python,multiple``), read by
-:func:`slca_grpo.eval.bfcl.load_entries`, or a local question file (``BFCL_v3_simple.json``: one
+:func:`slca_grpo.data.bfcl.entries.load_entries`, or a local question file (``BFCL_v3_simple.json``: one
 ``{"id", "question", "function"}`` per line) whose answers sit in ``possible_answer/`` beside it
 under the same name (or inline as ``ground_truth``). Each single-turn entry becomes a task as the
 BFCL harness shows it: the docs with bfcl-eval's language hints as tools (dotted names made valid,
@@ -17,9 +17,14 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.data.bfcl.convert import docs_to_tools, exposed_names
+from slca_grpo.data.bfcl.entries import BFCLEntry, is_multi_turn, load_entries, resolve_categories
+from slca_grpo.data.bfcl.gold import gold_single_turn_calls
+from slca_grpo.data.bfcl.package import load_bfcl
 from slca_grpo.data.formats.fields import require
+from slca_grpo.data.records import iter_rows
 from slca_grpo.data.tasks import TaskFormatError, task_from_dict
-from slca_grpo.types import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task
+from slca_grpo.datatypes import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task
 
 SOURCE_PREFIX = "bfcl:"
 ANSWER_FOLDER = "possible_answer"
@@ -31,10 +36,7 @@ def detect(row: dict[str, Any]) -> bool:
 
 
 def entry_task(entry: Any) -> Task:
-    """The evaluation task of a :class:`~slca_grpo.eval.bfcl.BFCLEntry`."""
-    from slca_grpo.eval.bfcl.convert import docs_to_tools, exposed_names
-    from slca_grpo.eval.bfcl.oracle import gold_single_turn_calls
-
+    """The evaluation task of a :class:`~slca_grpo.data.bfcl.entries.BFCLEntry`."""
     if entry.multi_turn:
         raise TaskFormatError(
             "a multi-turn BFCL entry runs against BFCL's own backends: score it with `slca eval bfcl`",
@@ -69,10 +71,8 @@ def _answers(path: str) -> dict[str, Any]:
     answer_file = Path(path).parent / ANSWER_FOLDER / Path(path).name
     if not answer_file.is_file():
         return {}
-    from slca_grpo.data.records import iter_rows  # bounded lines, as for the questions
-
     answers = {}
-    for row in iter_rows(answer_file):
+    for row in iter_rows(answer_file):  # bounded lines, as for the questions
         try:
             answers[str(row.value["id"])] = row.value["ground_truth"]
         except (KeyError, TypeError):
@@ -83,9 +83,6 @@ def _answers(path: str) -> dict[str, Any]:
 
 def convert(row: dict[str, Any], path: str) -> Task:
     """A local BFCL question row (``path`` is its file, to find the answers beside it)."""
-    from slca_grpo.eval.bfcl.data import BFCLEntry, is_multi_turn
-    from slca_grpo.eval.bfcl.env import load_bfcl
-
     entry_id = str(require(row, "id", (str, int)))
     question = require(row, "question", list)
     functions = require(row, "function", list)
@@ -112,8 +109,6 @@ def convert(row: dict[str, Any], path: str) -> Task:
 
 def iter_entries(spec: str):
     """``(label, entry)`` for each entry of the categories in ``bfcl:CATEGORY[,CATEGORY...]``."""
-    from slca_grpo.eval.bfcl.data import load_entries, resolve_categories
-
     for category in resolve_categories([spec.removeprefix(SOURCE_PREFIX)]):
         for entry in load_entries(category):
             yield f"entry {entry.id}", entry

@@ -1,7 +1,7 @@
-"""One recorded conversation → one :class:`~slca_grpo.types.Task`, its assistant turns kept.
+"""One recorded conversation → one :class:`~slca_grpo.datatypes.Task`, its assistant turns kept.
 
 Every chat-style format (ShareGPT/Hermes, APIGen-MT, ToolACE, Glaive, OpenAI messages, the
-release's SFT rows) is first read into :class:`Turn` values, then built here the same way:
+release's SFT rows) is first read into :class:`RecordedMessage` values, then built here the same way:
 
 - the prompt is the conversation up to its last user turn that has a reply (earlier assistant
   calls and tool responses stay in it as history); user turns left unanswered at the end go;
@@ -24,14 +24,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slca_grpo.data.bfcl.convert import exposed_names
 from slca_grpo.data.tasks import TaskFormatError, task_from_dict
-from slca_grpo.types import Task, ToolCall, tool_function
+from slca_grpo.datatypes import Task, ToolCall, tool_function
 
 ROLES = ("system", "user", "assistant", "tool")
 
 
 @dataclass
-class Turn:
+class RecordedMessage:
     """One message of a conversation, as read from a dataset row."""
 
     role: str
@@ -44,14 +45,12 @@ class Turn:
 
 @dataclass
 class _Step:
-    turn: Turn
+    turn: RecordedMessage
     text: str
-    responses: list[Turn] = field(default_factory=list)
+    responses: list[RecordedMessage] = field(default_factory=list)
 
 
 def _renames(tools: list[dict[str, Any]]) -> dict[str, str]:
-    from slca_grpo.eval.bfcl.convert import exposed_names
-
     names = exposed_names(tool_function(t) for t in tools)
     return {old: new for old, new in names.items() if old != new}
 
@@ -60,9 +59,9 @@ def _rename_call(call: ToolCall, renames: dict[str, str]) -> ToolCall:
     return ToolCall(renames.get(call.name, call.name), call.arguments)
 
 
-def _group(turns: Sequence[Turn]) -> list[Turn | _Step]:
+def _group(turns: Sequence[RecordedMessage]) -> list[RecordedMessage | _Step]:
     """Turns with each assistant call turn and the tool turns after it merged into a step."""
-    items: list[Turn | _Step] = []
+    items: list[RecordedMessage | _Step] = []
     for turn in turns:
         if turn.role == "tool":
             last = items[-1] if items else None
@@ -76,7 +75,7 @@ def _group(turns: Sequence[Turn]) -> list[Turn | _Step]:
     return items
 
 
-def _paired(step: _Step) -> list[Turn | None]:
+def _paired(step: _Step) -> list[RecordedMessage | None]:
     """The response of each call of a step (None where the dataset recorded none)."""
     calls, responses = step.turn.calls, step.responses
     if not responses:
@@ -96,11 +95,11 @@ def _paired(step: _Step) -> list[Turn | None]:
     return list(responses)
 
 
-def _history(items: list[Turn | _Step], renames: dict[str, str]) -> list[dict[str, Any]]:
+def _history(items: list[RecordedMessage | _Step], renames: dict[str, str]) -> list[dict[str, Any]]:
     """OpenAI-style messages of the prompt's turns (assistant calls with ids; tool messages naming them)."""
     messages: list[dict[str, Any]] = []
     for number, item in enumerate(items):
-        if isinstance(item, Turn):
+        if isinstance(item, RecordedMessage):
             messages.append({"role": item.role, "content": item.content})
             continue
         calls = [_rename_call(c, renames) for c in item.turn.calls]
@@ -127,7 +126,7 @@ def _history(items: list[Turn | _Step], renames: dict[str, str]) -> list[dict[st
 
 def build_task(
     task_id: str,
-    turns: Sequence[Turn],
+    turns: Sequence[RecordedMessage],
     tools: list[dict[str, Any]],
     *,
     where: str = "conversation",
@@ -155,7 +154,7 @@ def build_task(
     fixtures: list[dict[str, Any]] = []
     pending: list[str] = []
     for item in _group(reply):
-        if isinstance(item, Turn):
+        if isinstance(item, RecordedMessage):
             if item.content.strip():
                 pending.append(item.content.strip())
             continue

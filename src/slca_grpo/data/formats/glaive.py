@@ -13,10 +13,10 @@ import json
 import re
 from typing import Any
 
-from slca_grpo.data.formats.conversation import Turn, build_task
+from slca_grpo.data.formats.conversation import RecordedMessage, build_task
 from slca_grpo.data.formats.fields import call_arguments, literal, openai_tool, require
 from slca_grpo.data.tasks import TaskFormatError
-from slca_grpo.types import Task, ToolCall
+from slca_grpo.datatypes import Task, ToolCall
 
 CALL_MARKER = "<functioncall>"
 END_MARKER = "<|endoftext|>"
@@ -63,7 +63,7 @@ def parse_call(body: str, field: str) -> ToolCall:
     return ToolCall(value["name"], call_arguments(value.get("arguments"), f"{field}.arguments"))
 
 
-def chat_turns(chat: str) -> list[Turn]:
+def chat_turns(chat: str) -> list[RecordedMessage]:
     parts = _SPEAKER.split(chat)
     if parts[0].strip():
         raise TaskFormatError(f"text before the first speaker: {parts[0].strip()[:60]!r}", field="chat")
@@ -75,9 +75,9 @@ def chat_turns(chat: str) -> list[Turn]:
         if role == "assistant" and CALL_MARKER in text:
             head, *bodies = text.split(CALL_MARKER)
             calls = [parse_call(body, f"{where}.functioncall") for body in bodies]
-            turns.append(Turn("assistant", head.strip(), calls=calls, field=where))
+            turns.append(RecordedMessage("assistant", head.strip(), calls=calls, field=where))
         else:
-            turns.append(Turn(role, text, field=where))
+            turns.append(RecordedMessage(role, text, field=where))
     return turns
 
 
@@ -86,5 +86,5 @@ def convert(row: dict[str, Any], task_id: str) -> Task:
     intro, tools = system_tools(system)
     turns = chat_turns(require(row, "chat", str))
     if intro:
-        turns.insert(0, Turn("system", intro, field="system"))
+        turns.insert(0, RecordedMessage("system", intro, field="system"))
     return build_task(task_id, turns, tools, where="chat")

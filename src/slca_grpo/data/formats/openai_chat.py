@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from slca_grpo.data.formats.conversation import Turn, build_task
+from slca_grpo.data.formats.conversation import RecordedMessage, build_task
 from slca_grpo.data.formats.fields import call_arguments, json_field, named_function, require, tool_list
 from slca_grpo.data.tasks import TaskFormatError
-from slca_grpo.types import Task, ToolCall
+from slca_grpo.datatypes import Task, ToolCall
 
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 
@@ -41,8 +41,8 @@ def _call(raw: Any, field: str) -> tuple[ToolCall, str | None]:
     return ToolCall(name, arguments), call_id if isinstance(call_id, str) and call_id else None
 
 
-def read_messages(messages: list[Any], field: str = "messages") -> list[Turn]:
-    turns: list[Turn] = []
+def read_messages(messages: list[Any], field: str = "messages") -> list[RecordedMessage]:
+    turns: list[RecordedMessage] = []
     for index, message in enumerate(messages):
         where = f"{field}[{index}]"
         if not isinstance(message, dict):
@@ -50,7 +50,7 @@ def read_messages(messages: list[Any], field: str = "messages") -> list[Turn]:
         role = message.get("role")
         content = _content(message.get("content"), f"{where}.content")
         if role == "function":  # the legacy reply to a function_call
-            turns.append(Turn("tool", content, field=where))
+            turns.append(RecordedMessage("tool", content, field=where))
             continue
         if not isinstance(role, str) or role not in _ROLES:
             raise TaskFormatError(f"role must be one of {', '.join([*_ROLES, 'function'])}, got {role!r}", field=where)
@@ -67,7 +67,7 @@ def read_messages(messages: list[Any], field: str = "messages") -> list[Turn]:
         pairs = [_call(raw, f"{where}.tool_calls[{i}]") for i, raw in enumerate(raw_calls)]
         call_id = message.get("tool_call_id")
         turns.append(
-            Turn(
+            RecordedMessage(
                 _ROLES[role],
                 content,
                 calls=[p[0] for p in pairs],

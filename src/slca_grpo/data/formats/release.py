@@ -16,7 +16,7 @@ from typing import Any
 from slca_grpo.data.formats import sharegpt
 from slca_grpo.data.formats.fields import json_field, require, tool_list
 from slca_grpo.data.tasks import TaskFormatError, task_from_dict
-from slca_grpo.types import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, SUBSETS, Task, ToolCall, tool_name
+from slca_grpo.datatypes import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, SUBSETS, Task, ToolCall, tool_name
 
 GROUND_TRUTH = "reward_model.ground_truth"
 

@@ -29,10 +29,10 @@ from slca_grpo.chat.parser import (
     strip_tool_call_blocks,
 )
 from slca_grpo.chat.template import TOOLS_POSTAMBLE, TOOLS_PREAMBLE
-from slca_grpo.data.formats.conversation import Turn, build_task
+from slca_grpo.data.formats.conversation import RecordedMessage, build_task
 from slca_grpo.data.formats.fields import call_arguments, json_values, literal, named_function, require, tool_list
 from slca_grpo.data.tasks import TaskFormatError
-from slca_grpo.types import Task, ToolCall
+from slca_grpo.datatypes import Task, ToolCall
 
 ROLE_NAMES = {
     "system": "system",
@@ -111,10 +111,10 @@ def hermes_calls(text: str, field: str) -> list[ToolCall]:
     return [call for block in parsed.blocks for call in calls_of(literal(block.body.strip(), field), field)]
 
 
-def _tool_turns(text: str, field: str) -> list[Turn] | None:
+def _tool_turns(text: str, field: str) -> list[RecordedMessage] | None:
     """One tool turn per ``<tool_response>`` block, or None when the text has none."""
     responses = parse_tool_calls(text).tool_responses
-    return [Turn("tool", body, field=field) for body in responses] if responses else None
+    return [RecordedMessage("tool", body, field=field) for body in responses] if responses else None
 
 
 def turn_text(turn: dict[str, Any], field: str) -> tuple[str, str]:
@@ -129,9 +129,9 @@ def turn_text(turn: dict[str, Any], field: str) -> tuple[str, str]:
     return ROLE_NAMES[role.lower()], value
 
 
-def read_turns(conversations: list[Any], field: str = "conversations") -> tuple[list[Turn], str | None]:
+def read_turns(conversations: list[Any], field: str = "conversations") -> tuple[list[RecordedMessage], str | None]:
     """The turns of a ShareGPT conversation, and the ``<tools>`` listing its system turn holds."""
-    turns: list[Turn] = []
+    turns: list[RecordedMessage] = []
     listing = None
     after_function_call = False
     for index, raw in enumerate(conversations):
@@ -144,14 +144,18 @@ def read_turns(conversations: list[Any], field: str = "conversations") -> tuple[
             if after_function_call:  # consecutive function_call turns: one parallel step
                 turns[-1].calls.extend(calls)
             else:
-                turns.append(Turn("assistant", "", calls=calls, field=where))
+                turns.append(RecordedMessage("assistant", "", calls=calls, field=where))
         elif role == "system":
             text, found = split_tools_block(value)
             listing = found if found is not None else listing
-            turns.append(Turn("system", text, field=where))
+            turns.append(RecordedMessage("system", text, field=where))
         elif role == "assistant":
             calls = hermes_calls(value, f"{where}.value")
-            turns.append(Turn("assistant", strip_tool_call_blocks(value) if calls else value, calls=calls, field=where))
+            turns.append(
+                RecordedMessage(
+                    "assistant", strip_tool_call_blocks(value) if calls else value, calls=calls, field=where
+                )
+            )
         elif role == "tool":
             turns.extend(_tool_turns(value, where) or _observation_turns(value, turns, where))
         else:
@@ -159,12 +163,12 @@ def read_turns(conversations: list[Any], field: str = "conversations") -> tuple[
             is_results = responses is not None and not strip_tool_call_blocks(
                 value, TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE
             )
-            turns.extend(responses if is_results else [Turn("user", value, field=where)])
+            turns.extend(responses if is_results else [RecordedMessage("user", value, field=where)])
         after_function_call = role == "function_call"
     return turns, listing
 
 
-def _observation_turns(value: str, turns: list[Turn], where: str) -> list[Turn]:
+def _observation_turns(value: str, turns: list[RecordedMessage], where: str) -> list[RecordedMessage]:
     """An observation: one turn, or one per call when parallel calls got a JSON list of results."""
     step = next((t for t in reversed(turns) if t.role != "tool"), None)
     expected = len(step.calls) if step is not None and step.role == "assistant" else 0
@@ -175,10 +179,10 @@ def _observation_turns(value: str, turns: list[Turn], where: str) -> list[Turn]:
             results = None
         if isinstance(results, list) and len(results) == expected:
             return [
-                Turn("tool", r if isinstance(r, str) else json.dumps(r, ensure_ascii=False), field=where)
+                RecordedMessage("tool", r if isinstance(r, str) else json.dumps(r, ensure_ascii=False), field=where)
                 for r in results
             ]
-    return [Turn("tool", value, field=where)]
+    return [RecordedMessage("tool", value, field=where)]
 
 
 def convert(row: dict[str, Any], task_id: str) -> Task:
@@ -189,7 +193,7 @@ def convert(row: dict[str, Any], task_id: str) -> Task:
         text, found = split_tools_block(system)
         listing = found if listing is None else listing
         turns = [t for t in turns if t.role != "system"]
-        turns.insert(0, Turn("system", text, field="system"))
+        turns.insert(0, RecordedMessage("system", text, field="system"))
     if row.get("tools") not in (None, "", []):
         tools = tool_list(row["tools"], "tools")
     else:

@@ -19,7 +19,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from slca_grpo.data.tasks import TaskFormatError, task_from_dict
-from slca_grpo.types import Task
+from slca_grpo.data.tau2.gold import ASSISTANT, communicate_info, gold_actions, opening_request
+from slca_grpo.data.tau2.package import import_tau2
+from slca_grpo.data.tau2.prompt import tau2_system_prompt
+from slca_grpo.data.tau2.tasks import check_domain, load_tau2_tasks
+from slca_grpo.datatypes import Task
 
 SOURCE_PREFIX = "tau2:"
 TRAIN_SPLIT = "train"
@@ -27,8 +31,6 @@ TRAIN_SPLIT = "train"
 
 def parse_spec(spec: str) -> tuple[str, str]:
     """(domain, split) of ``tau2:DOMAIN[:SPLIT]``."""
-    from slca_grpo.eval.tau2.tasks import check_domain
-
     domain, _, split = spec.removeprefix(SOURCE_PREFIX).partition(":")
     return check_domain(domain.strip()), split.strip() or TRAIN_SPLIT
 
@@ -36,23 +38,17 @@ def parse_spec(spec: str) -> tuple[str, str]:
 @functools.lru_cache(maxsize=4)
 def _domain(domain: str) -> tuple[str, list[dict[str, Any]]]:
     """(τ²'s agent system prompt, the tools as OpenAI schemas) of a domain."""
-    from slca_grpo.eval.tau2.adapter import tau2_system_prompt
-
     environment = _pristine(domain)
     return tau2_system_prompt(environment.get_policy()), [t.openai_schema for t in environment.get_tools()]
 
 
 @functools.lru_cache(maxsize=4)
 def _pristine(domain: str) -> Any:
-    from slca_grpo.eval.tau2._tau2 import import_tau2
-
     return import_tau2("tau2.registry").registry.get_env_constructor(domain)()
 
 
 def _replay(domain: str, task: Any, actions: list[Any]) -> list[str]:
     """What a fresh environment answers to each action, from the task's initial state."""
-    from slca_grpo.eval.tau2._tau2 import import_tau2
-
     message = import_tau2("tau2.data_model.message")
     environment = copy.deepcopy(_pristine(domain))  # 2.5x faster than loading the domain's database again
     state = task.initial_state
@@ -71,8 +67,6 @@ def _replay(domain: str, task: Any, actions: list[Any]) -> list[str]:
 
 
 def convert(task: Any, domain: str, split: str) -> Task:
-    from slca_grpo.eval.tau2.gold import ASSISTANT, communicate_info, gold_actions, opening_request
-
     if task.initial_state is not None and task.initial_state.message_history:
         raise TaskFormatError(
             "starts from a recorded message history, which a prompt cannot hold", field="initial_state"
@@ -108,8 +102,6 @@ def convert(task: Any, domain: str, split: str) -> Task:
 
 def iter_tasks(spec: str) -> Iterator[tuple[str, Any]]:
     """``(label, τ² task)`` for the tasks of ``tau2:DOMAIN[:SPLIT]``."""
-    from slca_grpo.eval.tau2.tasks import load_tasks
-
     domain, split = parse_spec(spec)
-    for task in load_tasks(domain, split):
+    for task in load_tau2_tasks(domain, split):
         yield f"task {task.id}", task

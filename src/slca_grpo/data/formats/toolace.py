@@ -17,11 +17,12 @@ import json
 import re
 from typing import Any
 
-from slca_grpo.data.formats.conversation import Turn, build_task
+from slca_grpo.data.bfcl.convert import convert_parameters
+from slca_grpo.data.formats.conversation import RecordedMessage, build_task
 from slca_grpo.data.formats.fields import MAX_LITERAL_CHARS, openai_tool, require
 from slca_grpo.data.formats.sharegpt import turn_text
 from slca_grpo.data.tasks import TaskFormatError
-from slca_grpo.types import Task, ToolCall
+from slca_grpo.datatypes import Task, ToolCall
 
 _JSON_NAMES = {"true": True, "false": False, "null": None, "none": None}
 _PLACEHOLDER = "__slca_tool_{}__"
@@ -39,8 +40,6 @@ def detect(row: dict[str, Any]) -> bool:
 
 def tools_in_text(text: str, field: str) -> list[dict[str, Any]]:
     """The first JSON list of objects with a ``name`` found in ``text``."""
-    from slca_grpo.eval.bfcl.convert import convert_parameters
-
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\[\s*\{", text):
         try:
@@ -111,24 +110,24 @@ def parse_python_calls(text: str, tool_names: list[str], field: str) -> list[Too
     return calls
 
 
-def _results(value: str, calls: int, where: str) -> list[Turn]:
+def _results(value: str, calls: int, where: str) -> list[RecordedMessage]:
     """A tool turn: one result per call when it is a JSON list of that length, else one result."""
     try:
         results = json.loads(value)
     except (ValueError, RecursionError):
         results = None
     if calls > 1 and isinstance(results, list) and len(results) == calls:
-        return [Turn("tool", json.dumps(r, ensure_ascii=False), field=where) for r in results]
+        return [RecordedMessage("tool", json.dumps(r, ensure_ascii=False), field=where) for r in results]
     if calls == 1 and isinstance(results, list) and len(results) == 1:
-        return [Turn("tool", json.dumps(results[0], ensure_ascii=False), field=where)]
-    return [Turn("tool", value, field=where)]
+        return [RecordedMessage("tool", json.dumps(results[0], ensure_ascii=False), field=where)]
+    return [RecordedMessage("tool", value, field=where)]
 
 
 def convert(row: dict[str, Any], task_id: str) -> Task:
     system = require(row, "system", str)
     tools = tools_in_text(system, "system")
     names = [t["function"]["name"] for t in tools]
-    turns: list[Turn] = []
+    turns: list[RecordedMessage] = []
     calls_in_step = 0
     for index, raw in enumerate(require(row, "conversations", list)):
         where = f"conversations[{index}]"
@@ -137,12 +136,12 @@ def convert(row: dict[str, Any], task_id: str) -> Task:
         role, value = turn_text(raw, where)
         if role == "assistant":
             calls = parse_python_calls(value, names, f"{where}.value")
-            turns.append(Turn("assistant", "" if calls else value, calls=calls or [], field=where))
+            turns.append(RecordedMessage("assistant", "" if calls else value, calls=calls or [], field=where))
             calls_in_step = len(calls or [])
         elif role == "tool":
             turns.extend(_results(value, calls_in_step, where))
         elif role == "system":
             continue
         else:
-            turns.append(Turn(role, value, field=where))
+            turns.append(RecordedMessage(role, value, field=where))
     return build_task(task_id, turns, tools, where="conversations")

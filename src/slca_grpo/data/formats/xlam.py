@@ -16,7 +16,7 @@ from typing import Any
 
 from slca_grpo.data.formats.fields import call_arguments, json_field, openai_tool, require
 from slca_grpo.data.tasks import TaskFormatError, task_from_dict
-from slca_grpo.types import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task
+from slca_grpo.datatypes import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task
 
 _SCALARS = {
     "str": "string",

@@ -16,7 +16,7 @@ from slca_grpo.data.synthetic import phrasings
 from slca_grpo.data.synthetic.catalogue import CHAIN_SPECS, DEFAULT_HELDOUT_TOOLS, SIBLINGS, SPEC_BY_NAME, TOOL_SPECS
 from slca_grpo.data.synthetic.spec import Args, CatalogueTool, ChainSpec, Response, fill
 from slca_grpo.data.synthetic.values import pick, spoken_list
-from slca_grpo.types import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task, ToolCall
+from slca_grpo.datatypes import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task, ToolCall
 
 KINDS = ("single", "distractor", "parallel", "two_step", "irrelevant")
 SPLITS = ("train", "test")

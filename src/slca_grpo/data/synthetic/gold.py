@@ -10,7 +10,7 @@ from typing import Any
 
 from slca_grpo.chat.template import render_chat
 from slca_grpo.data.sft import trajectory_messages
-from slca_grpo.types import Task
+from slca_grpo.datatypes import Task
 
 
 def _fixtures(task: Task) -> list[dict[str, Any]]:

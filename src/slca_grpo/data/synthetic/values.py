@@ -1,7 +1,10 @@
 """Slot values for the synthetic suite: cities, people, dates, money, products, and their surface forms.
 
 Everything here is plain data plus small samplers that take an explicit ``random.Random`` so that
-generation is reproducible (no global random state, no set iteration).
+generation is reproducible (no global random state, no set iteration). The simulator fabricates
+answers from its own pools (``slca_grpo.simulator.answer_pools``), some of the same name: these are
+the enum values and records the suite's tools and gold calls are written around, those are display
+values for any tool's answers, and sharing one set would change every seeded task or answer.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Multi-turn BFCL categories on bfcl-eval's own backends (file system, trading, travel, ...).
 
 Per user turn the agent is asked repeatedly; the calls of each answer are validated, turned into
-call strings (:mod:`slca_grpo.eval.bfcl.calls`), executed on this rollout's backend instances and
+call strings (:mod:`slca_grpo.data.bfcl.calls`), executed on this rollout's backend instances and
 fed back as ``tool`` messages. An answer without a decodable call ends the turn, as in bfcl-eval's
 own inference loop. At the end, bfcl-eval's ``multi_turn_checker`` replays the executed calls on
 fresh instances and compares state and outputs with the gold calls.
@@ -18,11 +18,11 @@ import uuid
 from typing import Any
 
 from slca_grpo.chat import parse_tool_calls, strip_tool_call_blocks
+from slca_grpo.data.bfcl.calls import UnsafeCallError, build_call_string
+from slca_grpo.data.bfcl.convert import docs_to_tools, exposed_names
+from slca_grpo.data.bfcl.entries import BFCLEntry
+from slca_grpo.data.bfcl.package import BFCL, load_bfcl
 from slca_grpo.eval.agent import AgentRequest
-from slca_grpo.eval.bfcl.calls import UnsafeCallError, build_call_string
-from slca_grpo.eval.bfcl.convert import docs_to_tools, exposed_names
-from slca_grpo.eval.bfcl.data import BFCLEntry
-from slca_grpo.eval.bfcl.env import BFCL, load_bfcl
 from slca_grpo.eval.bfcl.results import EntryResult, short_error
 from slca_grpo.eval.bfcl.single_turn import request_metadata
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from slca_grpo.eval.bfcl.results import BFCLReport
+from slca_grpo.plotting import agg_pyplot
 
 PER_ITEM_FILE = "per_item.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -38,8 +39,6 @@ def markdown_table(report: BFCLReport) -> str:
 
 def write_chart(report: BFCLReport, path: Path) -> None:
     """A horizontal bar chart of the category accuracies."""
-    from slca_grpo.report import agg_pyplot
-
     plt = agg_pyplot()
 
     scores = list(report.category_scores().values())

@@ -9,9 +9,9 @@ from typing import Protocol
 
 from tqdm import tqdm
 
+from slca_grpo.data.bfcl.entries import BFCLEntry, load_entries, resolve_categories
+from slca_grpo.data.bfcl.package import load_bfcl
 from slca_grpo.eval.agent import AgentRequest, ChatAgent
-from slca_grpo.eval.bfcl.data import BFCLEntry, load_entries, resolve_categories
-from slca_grpo.eval.bfcl.env import load_bfcl
 from slca_grpo.eval.bfcl.multi_turn import MultiTurnEpisode
 from slca_grpo.eval.bfcl.report import write_report
 from slca_grpo.eval.bfcl.results import BFCLReport, EntryResult

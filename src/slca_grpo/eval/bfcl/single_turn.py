@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from slca_grpo.chat import parse_tool_calls
+from slca_grpo.data.bfcl.convert import calls_to_checker_format, docs_to_tools, exposed_names
+from slca_grpo.data.bfcl.entries import BFCLEntry
+from slca_grpo.data.bfcl.package import CHECKER_MODEL_NAME, load_bfcl
 from slca_grpo.eval.agent import AgentRequest
-from slca_grpo.eval.bfcl.convert import calls_to_checker_format, docs_to_tools, exposed_names
-from slca_grpo.eval.bfcl.data import BFCLEntry
-from slca_grpo.eval.bfcl.env import CHECKER_MODEL_NAME, load_bfcl
 from slca_grpo.eval.bfcl.results import EntryResult, short_error
 
 

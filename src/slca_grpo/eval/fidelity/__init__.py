@@ -4,29 +4,18 @@ and measure how far apart they are (``slca fidelity``; metrics defined in docs/s
 Modules: ``sequences`` (gold and perturbed call sequences), ``replay`` (real environment and SGLS
 sessions), ``metrics`` (pure comparisons and tallies), ``reward_fidelity`` (HierR of the same
 rollout on both sides), ``report`` (report.md / report.json) and ``runner`` (``run_fidelity``).
-Importing the package does not import τ² (litellm takes seconds); ``runner`` does.
+Importing the package does not import τ² (litellm takes seconds); ``runner`` does, so a run imports
+``slca_grpo.eval.fidelity.runner`` itself.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from slca_grpo.eval.fidelity.sequences import PERTURBATIONS, CallSequence, Step, ToolCatalog, perturbed_sequences
 
 __all__ = [
     "PERTURBATIONS",
     "CallSequence",
-    "FidelitySettings",
     "Step",
     "ToolCatalog",
     "perturbed_sequences",
-    "run_fidelity",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("FidelitySettings", "run_fidelity", "DomainResult"):
-        from slca_grpo.eval.fidelity import runner
-
-        return getattr(runner, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from slca_grpo.data.tau2.package import import_tau2
+from slca_grpo.datatypes import ToolCall
 from slca_grpo.eval.fidelity.sequences import CallSequence, Step, ToolCatalog
-from slca_grpo.types import ToolCall
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,7 @@ class RealDomain:
     """A τ² domain loaded once: its tools, their schemas, and fresh environments on demand."""
 
     def __init__(self, domain: str) -> None:
-        from slca_grpo.eval.tau2._tau2 import import_tau2  # τ² (and litellm) only when a domain is loaded
-
-        registry = import_tau2("tau2.registry").registry
+        registry = import_tau2("tau2.registry").registry  # τ² (and litellm) only when a domain is loaded
         self.domain = domain
         self._pristine = registry.get_env_constructor(domain)()
         env = self._pristine

@@ -12,14 +12,18 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from slca_grpo.data.tau2.gold import gold_actions
+from slca_grpo.data.tau2.package import ensure_tau2
+from slca_grpo.data.tau2.tasks import DEFAULT_SPLIT, check_domain, select_tasks
 from slca_grpo.eval.fidelity import metrics as M
 from slca_grpo.eval.fidelity.replay import RealDomain, StepOutcome, replay_real, replay_simulated
+from slca_grpo.eval.fidelity.report import write_report
 from slca_grpo.eval.fidelity.reward_fidelity import add_reward_metrics, hierr_task, score_rollouts
 from slca_grpo.eval.fidelity.sequences import PERTURBATIONS, CallSequence, gold_sequence, perturbed_sequences
-from slca_grpo.eval.tau2.gold import gold_actions
-from slca_grpo.eval.tau2.tasks import DEFAULT_SPLIT, check_domain, select_tasks
+from slca_grpo.rewards.factory import make_judge
 from slca_grpo.simulator.checks import compile_validator
 from slca_grpo.simulator.config import SimulatorConfig
+from slca_grpo.simulator.core import build_simulator
 
 
 @dataclass
@@ -165,8 +169,6 @@ def _compare(
 def build_fidelity_simulator(config: SimulatorConfig) -> Any:
     """SGLS as the comparison needs it: no cache (a stale answer would hide a change), no injected
     errors, no truncation (answers are compared whole)."""
-    from slca_grpo.simulator.core import build_simulator
-
     config = copy.deepcopy(config)  # the caller's settings stay as given (report.json records them)
     config.cache_path = None
     config.max_observation_tokens = None
@@ -180,10 +182,6 @@ def run_fidelity(
     settings: FidelitySettings, out_dir: str | Path | None, *, progress: bool = True
 ) -> dict[str, DomainResult]:
     """Run every domain of ``settings``; write report.md, report.json and sequences.jsonl to ``out_dir``."""
-    from slca_grpo.eval.fidelity.report import write_report
-    from slca_grpo.eval.tau2._tau2 import ensure_tau2
-    from slca_grpo.rewards.factory import make_judge
-
     ensure_tau2()
     for domain in settings.domains:
         check_domain(domain)

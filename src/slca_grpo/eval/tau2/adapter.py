@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slca_grpo.chat import clean_answer, parse_tool_calls, strip_tool_call_blocks
+from slca_grpo.data.tau2.package import import_tau2
+from slca_grpo.data.tau2.prompt import tau2_system_prompt
 from slca_grpo.eval.agent import AgentRequest
-from slca_grpo.eval.tau2._tau2 import import_tau2
 
 import_tau2("tau2.agent.base")
 
 from tau2.agent.base import LocalAgent, is_valid_agent_history_message  # noqa: E402
-from tau2.agent.llm_agent import AGENT_INSTRUCTION, SYSTEM_PROMPT  # noqa: E402
 from tau2.data_model.message import (  # noqa: E402
     AssistantMessage,
     Message,
@@ -46,11 +46,6 @@ Responder = Callable[[AgentRequest], str]
 
 # A block whose call is well formed but names a tool the domain lacks still goes to τ²'s
 # environment, which answers with an error, exactly as for an API model calling an unknown tool.
-
-
-def tau2_system_prompt(domain_policy: str) -> str:
-    """τ²'s own agent system prompt (instructions + domain policy), as its ``LLMAgent`` uses."""
-    return SYSTEM_PROMPT.format(agent_instruction=AGENT_INSTRUCTION, domain_policy=domain_policy)
 
 
 def to_openai_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:

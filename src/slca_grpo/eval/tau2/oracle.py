@@ -12,15 +12,16 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from slca_grpo.chat import render_tool_calls
-from slca_grpo.eval.agent import AgentRequest
-from slca_grpo.eval.tau2.gold import (
+from slca_grpo.data.tau2.gold import (
     ASSISTANT,
     call_format,
     communicate_info,
     gold_actions,
     gold_segments,
 )
-from slca_grpo.types import ToolCall
+from slca_grpo.data.tau2.tasks import load_tau2_tasks
+from slca_grpo.datatypes import ToolCall
+from slca_grpo.eval.agent import AgentRequest
 
 FOLLOW_UP = "Is there anything else I can help you with?"
 
@@ -62,9 +63,7 @@ class Tau2OracleAgent:
         if tasks is None:
             if domain is None:
                 raise ValueError("Tau2OracleAgent needs tasks or a domain to read gold answers from")
-            from slca_grpo.eval.tau2.tasks import load_tasks
-
-            tasks = load_tasks(domain, split=None)
+            tasks = load_tau2_tasks(domain, split=None)
         self.plans = {str(t.id): oracle_plan(t, skip_action_ids) for t in tasks}
 
     def respond(self, requests: list[AgentRequest]) -> list[str]:

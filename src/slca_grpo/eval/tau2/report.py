@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.data.tau2.package import import_tau2
 from slca_grpo.eval.tau2.metrics import (
     TaskScore,
     average_pass_hat,
@@ -23,6 +24,7 @@ from slca_grpo.eval.tau2.metrics import (
 )
 from slca_grpo.eval.tau2.records import SimulationRecord
 from slca_grpo.eval.tau2.spec import RunSettings, UserLLMSpec
+from slca_grpo.plotting import agg_pyplot
 
 NL_ASSERTIONS_NOTE = (
     "τ²'s default evaluation (EvaluationType.ALL, as `tau2 run`): NL assertions are not judged; "
@@ -229,8 +231,6 @@ def render_markdown(report: Tau2Report) -> str:
 
 def plot_pass_hat_k(report: Tau2Report, path: Path) -> None:
     """Bar chart of pass^1..pass^k."""
-    from slca_grpo.report import agg_pyplot
-
     plt = agg_pyplot()
 
     ks = sorted(report.pass_hat_k)
@@ -258,8 +258,6 @@ def write_tau2_results(
     trials: int,
 ) -> None:
     """τ²'s ``Results`` JSON; simulations that raised appear as τ² ``skipped`` runs with reward 0."""
-    from slca_grpo.eval.tau2._tau2 import import_tau2
-
     sim = import_tau2("tau2.data_model.simulation")
     registry = import_tau2("tau2.registry").registry
     if isinstance(user, UserLLMSpec):

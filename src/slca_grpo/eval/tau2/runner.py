@@ -19,8 +19,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from slca_grpo.data.tau2.package import ensure_tau2, import_tau2
+from slca_grpo.data.tau2.tasks import DEFAULT_SPLIT, check_domain, select_tasks
 from slca_grpo.eval.agent import AgentRequest, ChatAgent
-from slca_grpo.eval.tau2._tau2 import ensure_tau2, import_tau2
 from slca_grpo.eval.tau2.adapter import ChatAgentAdapter
 from slca_grpo.eval.tau2.batching import AgentBatcher, respond_one
 from slca_grpo.eval.tau2.records import SimulationRecord, make_record
@@ -30,11 +31,11 @@ from slca_grpo.eval.tau2.spec import (  # noqa: F401  (the defaults are part of 
     DEFAULT_MAX_STEPS,
     DEFAULT_SEED,
     USER_LLM_EXAMPLE,
+    USER_LLM_FORMAT,
     RunSettings,
     UserLLMSpec,
     parse_user_llm,
 )
-from slca_grpo.eval.tau2.tasks import DEFAULT_SPLIT, check_domain, select_tasks
 from slca_grpo.eval.tau2.users import SCRIPTED, make_user
 
 
@@ -44,13 +45,13 @@ class UserLLMRequired(ValueError):
 
 MISSING_USER_MESSAGE = (
     "τ²-Bench's user simulator is an LLM and no endpoint was given: pass --user-llm "
-    f"openai:URL#MODEL (any OpenAI-compatible server, e.g. {USER_LLM_EXAMPLE}), or --user scripted "
+    f"{USER_LLM_FORMAT} (any OpenAI-compatible server, e.g. {USER_LLM_EXAMPLE}), or --user scripted "
     "for an offline smoke run (scripted users do not give τ²-Bench scores)."
 )
 
 
 def resolve_user(user: str | UserLLMSpec | None) -> str | UserLLMSpec:
-    """``"scripted"``, a parsed ``openai:URL#MODEL`` spec, or :class:`UserLLMRequired`."""
+    """``"scripted"``, a parsed ``openai:BASE_URL#MODEL`` spec, or :class:`UserLLMRequired`."""
     if isinstance(user, UserLLMSpec):
         return user
     if user is None or not str(user).strip():
@@ -152,7 +153,7 @@ def run_tau2(
 ) -> Tau2Report:
     """Evaluate ``agent`` on a τ² domain: ``trials`` simulations per selected task.
 
-    ``user`` is ``"scripted"`` (offline; not a benchmark score) or an ``openai:URL#MODEL`` spec for
+    ``user`` is ``"scripted"`` (offline; not a benchmark score) or an ``openai:BASE_URL#MODEL`` spec for
     τ²'s LLM user. With ``concurrency > 1`` simulations run in threads and the agent answers their
     turns in batches of up to ``max_batch`` (default: ``concurrency``). Writes ``per_item.jsonl``,
     ``summary.json``, ``report.md``, ``pass_hat_k.png`` and ``tau2_results.json`` (τ²'s own results

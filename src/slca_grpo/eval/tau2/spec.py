@@ -1,19 +1,18 @@
-"""Specs given on the command line: the user-simulator LLM (``openai:URL#MODEL``)."""
+"""Specs given on the command line: the user-simulator LLM (``openai:BASE_URL#MODEL``, the grammar
+of ``slca_grpo.endpoints``)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlparse
 
-USER_LLM_FORMAT = "openai:URL#MODEL"
-USER_LLM_EXAMPLE = "openai:http://localhost:8000/v1#Qwen/Qwen2.5-72B-Instruct"
+from slca_grpo.endpoints import SPEC_EXAMPLE, SPEC_FORMAT, EndpointSpec, parse_endpoint_spec
+from slca_grpo.keys import resolve_api_key
+
+USER_LLM_FORMAT = SPEC_FORMAT
+USER_LLM_EXAMPLE = SPEC_EXAMPLE
 DEFAULT_USER_TEMPERATURE = 0.0  # τ²'s default for its user simulator
-
-
-class SpecError(ValueError):
-    """A spec string that cannot be understood; the message says what is wrong and what to pass."""
+NO_KEY = "EMPTY"  # litellm wants some key even for servers that take none
 
 
 @dataclass(frozen=True)
@@ -22,7 +21,7 @@ class UserLLMSpec:
 
     base_url: str
     model: str
-    api_key: str = "EMPTY"
+    api_key: str = field(default=NO_KEY, repr=False)
     temperature: float = DEFAULT_USER_TEMPERATURE
     extra_args: dict[str, Any] = field(default_factory=dict)
 
@@ -41,24 +40,15 @@ class UserLLMSpec:
         }
 
     def describe(self) -> str:
-        return f"openai:{self.base_url}#{self.model}"
+        return str(EndpointSpec(self.base_url, self.model))
 
 
 def parse_user_llm(spec: str, api_key: str | None = None) -> UserLLMSpec:
-    """Parse ``openai:URL#MODEL``; the key comes from ``api_key`` or ``$OPENAI_API_KEY`` (else ``EMPTY``)."""
-    text = (spec or "").strip()
-    provider, sep, rest = text.partition(":")
-    if not sep or provider.lower() != "openai":
-        raise SpecError(f"user LLM spec {spec!r} is not of the form {USER_LLM_FORMAT} (e.g. {USER_LLM_EXAMPLE})")
-    url, sep, model = rest.rpartition("#")
-    if not sep or not model.strip():
-        raise SpecError(f"user LLM spec {spec!r} names no model: add '#MODEL' after the URL")
-    url = url.strip().removesuffix("/chat/completions").rstrip("/")
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise SpecError(f"user LLM spec {spec!r}: {url!r} is not an http(s) URL")
-    key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "EMPTY")
-    return UserLLMSpec(base_url=url, model=model.strip(), api_key=key or "EMPTY")
+    """Parse ``openai:BASE_URL#MODEL`` (``EndpointSpecError`` otherwise); the key is ``api_key``, else
+    as ``slca_grpo.keys.resolve_api_key`` finds it ($OPENAI_API_KEY), else ``EMPTY``."""
+    endpoint = parse_endpoint_spec(spec)
+    key = api_key if api_key is not None else resolve_api_key()
+    return UserLLMSpec(base_url=endpoint.base_url, model=endpoint.model, api_key=key or NO_KEY)
 
 
 # τ²'s CLI defaults (tau2.config): steps and tool errors per simulation, the seed of the trial seeds.

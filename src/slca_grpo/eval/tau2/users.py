@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slca_grpo.eval.tau2._tau2 import import_tau2
-from slca_grpo.eval.tau2.gold import USER, gold_actions, gold_segments, opening_request
+from slca_grpo.data.tau2.gold import USER, gold_actions, gold_segments, opening_request
+from slca_grpo.data.tau2.package import import_tau2
 from slca_grpo.eval.tau2.spec import UserLLMSpec
 
 import_tau2("tau2.user.user_simulator")
@@ -118,4 +118,4 @@ def make_user(user: str | UserLLMSpec, task: Any, environment: Any, max_retries:
         )
     if user == SCRIPTED:
         return ScriptedUser(scripted_turns(task))
-    raise ValueError(f"unknown user {user!r}: use 'scripted' or an openai:URL#MODEL spec")
+    raise ValueError(f"unknown user {user!r}: use 'scripted' or an openai:BASE_URL#MODEL spec")

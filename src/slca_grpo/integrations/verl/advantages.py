@@ -1,20 +1,22 @@
-"""Advantages of a verl batch from our registry: pure functions over tensors, no verl import.
+"""Advantages of a verl batch from our estimators: pure functions over tensors, no verl import.
 
 verl hands a registered advantage estimator only token-level rewards, the response mask and the
-group ids, so the trainer override (``trainer.py``) fetches the per-rollout rewards our reward
-function stored (``reward_extra_info``) and calls :func:`batch_advantages`.
+group ids, so the trainer override (``trainer.py``) looks our estimator up once, fetches the
+per-rollout rewards our reward function stored (``reward_extra_info``) and calls
+:func:`batch_advantages` with it: the same :class:`Estimator` object our own trainer calls.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Any
 
 from torch import Tensor
 
-from slca_grpo.algos import AdvantageConfig, compute_advantages, estimator_spec
-from slca_grpo.algos.registry import segment_ids_for
+from slca_grpo.algos import AdvantageConfig, Estimator, estimator_spec
+from slca_grpo.config import ConfigError
+from slca_grpo.plugins import ESTIMATORS
 
 # Our reward names whose reward_extra_info keys read differently (HierR's R_tool and R_sum).
 EXTRA_KEYS = {"tool": "r_tool", "summary": "r_sum"}
@@ -28,6 +30,7 @@ __all__ = [
     "EXTRA_KEYS",
     "VOID_KEY",
     "batch_advantages",
+    "check_no_clash_with_verl",
     "extra_key",
     "rewards_from_extras",
     "rollout_segments",
@@ -40,7 +43,24 @@ def extra_key(reward: str) -> str:
     return EXTRA_KEYS.get(reward, reward)
 
 
-def rollout_segments(estimator: str, response_mask: Tensor, answered: Sequence[bool] | None = None) -> Tensor:
+def check_no_clash_with_verl(verl_estimators: Collection[str]) -> None:
+    """ConfigError when a plugin registered an estimator under one of verl's estimator names.
+
+    On verl, ``algorithm.adv_estimator`` naming one of verl's estimators runs verl's; a plugin's of
+    the same name would be silently passed over, so it is refused instead. Our built-ins that share
+    a name with verl's (``grpo``) stay verl's there, as documented.
+    """
+    for name in ESTIMATORS.names():
+        if name in verl_estimators and not ESTIMATORS.is_builtin(name):
+            raise ConfigError(
+                f"estimator {name!r} of the plugin {ESTIMATORS.origin(name)} has the name of one of verl's "
+                f"estimators, which verl runs for algorithm.adv_estimator={name}; give it another name"
+            )
+
+
+def rollout_segments(
+    estimator: Estimator | str, response_mask: Tensor, answered: Sequence[bool] | None = None
+) -> Tensor:
     """Segment ids ``[B, T]`` of verl responses in the layout ``estimator`` reads (tool/summary, or
     one segment per turn for ``slca-turn``): the one place the verl path derives segments.
 
@@ -48,7 +68,7 @@ def rollout_segments(estimator: str, response_mask: Tensor, answered: Sequence[b
     which is exactly the mask our segments are defined on; ``answered`` (from the reward's extras)
     says whether each response's last run is its answer or a call cut off unanswered.
     """
-    return segment_ids_for(estimator, response_mask, answered)
+    return estimator_spec(estimator).segment_ids(response_mask, answered)
 
 
 def rewards_from_extras(
@@ -90,7 +110,7 @@ def void_flags(reward_infos: Sequence[Mapping[str, Any] | None]) -> list[bool]:
 
 
 def batch_advantages(
-    estimator: str,
+    estimator: Estimator | str,
     *,
     group_ids: Sequence[Hashable],
     response_mask: Tensor,
@@ -100,12 +120,12 @@ def batch_advantages(
 ) -> tuple[Tensor, Tensor]:
     """``(advantages, segment_ids)``, both ``[B, T]`` over verl's response tokens. A void rollout
     (``void`` in its reward's extras) is out of its group's statistics and gets advantage 0."""
-    rewards = rewards_from_extras(reward_infos, [*estimator_spec(estimator).rewards, ANSWERED_KEY], rollouts)
+    estimator = estimator_spec(estimator)
+    rewards = rewards_from_extras(reward_infos, [*estimator.rewards, ANSWERED_KEY], rollouts)
     answered = [bool(flag) for flag in rewards.pop(ANSWERED_KEY)]
     segment_ids = rollout_segments(estimator, response_mask, answered)
     void = void_flags(reward_infos)
-    advantages = compute_advantages(
-        estimator,
+    advantages = estimator.advantages(
         group_ids=list(group_ids),
         segment_ids=segment_ids,
         rewards=rewards,

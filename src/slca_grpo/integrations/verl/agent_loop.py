@@ -33,15 +33,17 @@ from slca_grpo.algos.segments import learnable_runs
 from slca_grpo.chat.messages import structured_messages
 from slca_grpo.chat.parser import parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.config import to_dict
+from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.integrations.verl.config import VerlSLCAConfig, read_section
 from slca_grpo.integrations.verl.reward import RESPONSE_TEXT_FIELD, SIMULATOR_FAULT_FIELD, TURN_TEXTS_FIELD
 from slca_grpo.integrations.verl.rows import task_from_extra_info
 from slca_grpo.plugins import load_plugins
+from slca_grpo.rollout.chat_format import build_formatter, resolve_chat_format
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment
 from slca_grpo.rollout.formatter import prompt_tools
 from slca_grpo.simulator.errors import SIMULATOR_FAULTS
-from slca_grpo.simulator.text import truncate_middle
-from slca_grpo.types import Task, ToolCall
+from slca_grpo.simulator.text import truncate_middle_to_tokens
+from slca_grpo.trainer.build import simulator_from
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +74,6 @@ _ENVIRONMENTS: dict[str, ToolEnvironment] = {}
 
 def shared_environment(config: VerlSLCAConfig) -> ToolEnvironment:
     """This process's tool environment for ``config`` (one simulator or client for all its rollouts)."""
-    from slca_grpo.trainer.run import simulator_from
-
     key = json.dumps(
         [to_dict(config.simulator), to_dict(config.simulator_service), config.use_fixtures], sort_keys=True
     )
@@ -144,6 +144,7 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         load_plugins(self.slca.plugins)  # e.g. a simulator backend of the user's
         self.environment = shared_environment(self.slca)
         self.count_tokens = partial(_count_tokens, self.tokenizer)
+        _warn_unless_hermes_calls(self.tokenizer)
         _warn_if_cut_by_characters(self.max_tool_response_length, self.slca.max_tool_response_tokens)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
@@ -153,7 +154,7 @@ class SLCAToolAgentLoop(ToolAgentLoop):
             task,
             _session_id(kwargs),
             self.environment,
-            partial(truncate_middle, max_tokens=limit, count_tokens=self.count_tokens),
+            partial(truncate_middle_to_tokens, max_tokens=limit, count_tokens=self.count_tokens),
         )
         # This loop object serves this one rollout (verl builds one per trajectory).
         self.tools = {name: SimulatedTool(name, calls) for name in task.tool_names}
@@ -183,6 +184,31 @@ class SLCAToolAgentLoop(ToolAgentLoop):
 
 def _count_tokens(tokenizer: Any, text: str) -> int:
     return len(tokenizer.encode(text, add_special_tokens=False))
+
+
+_checked_templates: set[str] = set()
+
+
+def _warn_unless_hermes_calls(tokenizer: Any) -> None:
+    """Warn (once per template) when the model's chat template writes calls in another syntax than
+    the Hermes ``<tool_call>`` blocks ``SLCAToolParser`` reads, its format resolved as our trainer
+    and evaluation resolve ``chat_format: auto``."""
+    template = getattr(tokenizer, "chat_template", None) or ""
+    if template in _checked_templates:
+        return
+    _checked_templates.add(template)
+    if resolve_chat_format(tokenizer) == "hermes":
+        return
+    try:
+        syntax = build_formatter(tokenizer, chat_format="native").tool_parser
+    except ValueError:  # a template our own trainer cannot use token-exactly may still serve verl
+        return
+    if syntax != "hermes":
+        logger.warning(
+            "the model's chat template writes tool calls in the %s syntax; the verl agent loop reads only Hermes "
+            "<tool_call> blocks, so none of its calls would run (docs/verl.md)",
+            syntax,
+        )
 
 
 _warned: set[tuple[int, int]] = set()

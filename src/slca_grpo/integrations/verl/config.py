@@ -2,17 +2,20 @@
 
 verl's own sections are typed dataclasses that refuse unknown keys, so ours live in a top-level
 ``slca:`` section (``+slca.advantage.lambda_tool=2`` on verl's command line). It is checked like
-every config of this project: an unknown key or a bad value is a ``ConfigError`` naming it.
+every config of this project: an unknown key or a bad value is a ``ConfigError`` naming it. The
+plugins it names are imported before it is read, so a plugin estimator's own settings
+(``+slca.advantage.<name>.<key>=...``) and a plugin reward's (``+slca.reward.<family>.<key>=...``)
+are checked like ours.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from slca_grpo.algos.registry import AdvantageConfig
-from slca_grpo.config import ConfigError, at_least, from_dict
+from slca_grpo.config import ConfigError, at_least, from_dict, load_named_plugins
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.simulator.config import SimulatorConfig, SimulatorServiceConfig
 
@@ -35,6 +38,7 @@ class VerlSLCAConfig:
     max_tool_response_tokens: int = 2048
     reward: RewardConfig = field(default_factory=RewardConfig)
     plugins: list[str] = field(default_factory=list)  # modules or .py files: estimators, rewards, backends
+    plugins_key: ClassVar[str] = "plugins"  # imported before the section is read
 
     def __post_init__(self) -> None:
         at_least(self, 1, "max_tool_response_tokens")
@@ -62,4 +66,5 @@ def read_section(config: Mapping[str, Any] | None, *, defaults: Mapping[str, Any
     for key, values in plain(defaults or {}).items():
         given = section.get(key)
         section[key] = {**values, **given} if isinstance(given, dict) else (values if given is None else given)
+    load_named_plugins(VerlSLCAConfig, section)
     return from_dict(VerlSLCAConfig, section, prefix=f"{SECTION}.")

@@ -8,12 +8,14 @@ and the agent-loop workers.
 
 from __future__ import annotations
 
+# Importing these registers our verl trainers, agent loop and tool parser in this process.
+import slca_grpo.integrations.verl.agent_loop  # noqa: F401
+import slca_grpo.integrations.verl.trainer  # noqa: F401
+
 HOOK = "slca_grpo.integrations.verl.register.setup_worker"
 
 __all__ = ["HOOK", "setup_worker"]
 
 
 def setup_worker() -> None:
-    """Register our verl trainers, agent loop and tool parser in this process (importing registers them)."""
-    import slca_grpo.integrations.verl.agent_loop  # noqa: F401
-    import slca_grpo.integrations.verl.trainer  # noqa: F401
+    """Ray's worker hook: importing this module, which Ray does to call it, registered everything."""

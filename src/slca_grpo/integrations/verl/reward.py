@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from slca_grpo.algos import estimator_spec, list_estimators
+from slca_grpo.algos import Estimator, estimator_spec, list_estimators
 from slca_grpo.chat.parser import is_call_turn, last_turn_text
 from slca_grpo.integrations.verl.advantages import ANSWERED_KEY, VOID_KEY, extra_key
 from slca_grpo.integrations.verl.config import SECTION, plain, read_section
@@ -34,7 +34,14 @@ RESPONSE_TEXT_FIELD = "slca_response_text"
 TURN_TEXTS_FIELD = "slca_turn_texts"  # each assistant turn's text, for per-turn rewards
 SIMULATOR_FAULT_FIELD = "slca_simulator_fault"  # the kind of the first simulator fault, "" if none
 
-__all__ = ["RESPONSE_TEXT_FIELD", "SIMULATOR_FAULT_FIELD", "TURN_TEXTS_FIELD", "compute_score", "reward_names"]
+__all__ = [
+    "RESPONSE_TEXT_FIELD",
+    "SIMULATOR_FAULT_FIELD",
+    "TURN_TEXTS_FIELD",
+    "compute_score",
+    "our_estimator",
+    "reward_names",
+]
 
 
 @lru_cache(maxsize=16)
@@ -44,9 +51,15 @@ def _services(reward_json: str) -> tuple[RewardConfig, Any, Any]:
     return config, make_judge(config=config), make_checker(config=config)
 
 
-def reward_names(estimator: str | None) -> tuple[str, ...]:
+def our_estimator(name: str | None) -> Estimator | None:
+    """Our estimator registered as ``name``; None when there is none (verl's own estimator runs)."""
+    return estimator_spec(name) if name in list_estimators() else None
+
+
+def reward_names(estimator: Estimator | str | None) -> tuple[str, ...]:
     """HierR's values, plus those ``estimator`` reads when it is one of ours (e.g. ToolPO's)."""
-    extra = estimator_spec(estimator).rewards if estimator in list_estimators() else ()
+    ours = estimator if isinstance(estimator, Estimator) else our_estimator(estimator)
+    extra = ours.rewards if ours is not None else ()
     return tuple(dict.fromkeys((*HIERR_NAMES, *extra)))
 
 
@@ -80,7 +93,8 @@ def compute_score(
     if not isinstance(text, str):
         text = solution_str
     config, judge, checker = _services(json.dumps(plain(reward or {}), sort_keys=True))
-    names = reward_names(estimator)
+    ours = our_estimator(estimator)  # looked up once per rollout scored
+    names = reward_names(ours)
     turns = extra_info.get(TURN_TEXTS_FIELD) if isinstance(extra_info, Mapping) else None
     if turns is None and any(family.uses_turns for family in families_for(names)):
         # Cutting the text at its </tool_call> tags could give more turns than the mask has runs.
@@ -98,7 +112,7 @@ def compute_score(
     }
     last_turn = str(turns[-1]) if turns else last_turn_text(text)
     scores[ANSWERED_KEY] = not is_call_turn(last_turn)
-    trained = estimator_spec(estimator).rewards if estimator in list_estimators() else ("score",)
+    trained = ours.rewards if ours is not None else ("score",)
     fault = extra_info.get(SIMULATOR_FAULT_FIELD) if isinstance(extra_info, Mapping) else None
     scores[VOID_KEY] = bool(fault) or batch.failed_for(trained)[0]
     return scores

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from slca_grpo.chat.template import assistant_text
+from slca_grpo.data.output import copy_through, output_target
 from slca_grpo.data.tasks import TaskFormatError, task_from_dict
-from slca_grpo.types import Task
+from slca_grpo.datatypes import Task
 
 DEFAULT_DATA_SOURCE = "slca"
 ABILITY = "tool_call"
@@ -94,10 +96,6 @@ def write_rows(rows: Iterable[dict], path: str | os.PathLike[str]) -> int:
     """Write rows as a parquet file, ``ROWS_PER_GROUP`` at a time; returns the count. A file is
     replaced atomically (temp file + rename); a device or a named pipe is written through, never
     renamed over; a folder is refused (``slca_grpo.data.output``)."""
-    import tempfile
-
-    from slca_grpo.data.output import copy_through, output_target
-
     target, through = output_target(path)
     if through:
         with tempfile.TemporaryDirectory(prefix="slca-verl-") as folder:

@@ -3,7 +3,9 @@
 ``slca_sync``, ``slca_colocate_async`` and ``slca_separate_async`` schedule exactly like verl's
 ``sync``, ``colocate_async`` and ``separate_async`` trainers; only ``_compute_advantage`` differs,
 and only when ``algorithm.adv_estimator`` names one of our estimators (``slca``, ``toolpo``,
-``rltr``, or a plugin's) rather than one of verl's (``grpo``, ``gae``, ...), which stay verl's.
+``rltr``, or a plugin's) rather than one of verl's (``grpo``, ``gae``, ...), which stay verl's. The
+estimator is looked up once, when the trainer is built, and its object runs every advantage step; a
+plugin estimator named like one of verl's is refused there rather than silently passed over.
 
 Why an override: an estimator registered with verl's ``register_adv_est`` receives only
 ``token_level_rewards``, ``response_mask``, ``index`` and ``config``, and the parent step fetches a
@@ -22,9 +24,9 @@ from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync, register_trainer
 from verl.workers.utils.padding import response_to_nested
 
-from slca_grpo.algos import AdvantageConfig, list_estimators
+from slca_grpo.algos import AdvantageConfig, Estimator, estimator_spec, list_estimators
 from slca_grpo.config import ConfigError
-from slca_grpo.integrations.verl.advantages import batch_advantages, void_flags
+from slca_grpo.integrations.verl.advantages import batch_advantages, check_no_clash_with_verl, void_flags
 from slca_grpo.integrations.verl.config import VerlSLCAConfig, read_section
 from slca_grpo.plugins import load_plugins
 from slca_grpo.trainer.rl import segment_advantage_stats
@@ -38,12 +40,18 @@ __all__ = [
     "SLCATrainerSeparateAsync",
     "SLCATrainerSync",
     "is_verl_estimator",
+    "verl_estimators",
 ]
+
+
+def verl_estimators() -> set[str]:
+    """The names of the advantage estimators verl itself implements (or has registered)."""
+    return {e.value for e in core_algos.AdvantageEstimator} | set(core_algos.ADV_ESTIMATOR_REGISTRY)
 
 
 def is_verl_estimator(name: str) -> bool:
     """Whether verl itself implements the advantage estimator ``name``."""
-    return name in {e.value for e in core_algos.AdvantageEstimator} or name in core_algos.ADV_ESTIMATOR_REGISTRY
+    return name in verl_estimators()
 
 
 def _reward_extra_info(extra_fields: object) -> object:
@@ -64,10 +72,18 @@ class SLCAAdvantageMixin:
             config, defaults={"advantage": {"norm_std": bool(algorithm.get("norm_adv_by_std_in_grpo", True))}}
         )
         load_plugins(self.slca.plugins)
+        check_no_clash_with_verl(verl_estimators())
         name = str(algorithm.adv_estimator)
-        self.slca_estimator = None if is_verl_estimator(name) else name
-        if self.slca_estimator is not None:
+        # Our estimator, looked up once; None when verl runs one of its own.
+        self.our_estimator: Estimator | None = None
+        if not is_verl_estimator(name):
             self._check_estimator_setup(name)
+            self.our_estimator = estimator_spec(name)
+
+    @property
+    def slca_estimator(self) -> str | None:
+        """The name of our estimator this trainer runs (None: verl's own runs)."""
+        return self.our_estimator.name if self.our_estimator is not None else None
 
     # PPOTrainer sets `trainer_mode` from the config (our registered name) and branches on it for
     # its replay buffer, data loader and checkpoints; those must see the mode we schedule like.
@@ -81,9 +97,7 @@ class SLCAAdvantageMixin:
 
     def _check_estimator_setup(self, name: str) -> None:
         if name not in list_estimators():
-            verl_names = sorted(
-                {e.value for e in core_algos.AdvantageEstimator} | set(core_algos.ADV_ESTIMATOR_REGISTRY)
-            )
+            verl_names = sorted(verl_estimators())
             raise ConfigError(
                 f"algorithm.adv_estimator: unknown estimator {name!r}; ours: {', '.join(list_estimators())}; "
                 f"verl's: {', '.join(verl_names)}"
@@ -102,7 +116,7 @@ class SLCAAdvantageMixin:
             )
 
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        if self.slca_estimator is None:
+        if self.our_estimator is None:
             return super()._compute_advantage(batch, metrics)  # type: ignore[misc]
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=list(ADVANTAGE_FIELDS))
         nested_mask = data["response_mask"]
@@ -134,9 +148,11 @@ class SLCAAdvantageMixin:
             raise ValueError(
                 f"{self.slca_estimator!r} needs one agent loop output per rollout; rows past the first: {several[:3]}"
             )
+        if self.our_estimator is None:
+            raise ValueError(f"algorithm.adv_estimator={self.config.algorithm.adv_estimator}: verl computes its own")
         advantage_config: AdvantageConfig = self.slca.advantage
         return batch_advantages(
-            str(self.slca_estimator),
+            self.our_estimator,
             group_ids=[str(uid) for uid in uids],
             response_mask=response_mask,
             reward_infos=[_reward_extra_info(fields) for fields in extra_fields],

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from slca_grpo.simulator import vocab as V
+from slca_grpo.simulator import answer_pools as pools
 from slca_grpo.simulator.fieldnames import classify
 from slca_grpo.simulator.idshapes import shaped_like
 from slca_grpo.simulator.intent import PERSON_ENTITIES, Intent
@@ -46,7 +46,7 @@ class ValueContext:
     def new_id(self, name: str, stem: str) -> str:
         """A fresh id for field ``name``: in the shape of a known example of that field, else ``ORD-482913``."""
         example = self.id_examples.get(name)
-        return shaped_like(example, self.rng) if example else make_id(stem, self.rng)
+        return shaped_like(example, self.rng) if example else fabricated_id(stem, self.rng)
 
     def new_record(self) -> None:
         """Forget per-record memos so the next record gets its own person, place and times."""
@@ -58,7 +58,7 @@ class ValueContext:
         return self.memo[key]
 
     def person(self) -> tuple[str, str]:
-        return self._memo("person", lambda: (self.rng.choice(V.FIRST_NAMES), self.rng.choice(V.LAST_NAMES)))
+        return self._memo("person", lambda: (self.rng.choice(pools.FIRST_NAMES), self.rng.choice(pools.LAST_NAMES)))
 
     def place(self) -> tuple[Any, ...]:
         return self._memo("place", self._pick_place)
@@ -66,13 +66,13 @@ class ValueContext:
     def _pick_place(self) -> tuple[Any, ...]:
         for key, value in self.args.items():
             if isinstance(value, str) and classify(key) in ("city", "address", "country"):
-                for row in V.CITIES:
+                for row in pools.CITIES:
                     if row[0].lower() in value.lower():
                         self.memo["place_from_args"] = True
                         return row
                 if classify(key) == "city":
-                    return (value, *self.rng.choice(V.CITIES)[1:])
-        return self.rng.choice(V.CITIES)
+                    return (value, *self.rng.choice(pools.CITIES)[1:])
+        return self.rng.choice(pools.CITIES)
 
     def currency(self) -> str:
         place = self.place()
@@ -98,7 +98,8 @@ def _anchor_date(args: dict[str, Any]) -> date | None:
     return None
 
 
-def make_id(stem: str, rng: DetRng) -> str:
+def fabricated_id(stem: str, rng: DetRng) -> str:
+    """An id for a record of kind ``stem``: a prefix named after it and six digits (``ORD-482913``)."""
     prefix = _ID_PREFIXES.get(stem) or (stem[:3].upper() if stem else "ID")
     return f"{prefix}-{rng.randint(100000, 999999)}"
 
@@ -136,22 +137,22 @@ _EVENT_KINDS = ("Jazz Festival", "Tech Summit", "Marathon", "Food Fair", "Film W
 
 
 def _sentence(ctx: ValueContext) -> str:
-    return f"{ctx.rng.choice(V.SENTENCE_OPENERS)} {ctx.rng.choice(V.SENTENCE_ENDINGS)}"
+    return f"{ctx.rng.choice(pools.SENTENCE_OPENERS)} {ctx.rng.choice(pools.SENTENCE_ENDINGS)}"
 
 
 def _title(ctx: ValueContext) -> str:
     t = ctx.intent.template
     rng = ctx.rng
     if t == "news":
-        return f"{rng.choice(V.TOPICS).capitalize()} {rng.choice(_HEADLINE_ENDINGS)}"
+        return f"{rng.choice(pools.TOPICS).capitalize()} {rng.choice(_HEADLINE_ENDINGS)}"
     if t == "job":
-        return rng.choice(V.JOB_TITLES)
+        return rng.choice(pools.JOB_TITLES)
     if t == "ticket":
         area = rng.choice(("sync", "login", "display", "export"))
-        return f"Fix {rng.choice(V.PRODUCT_NOUNS).lower()} {area} issue"
+        return f"Fix {rng.choice(pools.PRODUCT_NOUNS).lower()} {area} issue"
     if t == "appointment":
         return rng.choice(("Quarterly review", "Team sync", "Dental check-up", "Project kickoff"))
-    return f"The {rng.choice(V.TITLE_ADJECTIVES)} {rng.choice(V.TITLE_NOUNS)}"
+    return f"The {rng.choice(pools.TITLE_ADJECTIVES)} {rng.choice(pools.TITLE_NOUNS)}"
 
 
 def _name(ctx: ValueContext, name: str) -> str:
@@ -163,22 +164,22 @@ def _name(ctx: ValueContext, name: str) -> str:
         first, last = ctx.person()
         return f"{first} {last}"
     if owner == "hotel":
-        return f"{rng.choice(V.HOTEL_WORDS)} {ctx.place()[0]} {rng.choice(V.HOTEL_KINDS)}"
+        return f"{rng.choice(pools.HOTEL_WORDS)} {ctx.place()[0]} {rng.choice(pools.HOTEL_KINDS)}"
     if owner == "restaurant":
-        return f"{rng.choice(V.RESTAURANT_WORDS)} {rng.choice(V.RESTAURANT_KINDS)}"
+        return f"{rng.choice(pools.RESTAURANT_WORDS)} {rng.choice(pools.RESTAURANT_KINDS)}"
     if owner == "product":
-        return f"{rng.choice(V.PRODUCT_ADJECTIVES)} {rng.choice(V.PRODUCT_NOUNS)}"
+        return f"{rng.choice(pools.PRODUCT_ADJECTIVES)} {rng.choice(pools.PRODUCT_NOUNS)}"
     if owner in ("movie", "book", "track", "news", "job", "ticket", "appointment"):
         return _title(ctx)
     if owner in ("company", "organization", "brand"):
-        return rng.choice(V.COMPANIES)
+        return rng.choice(pools.COMPANIES)
     if owner in ("city", "location"):
         return str(ctx.place()[0])
     if owner == "event":
         return f"{ctx.place()[0]} {rng.choice(_EVENT_KINDS)}"
     if owner == "file":
         return f"{rng.choice(('report', 'invoice', 'notes', 'summary', 'budget'))}_{ctx.anchor.year}.pdf"
-    return f"{owner.replace('_', ' ').title()} {rng.choice(V.TITLE_NOUNS)}"
+    return f"{owner.replace('_', ' ').title()} {rng.choice(pools.TITLE_NOUNS)}"
 
 
 def _text(ctx: ValueContext, name: str) -> str:
@@ -188,8 +189,8 @@ def _text(ctx: ValueContext, name: str) -> str:
         source = next((v for k, v in ctx.args.items() if isinstance(v, str) and classify(k) == "text"), "")
         target = next((v for k, v in ctx.args.items() if classify(k) in ("language", "language_code")), "es")
         return f"[{target}] {source}" if source else _sentence(ctx)
-    if key in ("message", "result_message") and intent.verb in V.VERB_STATUS:
-        return f"{intent.entity.replace('_', ' ').capitalize()} {V.VERB_STATUS[intent.verb]} successfully."
+    if key in ("message", "result_message") and intent.verb in pools.VERB_STATUS:
+        return f"{intent.entity.replace('_', ' ').capitalize()} {pools.VERB_STATUS[intent.verb]} successfully."
     if key == "reason":
         return ctx.rng.choice(("Requested by customer", "Schedule change", "Duplicate request"))
     return _sentence(ctx)
@@ -198,16 +199,16 @@ def _text(ctx: ValueContext, name: str) -> str:
 def _status(ctx: ValueContext) -> str:
     intent = ctx.intent
     if intent.verb == "create":
-        return V.CREATED_STATUS.get(intent.template, "confirmed")
-    if intent.verb in V.VERB_STATUS:
-        return V.VERB_STATUS[intent.verb]
+        return pools.CREATED_STATUS.get(intent.template, "confirmed")
+    if intent.verb in pools.VERB_STATUS:
+        return pools.VERB_STATUS[intent.verb]
     if intent.template == "flight":
         return ctx.rng.choice(("scheduled", "on_time", "delayed", "boarding"))
     if intent.template == "order":
         return ctx.rng.choice(("processing", "shipped", "delivered"))
     if intent.template == "booking":
         return "confirmed"
-    return ctx.rng.choice(V.GENERIC_STATUSES)
+    return ctx.rng.choice(pools.GENERIC_STATUSES)
 
 
 def _duration(ctx: ValueContext, name: str) -> int:
@@ -246,9 +247,9 @@ def _date(ctx: ValueContext, name: str) -> str:
 
 
 def _rate(ctx: ValueContext) -> float:
-    codes = [v.upper() for v in ctx.args.values() if isinstance(v, str) and v.upper() in V.USD_RATES]
+    codes = [v.upper() for v in ctx.args.values() if isinstance(v, str) and v.upper() in pools.USD_RATES]
     if len(codes) >= 2:
-        return round(V.USD_RATES[codes[1]] / V.USD_RATES[codes[0]] * ctx.rng.uniform(0.99, 1.01), 4)
+        return round(pools.USD_RATES[codes[1]] / pools.USD_RATES[codes[0]] * ctx.rng.uniform(0.99, 1.01), 4)
     return round(ctx.rng.uniform(0.5, 1.5), 4)
 
 
@@ -272,8 +273,8 @@ def _line_items(ctx: ValueContext) -> list[dict[str, Any]]:
     for _ in range(ctx.rng.randint(1, 3)):
         items.append(
             {
-                "product_id": make_id("product", ctx.rng),
-                "name": f"{ctx.rng.choice(V.PRODUCT_ADJECTIVES)} {ctx.rng.choice(V.PRODUCT_NOUNS)}",
+                "product_id": fabricated_id("product", ctx.rng),
+                "name": f"{ctx.rng.choice(pools.PRODUCT_ADJECTIVES)} {ctx.rng.choice(pools.PRODUCT_NOUNS)}",
                 "quantity": ctx.rng.randint(1, 3),
                 "unit_price": round(ctx.rng.uniform(5, 200), 2),
             }
@@ -284,14 +285,14 @@ def _line_items(ctx: ValueContext) -> list[dict[str, Any]]:
 def _category(ctx: ValueContext) -> str:
     t = ctx.intent.template
     if t in ("movie", "book"):
-        return ctx.rng.choice(V.GENRES)
+        return ctx.rng.choice(pools.GENRES)
     if t == "track":
-        return ctx.rng.choice(V.MUSIC_GENRES)
+        return ctx.rng.choice(pools.MUSIC_GENRES)
     if t == "restaurant":
-        return ctx.rng.choice(V.CUISINES)
+        return ctx.rng.choice(pools.CUISINES)
     if t == "user":
-        return ctx.rng.choice(V.DEPARTMENTS)
-    return ctx.rng.choice(V.PRODUCT_CATEGORIES)
+        return ctx.rng.choice(pools.DEPARTMENTS)
+    return ctx.rng.choice(pools.PRODUCT_CATEGORIES)
 
 
 _Gen = Callable[[ValueContext, str], Any]
@@ -308,19 +309,19 @@ _GENERATORS: dict[str, _Gen] = {
     "username": lambda c, n: f"{c.person()[0].lower()}{c.person()[1][0].lower()}{c.rng.randint(1, 99)}",
     "timezone": lambda c, n: c.place()[5],
     "flight_number": lambda c, n: (
-        f"{c._memo('airline', lambda: c.rng.choice(V.AIRLINES))[1]}{c.rng.randint(100, 2999)}"
+        f"{c._memo('airline', lambda: c.rng.choice(pools.AIRLINES))[1]}{c.rng.randint(100, 2999)}"
     ),
     "zip": lambda c, n: f"{c.rng.randint(10000, 99999)}",
     "country_code": lambda c, n: c.place()[2],
     "currency": lambda c, n: c.currency() if c.intent.template not in ("currency", "stock") else "USD",
-    "language_code": lambda c, n: c.rng.choice(V.LANGUAGES)[1],
-    "language": lambda c, n: c.rng.choice(V.LANGUAGES)[0],
+    "language_code": lambda c, n: c.rng.choice(pools.LANGUAGES)[1],
+    "language": lambda c, n: c.rng.choice(pools.LANGUAGES)[0],
     "datetime": _datetime,
     "date": _date,
     "time": lambda c, n: f"{c.rng.randint(6, 21):02d}:{5 * c.rng.randint(0, 11):02d}",
     "year": lambda c, n: c.rng.randint(1985, c.anchor.year),
     "month": lambda c, n: c.rng.randint(1, 12),
-    "weekday": lambda c, n: c.rng.choice(V.WEEKDAYS),
+    "weekday": lambda c, n: c.rng.choice(pools.WEEKDAYS),
     "duration": _duration,
     "temperature": lambda c, n: _temperature(c),
     "humidity": lambda c, n: c.rng.randint(25, 95),
@@ -358,45 +359,45 @@ _GENERATORS: dict[str, _Gen] = {
     "true": lambda c, n: True,
     "boolean": lambda c, n: c.rng.chance(0.7),
     "status": lambda c, n: _status(c),
-    "priority": lambda c, n: c.rng.choice(V.PRIORITIES),
-    "role": lambda c, n: c.rng.choice(V.ROLES),
-    "travel_mode": lambda c, n: c.rng.choice(V.TRAVEL_MODES),
-    "payment_method": lambda c, n: c.rng.choice(V.PAYMENT_METHODS),
-    "color": lambda c, n: c.rng.choice(V.COLORS),
+    "priority": lambda c, n: c.rng.choice(pools.PRIORITIES),
+    "role": lambda c, n: c.rng.choice(pools.ROLES),
+    "travel_mode": lambda c, n: c.rng.choice(pools.TRAVEL_MODES),
+    "payment_method": lambda c, n: c.rng.choice(pools.PAYMENT_METHODS),
+    "color": lambda c, n: c.rng.choice(pools.COLORS),
     "unit": lambda c, n: "fahrenheit" if c.fahrenheit else ("celsius" if c.intent.template == "weather" else "metric"),
-    "cuisine": lambda c, n: c.rng.choice(V.CUISINES),
-    "genre": lambda c, n: c.rng.choice(V.MUSIC_GENRES if c.intent.template == "track" else V.GENRES),
+    "cuisine": lambda c, n: c.rng.choice(pools.CUISINES),
+    "genre": lambda c, n: c.rng.choice(pools.MUSIC_GENRES if c.intent.template == "track" else pools.GENRES),
     "category": lambda c, n: _category(c),
-    "tags": lambda c, n: c.rng.sample(V.TOPICS, c.rng.randint(1, 3)),
-    "amenities": lambda c, n: c.rng.sample(V.AMENITIES, c.rng.randint(2, 5)),
-    "ingredients": lambda c, n: c.rng.sample(V.INGREDIENTS, c.rng.randint(3, 6)),
-    "topic": lambda c, n: c.rng.choice(V.TOPICS),
-    "job_title": lambda c, n: c.rng.choice(V.JOB_TITLES),
-    "airline": lambda c, n: c._memo("airline", lambda: c.rng.choice(V.AIRLINES))[0],
-    "airport": lambda c, n: c.rng.choice(V.AIRPORTS),
-    "company": lambda c, n: c.rng.choice(V.COMPANIES),
-    "ticker": lambda c, n: c._memo("ticker", lambda: c.rng.choice(V.TICKERS))[0],
+    "tags": lambda c, n: c.rng.sample(pools.TOPICS, c.rng.randint(1, 3)),
+    "amenities": lambda c, n: c.rng.sample(pools.AMENITIES, c.rng.randint(2, 5)),
+    "ingredients": lambda c, n: c.rng.sample(pools.INGREDIENTS, c.rng.randint(3, 6)),
+    "topic": lambda c, n: c.rng.choice(pools.TOPICS),
+    "job_title": lambda c, n: c.rng.choice(pools.JOB_TITLES),
+    "airline": lambda c, n: c._memo("airline", lambda: c.rng.choice(pools.AIRLINES))[0],
+    "airport": lambda c, n: c.rng.choice(pools.AIRPORTS),
+    "company": lambda c, n: c.rng.choice(pools.COMPANIES),
+    "ticker": lambda c, n: c._memo("ticker", lambda: c.rng.choice(pools.TICKERS))[0],
     "city": lambda c, n: c.place()[0],
     "country": lambda c, n: c.place()[1],
     "region": lambda c, n: c.rng.choice(
         ("California", "Ontario", "Bavaria", "Île-de-France", "New South Wales", "Texas")
     ),
-    "address": lambda c, n: f"{c.rng.randint(1, 980)} {c.rng.choice(V.STREETS)}, {c.place()[0]}",
+    "address": lambda c, n: f"{c.rng.randint(1, 980)} {c.rng.choice(pools.STREETS)}, {c.place()[0]}",
     "person": lambda c, n: " ".join(c.person()),
     "name": _name,
     "title": lambda c, n: _title(c),
     "venue": lambda c, n: f"{c.place()[0]} {c.rng.choice(('Arena', 'Convention Center', 'Concert Hall', 'Stadium'))}",
-    "car_make": lambda c, n: c._memo("car", lambda: c.rng.choice(V.CAR_MAKES))[0],
-    "car_model": lambda c, n: c._memo("car", lambda: c.rng.choice(V.CAR_MAKES))[1],
-    "news_source": lambda c, n: c.rng.choice(V.NEWS_SOURCES),
+    "car_make": lambda c, n: c._memo("car", lambda: c.rng.choice(pools.CAR_MAKES))[0],
+    "car_model": lambda c, n: c._memo("car", lambda: c.rng.choice(pools.CAR_MAKES))[1],
+    "news_source": lambda c, n: c.rng.choice(pools.NEWS_SOURCES),
     "seat": lambda c, n: f"{c.rng.randint(1, 40)}{c.rng.choice('ABCDEF')}",
     "gate": lambda c, n: f"{c.rng.choice('ABCDE')}{c.rng.randint(1, 40)}",
     "terminal": lambda c, n: str(c.rng.randint(1, 5)),
-    "room_type": lambda c, n: c.rng.choice(V.ROOM_TYPES),
-    "seat_class": lambda c, n: c.rng.choice(V.SEAT_CLASSES),
-    "mime": lambda c, n: c.rng.choice(V.MIME_TYPES)[1],
+    "room_type": lambda c, n: c.rng.choice(pools.ROOM_TYPES),
+    "seat_class": lambda c, n: c.rng.choice(pools.SEAT_CLASSES),
+    "mime": lambda c, n: c.rng.choice(pools.MIME_TYPES)[1],
     "file_name": lambda c, n: (
-        f"{c.rng.choice(('report', 'notes', 'summary'))}_{c.anchor.isoformat()}.{c.rng.choice(V.MIME_TYPES)[0]}"
+        f"{c.rng.choice(('report', 'notes', 'summary'))}_{c.anchor.isoformat()}.{c.rng.choice(pools.MIME_TYPES)[0]}"
     ),
     "isbn": lambda c, n: (
         f"978-{c.rng.randint(0, 9)}-{c.rng.randint(1000, 9999)}-{c.rng.randint(1000, 9999)}-{c.rng.randint(0, 9)}"
@@ -405,11 +406,11 @@ _GENERATORS: dict[str, _Gen] = {
     "version": lambda c, n: f"{c.rng.randint(1, 5)}.{c.rng.randint(0, 20)}.{c.rng.randint(0, 9)}",
     "token": lambda c, n: "".join(c.rng.choice("0123456789abcdef") for _ in range(32)),
     "code": lambda c, n: "".join(c.rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(6)),
-    "condition": lambda c, n: c._memo("condition", lambda: c.rng.choice(V.WEATHER_CONDITIONS)),
+    "condition": lambda c, n: c._memo("condition", lambda: c.rng.choice(pools.WEATHER_CONDITIONS)),
     "text": _text,
     "line_items": lambda c, n: _line_items(c),
     "email_list": lambda c, n: [
-        f"{c.rng.choice(V.FIRST_NAMES).lower()}@example.com" for _ in range(c.rng.randint(1, 3))
+        f"{c.rng.choice(pools.FIRST_NAMES).lower()}@example.com" for _ in range(c.rng.randint(1, 3))
     ],
 }
 

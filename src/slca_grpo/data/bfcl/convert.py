@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from slca_grpo.types import ToolCall
+from slca_grpo.datatypes import ToolCall
 
 # BFCL type name -> JSON Schema type; ``None`` means "no type constraint" (any JSON value).
 BFCL_TO_JSON_SCHEMA_TYPE: dict[str, str | None] = {

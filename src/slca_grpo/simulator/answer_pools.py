@@ -1,4 +1,11 @@
-"""Word lists the schema backend draws plausible values from (all invented or public-domain facts)."""
+"""Word pools the schema backend fabricates answers from (all invented or public-domain facts).
+
+Separate from the synthetic suite's pools (``slca_grpo.data.synthetic.values``), some of the same
+name: those hold the enum values and records the suite's tools and tasks are written around
+(``"italian"``, a city with its airport), these hold display values for any tool's answers
+(``"Italian"``, a city with its coordinates and currency); sharing one set would change every
+seeded task or answer.
+"""
 
 from __future__ import annotations
 

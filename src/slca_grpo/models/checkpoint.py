@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from slca_grpo.models.smollm2 import to_serializable
+
 PREFIX = "step-"
 NAME = re.compile(r"step-\d{6,}")
 
@@ -57,8 +59,6 @@ def _save_model(model: torch.nn.Module, folder: Path) -> None:
     # transformers refuses to save a GGUF-loaded model (SmolLM2) as is; its weights are already
     # de-quantised, so it is saved as the plain checkpoint it is.
     if getattr(getattr(model, "config", None), "quantization_config", None) is not None:
-        from slca_grpo.models import to_serializable
-
         model = to_serializable(model)
     model.save_pretrained(folder, safe_serialization=True)
 

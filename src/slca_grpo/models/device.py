@@ -1,6 +1,6 @@
-"""Where training runs: ``train.device`` (auto, cpu, cuda, cuda:N) resolved once, whether that
-device computes in bfloat16 natively (``bf16: auto``), bf16 autocast on it, and the peak memory
-it used."""
+"""Where a model runs, for training and evaluation alike: ``train.device`` (auto, cpu, cuda, cuda:N)
+resolved once, whether that device computes in bfloat16 natively (``bf16: auto``), bf16 autocast on
+it, and the peak memory it used."""
 
 from __future__ import annotations
 

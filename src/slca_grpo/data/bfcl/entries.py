@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from slca_grpo.eval.bfcl.env import load_bfcl
+from slca_grpo.data.bfcl.package import load_bfcl
 
 # The 13 categories the paper reports (docs/method.md §8), under bfcl-eval's file names.
 PAPER_CATEGORIES: tuple[str, ...] = (

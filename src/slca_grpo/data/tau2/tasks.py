@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from slca_grpo.eval.tau2._tau2 import DOMAINS, import_tau2
+from slca_grpo.data.tau2.package import DOMAINS, import_tau2
 
 DEFAULT_SPLIT = "base"  # τ²'s default: the published task set of each domain
 
@@ -27,7 +27,7 @@ def task_splits(domain: str) -> dict[str, list[str]]:
     return dict(loader()) if loader is not None else {}
 
 
-def load_tasks(domain: str, split: str | None = DEFAULT_SPLIT) -> list[Any]:
+def load_tau2_tasks(domain: str, split: str | None = DEFAULT_SPLIT) -> list[Any]:
     """τ² ``Task`` objects of ``domain``; ``split=None`` gives every task the domain ships."""
     registry = import_tau2("tau2.registry").registry
     check_domain(domain)
@@ -50,7 +50,7 @@ def select_tasks(
     first ``limit`` of them."""
     if limit is not None and limit < 1:
         raise TaskSelectionError(f"limit must be >= 1, got {limit}")
-    tasks = load_tasks(domain, split)
+    tasks = load_tau2_tasks(domain, split)
     if task_ids is not None:
         by_id = {str(t.id): t for t in tasks}
         missing = [str(i) for i in task_ids if str(i) not in by_id]

@@ -9,8 +9,8 @@ Importing ``bfcl_eval`` naively has two side effects we avoid:
   ...). The checkers only read ``MODEL_CONFIG_MAPPING[name].underscore_to_dot``, so a small
   stand-in module is placed in ``sys.modules`` first.
 
-Everything else in this subpackage reaches bfcl-eval through :func:`load_bfcl`, so importing
-``slca_grpo.eval.bfcl`` stays cheap and works without the package installed.
+Everything else reaches bfcl-eval through :func:`load_bfcl`, so importing ``slca_grpo.data.bfcl``
+or ``slca_grpo.eval.bfcl`` stays cheap and works without the package installed.
 """
 
 from __future__ import annotations

@@ -1,0 +1,78 @@
+"""The configuration of a whole run (``slca train CONFIG``): one section per part, and the checks
+that need the estimator and reward registries, made before anything trains."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from slca_grpo.algos import estimator_spec, list_estimators
+from slca_grpo.config import ConfigError, at_least
+from slca_grpo.data.config import DataConfig
+from slca_grpo.models.config import ModelConfig
+from slca_grpo.models.device import DEVICE_SPEC
+from slca_grpo.rewards import list_rewards
+from slca_grpo.rewards.config import RewardConfig
+from slca_grpo.rollout.loop import RolloutConfig
+from slca_grpo.simulator.config import SimulatorConfig, SimulatorServiceConfig
+from slca_grpo.trainer.rl import RLConfig
+from slca_grpo.trainer.sft import SFTConfig
+
+
+@dataclass
+class TrainConfig:
+    out_dir: str = "runs/default"
+    seed: int = 0
+    eval_every: int = 10  # RL steps between held-out evaluations (0: only at the end)
+    eval_tasks: int = 64
+    eval_batch_size: int = 32
+    save_every: int = 10
+    keep_last: int = 2
+    tensorboard: bool = False
+    wandb: bool = False
+    wandb_project: str = "slca-grpo"
+    progress: bool = True
+    torch_threads: int = 0  # 0: torch's default
+    plugins: list[str] = field(default_factory=list)  # your modules (names or .py files) imported first
+    device: str = "auto"  # auto (CUDA when there is one), cpu, cuda or cuda:N
+
+    def __post_init__(self) -> None:
+        if not self.out_dir.strip():  # "" would train into the current folder
+            raise ConfigError("out_dir is empty: name the run's folder, e.g. runs/my-run")
+        if not DEVICE_SPEC.fullmatch(self.device):
+            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        at_least(self, 0, "eval_every", "eval_tasks", "save_every", "torch_threads")
+        at_least(self, 1, "eval_batch_size", "keep_last")
+
+
+@dataclass
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
+    simulator_service: SimulatorServiceConfig = field(default_factory=SimulatorServiceConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    # Imported before a config file is read: they may register names its settings use.
+    plugins_key: ClassVar[str] = "train.plugins"
+
+
+def check_estimators(names, log_rewards=()) -> None:
+    """Fail before any training on an estimator the registry does not know, or a reward (read by
+    an estimator or asked for in ``rl.log_rewards``) that no reward family provides."""
+    unknown = [n for n in names if n not in list_estimators()]
+    if unknown:
+        raise ConfigError(
+            f"unknown estimator(s) {', '.join(unknown)}; registered: {', '.join(list_estimators())} "
+            "(one a plugin registers needs that plugin: slca --plugin MODULE_OR_FILE ..., or train.plugins)"
+        )
+    wanted = [(f"estimator {n!r} reads", r) for n in names for r in estimator_spec(n).rewards]
+    wanted += [("rl.log_rewards names", r) for r in log_rewards]
+    for who, reward in wanted:
+        if reward not in list_rewards():
+            raise ConfigError(
+                f"{who} reward {reward!r}, which no reward family provides; registered: {', '.join(list_rewards())}"
+            )
