@@ -212,3 +212,12 @@ def test_a_parser_may_ask_again():
     transport, seen = scripted([chat(""), chat("second")])
     client, _ = make_client(transport)
     assert client.post(client.payload([], 0.0), parse=content) == "second" and client.retries == 1
+
+
+def test_a_huge_bad_spec_is_named_cut_short_in_its_one_line_error():
+    spec = "openai:ftp://" + "a" * 100_000 + "#m"
+    with pytest.raises(EndpointSpecError) as caught:
+        parse_endpoint_spec(spec)
+    message = str(caught.value)
+    assert len(message) < 600 and "\n" not in message
+    assert message.startswith("bad endpoint spec 'openai:ftp://aaa") and "is not an http(s) URL" in message

@@ -17,6 +17,7 @@ backoff, bounded concurrency); what still fails raises :class:`EndpointError`.
 from __future__ import annotations
 
 import asyncio
+import reprlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
@@ -95,13 +96,20 @@ def parse_endpoint_spec(spec: str, *, offline: str | None = None) -> EndpointSpe
     url = url.strip().rstrip("/").removesuffix(CHAT_PATH).rstrip("/")
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise _spec_error(spec, f"{url!r} is not an http(s) URL", offline)
+        raise _spec_error(spec, f"{_QUOTE.repr(url)} is not an http(s) URL", offline)
     return EndpointSpec(base_url=url, model=model.strip())
+
+
+# A spec is echoed in its error; a huge one (a pasted file, hostile input) is shown cut in the middle.
+_QUOTE = reprlib.Repr()
+_QUOTE.maxstring = 160
 
 
 def _spec_error(spec: str, problem: str, offline: str | None) -> EndpointSpecError:
     choices = f"{offline!r} or {SPEC_FORMAT}" if offline is not None else SPEC_FORMAT
-    return EndpointSpecError(f"bad endpoint spec {spec!r}: {problem}; expected {choices}, e.g. {SPEC_EXAMPLE}")
+    return EndpointSpecError(
+        f"bad endpoint spec {_QUOTE.repr(spec)}: {problem}; expected {choices}, e.g. {SPEC_EXAMPLE}"
+    )
 
 
 @dataclass(frozen=True)
