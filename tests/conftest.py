@@ -1,3 +1,4 @@
+import copy
 import sys
 from pathlib import Path
 
@@ -15,3 +16,42 @@ def _float32_unless_asked(monkeypatch):
     from slca_grpo.models import device
 
     monkeypatch.setattr(device, "cpu_has_native_bf16", lambda: False)
+
+
+@pytest.fixture(scope="session")
+def _smollm2_once():
+    """``load_model("smollm2")`` once per session: reading the GGUF file (tokenizer and de-quantised
+    weights) takes ~25 s, and several tests need the same untouched model."""
+    from slca_grpo.models import load_model
+
+    return load_model("smollm2")
+
+
+def _fingerprint(model, tokenizer) -> tuple:
+    """What a test could change: the parameters (any in-place write bumps a tensor's version
+    counter; a swapped or added one changes the names or storage), the mode, the tokenizer's settings."""
+    weights = tuple(
+        (name, p.data_ptr(), p._version, p.dtype, tuple(p.shape), p.requires_grad)
+        for name, p in model.named_parameters()
+    )
+    settings = (model.training, tokenizer.chat_template, tokenizer.padding_side, tokenizer.pad_token_id, len(tokenizer))
+    config = {k: v for k, v in model.config.to_dict().items() if k != "architectures"}  # save_pretrained sets it
+    return weights, settings, config, model.generation_config.to_dict()
+
+
+@pytest.fixture
+def smollm2(_smollm2_once):
+    """(model, tokenizer) of SmolLM2-135M-Instruct as ``load_model("smollm2")`` gives them, shared by
+    every test that asks: a test may only read them (generate, score, save). Changing them (training,
+    adapters, a new template) would make later tests depend on the order they run in, so this
+    fixture fails the test that does; such a test takes ``smollm2_copy`` instead."""
+    model, tokenizer = _smollm2_once
+    before = _fingerprint(model, tokenizer)
+    yield model, tokenizer
+    assert _fingerprint(model, tokenizer) == before, "a test changed the shared SmolLM2; use smollm2_copy"
+
+
+@pytest.fixture
+def smollm2_copy(_smollm2_once):
+    """A private deep copy of the shared SmolLM2 (model, tokenizer), for a test that trains or wraps it."""
+    return copy.deepcopy(_smollm2_once)

@@ -136,8 +136,8 @@ def test_export_refuses_a_folder_without_adapters(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_lora_on_smollm2_trains_only_adapters_with_the_base_as_reference():
-    model, tokenizer = load_model("smollm2")
+def test_lora_on_smollm2_trains_only_adapters_with_the_base_as_reference(smollm2_copy):
+    model, tokenizer = smollm2_copy  # load_model("smollm2"), a copy of our own: the adapters go into it
     base_logits_input = torch.tensor([tokenizer.encode("<tool_call> get weather in Oslo")])
     with torch.no_grad():
         expected = token_logprobs(model, base_logits_input, torch.ones_like(base_logits_input))

@@ -3,6 +3,7 @@ that cannot fit refused before any step."""
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -66,8 +67,8 @@ def test_a_hub_id_that_cannot_be_reached_is_one_line_saying_how_to_point_at_a_lo
 
 
 MEASURE = """
-import os, threading, time, torch
-from slca_grpo.models import load_model
+import os, sys, threading, time, torch
+from transformers import AutoConfig, AutoModelForCausalLM
 from slca_grpo.trainer.memory import estimate_memory
 from slca_grpo.trainer.batch import pad_sequences, token_logprobs
 from slca_grpo.trainer.optim import build_optimizer
@@ -76,9 +77,11 @@ def rss():
     with open("/proc/self/statm") as handle:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
-model, _ = load_model("smollm2")
+# SmolLM2's architecture (the config load_model("smollm2") gives) with fresh weights: what an update
+# adds to memory follows the shapes, not the values, and reading the GGUF file again costs ~25 s.
+model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(sys.argv[1]), dtype=torch.float32).eval()
 reference = __import__("copy").deepcopy(model).requires_grad_(False)
-rows, width = 4, 1024 + 64
+rows, width = 2, 1024 + 64  # a full prompt allowance (the estimate assumes it) and a response
 ids = torch.randint(5, 40000, (rows, width))
 batch = pad_sequences(ids.tolist(), [[0.0] * 1024 + [1.0] * 64] * rows, 0)
 before, peak, done = rss(), [0], threading.Event()
@@ -102,9 +105,14 @@ print(max(peak[0], rss()) - before, estimate.total - estimate.weights - estimate
 
 
 @pytest.mark.slow
-def test_the_estimate_is_the_right_size_against_measured_rss_on_smollm2():
+def test_the_estimate_is_the_right_size_against_measured_rss_on_smollm2(smollm2, tmp_path):
     # What one update adds on top of the loaded weights and reference: gradients, AdamW moments,
-    # activations and logits (no generation here, so no KV cache).
-    result = subprocess.run([sys.executable, "-c", MEASURE], capture_output=True, text=True, timeout=600)
+    # activations and logits (no generation here, so no KV cache). In a fresh process, for its RSS.
+    config = copy.deepcopy(smollm2[0].config)
+    if hasattr(config, "quantization_config"):  # the GGUF file's: the weights are de-quantised
+        delattr(config, "quantization_config")
+    config.save_pretrained(tmp_path)
+    result = subprocess.run([sys.executable, "-c", MEASURE, str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
     measured, estimated = map(float, result.stdout.split()[-2:])
     assert 0.5 < estimated / measured < 2.0, (measured / 2**30, estimated / 2**30)

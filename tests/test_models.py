@@ -337,9 +337,9 @@ def test_missing_smollm2_package_names_the_install_command(monkeypatch):
 
 
 @pytest.mark.slow
-def test_smollm2_loads_generates_and_saves(tmp_path: Path, suite):
+def test_smollm2_loads_generates_and_saves(tmp_path: Path, suite, smollm2):
     # No skip: without the package this fails with the install command (smollm2 extra).
-    model, tok = load_model("smollm2")
+    model, tok = smollm2  # load_model("smollm2"), loaded once per session
     assert model.config.model_type == "llama" and model.dtype == torch.float32
     task = suite.train[0]
     messages = [*task.messages]

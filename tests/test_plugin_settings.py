@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from reward_helpers import TASK, TEXTS
 from scripted import scripted_loop, two_step_setup
-from test_reward_registry import TASK, TEXTS
 
 from slca_grpo.algos import (
     SEG_TOOL,
@@ -212,15 +212,16 @@ from slca_grpo.rewards import compute_rewards
 from slca_grpo.trainer.run_config import RunConfig
 
 examples = sys.argv[1]
-overrides = [f"train.plugins=[{examples}/clipped_grpo.py, {examples}/brief_answers.py]", *sys.argv[2:]]
-config = load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), overrides)
-segments = torch.tensor([[1, 2], [1, 2]])
-advantages = estimator_spec("clipped_grpo").advantages(
-    group_ids=[0, 0], segment_ids=segments, rewards={"score": [1.0, 0.0]}, config=config.rl.advantage
-)
 task = generate_tasks(0, 1, "train")[0]
-brief = compute_rewards(["six words in this final answer"], [task], None, config.reward, names=["brief_answer"])
-print(json.dumps({"advantages": advantages.tolist(), "brief": brief.as_dict()["brief_answer"]}))
+for extra in json.loads(sys.argv[2]):  # one line of results per list of overrides, in order
+    overrides = [f"train.plugins=[{examples}/clipped_grpo.py, {examples}/brief_answers.py]", *extra]
+    config = load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), overrides)
+    segments = torch.tensor([[1, 2], [1, 2]])
+    advantages = estimator_spec("clipped_grpo").advantages(
+        group_ids=[0, 0], segment_ids=segments, rewards={"score": [1.0, 0.0]}, config=config.rl.advantage
+    )
+    brief = compute_rewards(["six words in this final answer"], [task], None, config.reward, names=["brief_answer"])
+    print(json.dumps({"advantages": advantages.tolist(), "brief": brief.as_dict()["brief_answer"]}))
 """
 
 
@@ -229,16 +230,16 @@ def test_the_shipped_examples_with_settings_run_as_documented():
     names stay out of this one."""
     examples = Path(__file__).resolve().parents[1] / "examples" / "plugins"
 
-    def run(*overrides):
+    def run(*runs):  # each run's config read from its own overrides, in one process (one import)
         done = subprocess.run(
-            [sys.executable, "-c", EXAMPLE_SCRIPT, str(examples), *overrides], capture_output=True, text=True
+            [sys.executable, "-c", EXAMPLE_SCRIPT, str(examples), json.dumps(runs)], capture_output=True, text=True
         )
         assert done.returncode == 0, done.stderr[-2000:]
-        return json.loads(done.stdout)
+        return [json.loads(line) for line in done.stdout.splitlines()]
 
-    default = run()  # clip 2 cuts nothing here; 40 words
+    default, tuned = run([], ["rl.advantage.clipped_grpo.clip=0.5", "reward.brief_answer.max_words=5"])
+    # default: clip 2 cuts nothing here; 40 words
     assert default["brief"] == [1.0] and default["advantages"][0] == pytest.approx([0.7071, 0.7071], abs=1e-4)
-    tuned = run("rl.advantage.clipped_grpo.clip=0.5", "reward.brief_answer.max_words=5")
     assert tuned == {"advantages": [[0.5, 0.5], [-0.5, -0.5]], "brief": [0.8]}
 
 

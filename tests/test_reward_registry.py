@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from tool_schemas import WEATHER_CALL, weather_tool
+from reward_helpers import TASK, TEXTS
 
-from slca_grpo.datatypes import Task, ToolCall
 from slca_grpo.rewards import (
     Answers,
     CompletenessChecker,
@@ -28,20 +27,6 @@ from slca_grpo.rewards import (
     register_reward,
     register_reward_family,
     unregister_reward_family,
-)
-
-TOOLS = [weather_tool()]
-RESPONSE = '<tool_response>{"city": "Paris", "temperature": 22}</tool_response>'
-TEXTS = [
-    f"{WEATHER_CALL}{RESPONSE}It is 22 degrees in Paris today.",
-    f"{WEATHER_CALL}{WEATHER_CALL}{RESPONSE}{RESPONSE}It is 22 degrees in Paris today.",
-    "No idea, sorry about that.",
-]
-TASK = Task(
-    id="w",
-    messages=[{"role": "user", "content": "Weather in Paris?"}],
-    tools=TOOLS,
-    gold_calls=[[ToolCall("get_weather", {"city": "Paris"})]],
 )
 
 
