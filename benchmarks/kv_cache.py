@@ -2,19 +2,23 @@
 
     python benchmarks/kv_cache.py                      # the reader's shape, 48 rows, ~1,000 cached tokens
     python benchmarks/kv_cache.py --rows 16 --steps 40 --repeats 5
+    python benchmarks/kv_cache.py --model smollm2 --rows 16 --prompt-tokens 650 --steps 20 --bf16
 
 Four ways to run the same one-token decode steps after the same left-padded prefill, each
 repeated ``--repeats`` times in alternating order so background load hits all alike:
 ``dynamic`` (``DynamicCache`` and SDPA: what ``transformers`` does), ``in-place`` (our
 ``GrowingLayer`` cache), ``grouped`` (our one-token attention that does not expand grouped keys)
-and ``both`` (what the sampler uses). It prints the median milliseconds per step of each and its
-ratio to ``dynamic``, and the largest logit difference from ``dynamic`` (numerics, not speed).
+``both``, and ``packed``: both, with the large linear layers' weights packed once for oneDNN
+(what the sampler uses; it changes nothing on a model narrower than 512). It prints the median
+milliseconds per step of each and its ratio to ``dynamic``, and the largest logit difference from
+``dynamic`` (numerics, not speed).
 Times depend on the CPU: quote the ratios, with the machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import statistics
 import sys
@@ -27,15 +31,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from slca_grpo.models import load_model  # noqa: E402
 from slca_grpo.rollout import kv_cache  # noqa: E402
+from slca_grpo.rollout.packed_linear import packed_linears  # noqa: E402
 from slca_grpo.rollout.sampling import cache_keyword, distinct_rows, output_cache, prefill_shared  # noqa: E402
 
-WAYS = {"dynamic": (False, False), "in-place": (True, False), "grouped": (False, True), "both": (True, True)}
+# way -> (in-place cache, grouped one-token attention, packed linear weights)
+WAYS = {
+    "dynamic": (False, False, False),
+    "in-place": (True, False, False),
+    "grouped": (False, True, False),
+    "both": (True, True, False),
+    "packed": (True, True, True),
+}
 
 
-def decode_steps(model, prompts, pad_id, steps, growing, grouped):
+def decode_steps(model, prompts, pad_id, steps, growing, grouped, packed, bf16):
     model.set_attn_implementation(kv_cache.ATTENTION_NAME if grouped else "sdpa")
     extra = {cache_keyword(model): kv_cache.growing_cache(model)} if growing else {}
-    with torch.no_grad():
+    packing = packed_linears(model) if packed else contextlib.nullcontext()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16), packing:
         prefill = prefill_shared(model, *distinct_rows(prompts), pad_id=pad_id, device="cpu", logits_to_keep=1, **extra)
         past, attention, last = prefill.cache, prefill.attention, prefill.positions[:, -1:]
         tokens = torch.full((len(prompts),), 5)
@@ -66,6 +79,9 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=1000, help="longest prompt (others shorter)")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--bf16", action="store_true", help="decode under bf16 autocast (as bf16: auto does on native-bf16 CPUs)"
+    )
     args = parser.parse_args()
 
     model, tokenizer = load_model(args.model)
@@ -80,7 +96,7 @@ def main() -> None:
     for repeat in range(args.repeats):
         order = list(WAYS) if repeat % 2 == 0 else list(reversed(WAYS))
         for way in order:
-            seconds, logits = decode_steps(model, prompts, tokenizer.pad_token_id, args.steps, *WAYS[way])
+            seconds, logits = decode_steps(model, prompts, tokenizer.pad_token_id, args.steps, *WAYS[way], args.bf16)
             times[way].append(seconds)
             if way == "dynamic" and reference is None:
                 reference = logits
@@ -88,7 +104,9 @@ def main() -> None:
                 differences[way] = max(differences.get(way, 0.0), float((logits - reference).abs().max()))
     base = statistics.median(times["dynamic"])
     print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    precision = "bf16 autocast" if args.bf16 else "float32"
     print(f"{args.rows} rows, prompts up to {args.prompt_tokens} tokens, {args.steps} steps, {args.repeats} repeats")
+    print(f"precision: {precision}")
     print("| way | ms / step | vs dynamic | max logit diff |")
     print("|---|---:|---:|---:|")
     for way in WAYS:

@@ -7,7 +7,8 @@ the step's arithmetic (a 4-layer model, 48 rollouts, 1,000 cached tokens: ~200 M
 :class:`GrowingLayer` keeps each layer's keys and values in a buffer with room to spare and hands
 attention a view (under bf16 autocast, keys are stored in bfloat16, as attention would cast them
 every step); :func:`grouped_decode_attention` folds the query heads of a group into the query
-length for a one-token query, so the keys are read once, never expanded.
+length for a one-token query, so the keys are read once, never expanded, and in bfloat16 computes
+it as two products around a float32 softmax, as ``transformers``' eager attention does.
 """
 
 from __future__ import annotations
@@ -129,17 +130,30 @@ def grouped_decode_attention(
     scaling: float | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """SDPA; for a one-token query with grouped key/value heads, the group's query heads become
-    the query length, so each key/value head is read once instead of copied per query head."""
-    groups = getattr(module, "num_key_value_groups", 1)
+    """SDPA, except for a one-token query: there the query heads of a key/value group become the
+    query length, so each key/value head is read once instead of copied per query head; in bfloat16
+    the attention is then two matrix products around a float32 softmax (the numerics of
+    ``transformers``' eager attention), as SDPA's CPU kernel runs a query of a few rows over a long
+    cache ~1.5x slower (``benchmarks/kv_cache.py``)."""
     batch, heads, length, dim = query.shape
-    if length != 1 or groups == 1 or dropout or kwargs.get("output_attentions"):
+    groups = heads // key.shape[1]
+    if length != 1 or dropout or kwargs.get("output_attentions"):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     folded = query.view(batch, heads // groups, groups, dim)  # [B, kv heads, group, D]
     mask = attention_mask
     if mask is not None:
         mask = mask[:, :, :, : key.shape[-2]]  # [B, 1, 1, L]: the same for every query of a group
-    out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=mask, scale=scaling)
+    if value.dtype == torch.float32:
+        out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=mask, scale=scaling)
+    else:
+        scale = dim**-0.5 if scaling is None else scaling
+        # keys @ queryᵀ, not query @ keysᵀ: the cache is a strided view of a larger buffer, which a
+        # reduced-precision batched product reads fast only untransposed.
+        keys, folded = key.to(value.dtype), folded.to(value.dtype)
+        scores = torch.matmul(keys, folded.transpose(-1, -2)).transpose(-1, -2).float() * scale
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+        out = torch.matmul(torch.softmax(scores, dim=-1).to(value.dtype), value)
     # [B, kv heads, group, D] -> [B, 1, heads, D], the layout transformers' attention returns.
     return out.reshape(batch, heads, dim)[:, None], None
 

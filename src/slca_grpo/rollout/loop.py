@@ -17,6 +17,7 @@ from slca_grpo.config import ConfigError, at_least
 from slca_grpo.datatypes import Observation, Task, Trajectory, Turn
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, malformed_turn_observation, plan_block_calls
 from slca_grpo.rollout.formatter import ChatFormatter, Dialogue, TurnReading
+from slca_grpo.rollout.packed_linear import packed_linears
 from slca_grpo.rollout.sampling import STOP_LENGTH, SamplingConfig, sample
 
 
@@ -91,12 +92,13 @@ class AgentLoop:
         was_training = self.model.training
         self.model.eval()
         try:
-            for turn_index in range(self.config.max_turns):
-                active = [r for r in rollouts if not r.done]
-                if not active:
-                    break
-                self._generate_turn(active, sampling, generator, last_turn=turn_index == self.config.max_turns - 1)
-                self._run_tools([r for r in active if not r.done])
+            with packed_linears(self.model):  # every turn's decode steps share one packing of the weights
+                for turn_index in range(self.config.max_turns):
+                    active = [r for r in rollouts if not r.done]
+                    if not active:
+                        break
+                    self._generate_turn(active, sampling, generator, last_turn=turn_index == self.config.max_turns - 1)
+                    self._run_tools([r for r in active if not r.done])
         finally:
             self.model.train(was_training)
         for rollout in rollouts:

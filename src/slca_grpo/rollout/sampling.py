@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from slca_grpo.rollout.kv_cache import decode_attention, growing_cache
+from slca_grpo.rollout.packed_linear import packed_linears
 
 STOP_EOS = "eos"  # a stop token (end of turn)
 STOP_STRING = "stop_string"  # a stop string such as </tool_call>
@@ -223,7 +224,7 @@ def sample(
     cache = growing_cache(model)
     if cache is not None:
         extra[cache_name] = cache
-    with decode_attention(model):
+    with decode_attention(model), packed_linears(model):
         # Rollouts of one group share their prompt: prefill each distinct prompt once, then copy
         # its cache rows (and last logits) to every rollout that starts from it. In later turns the
         # rows differ after the prompt: the prompt still runs once, each row's rest on top of it.

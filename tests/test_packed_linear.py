@@ -1,0 +1,104 @@
+"""Linear layers with packed weights while a rollout decodes: the same products, used only where
+they apply, repacked when a weight changes, and the model left as it was."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
+from slca_grpo.models.tokenizer import train_tokenizer
+from slca_grpo.rollout import packed_linear
+from slca_grpo.rollout.packed_linear import packed_linears, packing_available
+from slca_grpo.rollout.sampling import SamplingConfig, sample
+
+pytestmark = pytest.mark.skipif(not packing_available(), reason="this torch build has no oneDNN linear ops")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    texts = ["what is the weather in Paris today", "book a table for two please at eight", "hello there"] * 5
+    return train_tokenizer(texts, vocab_size=300)
+
+
+@pytest.fixture(scope="module")
+def wide_model(tokenizer):
+    """One layer as wide as SmolLM2's (576 ≥ 512), so its linear layers are packed; Qwen2's
+    query/key/value projections carry a bias, which the packed product must add too."""
+    config = TinyModelConfig(num_layers=1, hidden_size=576, num_heads=9, num_kv_heads=3, intermediate_size=1024, seed=2)
+    return build_tiny_model(tokenizer, config).eval()
+
+
+def _sample(model, tokenizer, *, bf16: bool):
+    prompts = [tokenizer.encode("what is the weather"), tokenizer.encode("book a table for two please")] * 2
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        return sample(
+            model,
+            prompts,
+            max_new_tokens=12,
+            config=SamplingConfig(temperature=1.0),
+            stop_token_ids=[],
+            pad_id=tokenizer.pad_token_id,
+            generator=torch.Generator().manual_seed(4),
+        )
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_sampling_with_packed_weights_gives_the_plain_products_log_probs(wide_model, tokenizer, monkeypatch, bf16):
+    with packed_linears(wide_model) as wrapped:  # the sampler's own block reuses this one
+        packed = _sample(wide_model, tokenizer, bf16=bf16)
+    assert len(wrapped) == 8  # q, k, v, o, gate, up, down and the head
+    assert all(w.calls > 0 for w in wrapped)
+    monkeypatch.setattr(packed_linear, "packing_available", lambda: False)
+    plain = _sample(wide_model, tokenizer, bf16=bf16)
+    tolerance = 2e-2 if bf16 else 1e-4  # the same product up to the order of its sums
+    for ours, theirs in zip(packed, plain):
+        assert torch.allclose(torch.tensor(ours.logprobs), torch.tensor(theirs.logprobs), atol=tolerance)
+    if not bf16:
+        assert [g.token_ids for g in packed] == [g.token_ids for g in plain]
+
+
+def test_prefill_sized_inputs_and_autograd_keep_the_plain_product(wide_model):
+    x = torch.randn(1, 100, 576)  # 100 rows > MAX_ROWS
+    with packed_linears(wide_model, max_rows=64) as wrapped:
+        layer = wrapped[0].module
+        with torch.no_grad():
+            layer(x)
+        rows = torch.randn(4, 1, 576, requires_grad=True)
+        out = layer(rows)  # autograd on: the packed ops have no backward
+        assert out.grad_fn is not None
+        assert wrapped[0].calls == 0
+        with torch.no_grad():
+            layer(rows)
+        assert wrapped[0].calls == 1
+
+
+def test_a_weight_changed_in_place_is_packed_again(wide_model):
+    layer = wide_model.model.layers[0].mlp.down_proj
+    original = layer.weight.detach().clone()
+    x = torch.randn(3, 1, layer.in_features)
+    try:
+        with torch.no_grad(), packed_linears(wide_model):
+            before = layer(x)
+            layer.weight.mul_(2.0)
+            after = layer(x)
+        assert torch.allclose(before, torch.nn.functional.linear(x, original), atol=1e-4)
+        assert torch.allclose(after, torch.nn.functional.linear(x, 2.0 * original), atol=1e-4)
+    finally:
+        with torch.no_grad():
+            layer.weight.copy_(original)
+
+
+def test_the_model_is_left_as_it_was_after_an_error_and_nested_blocks_pack_once(wide_model):
+    with pytest.raises(RuntimeError), packed_linears(wide_model) as outer:
+        assert outer
+        with packed_linears(wide_model) as inner:
+            assert inner == []
+        raise RuntimeError("boom")
+    assert not any("forward" in m.__dict__ for m in wide_model.modules())
+
+
+def test_narrow_models_are_not_packed(tokenizer):
+    narrow = build_tiny_model(tokenizer, TinyModelConfig(num_layers=1, hidden_size=32, intermediate_size=64))
+    with packed_linears(narrow) as wrapped:
+        assert wrapped == []
