@@ -134,7 +134,7 @@ def grouped_decode_attention(
     query length, so each key/value head is read once instead of copied per query head; in bfloat16
     the attention is then two matrix products around a float32 softmax (the numerics of
     ``transformers``' eager attention), as SDPA's CPU kernel runs a query of a few rows over a long
-    cache ~1.5x slower (``benchmarks/kv_cache.py``)."""
+    cache ~1.4x slower on a 2-core EPYC."""
     batch, heads, length, dim = query.shape
     groups = heads // key.shape[1]
     if length != 1 or dropout or kwargs.get("output_attentions"):

@@ -2,10 +2,11 @@
 
 A decode step multiplies a few rows (one per live rollout) by every weight matrix. Given weights in
 their plain layout, that product runs far under memory speed on a CPU; with the weights packed
-once into oneDNN's blocked layout the same product is ~1.5x faster in bfloat16 (bit-identical on
-machine A) and ~2x in float32 (equal to rounding), at 16 rows of SmolLM2 (``benchmarks/kv_cache.py
---packed``). Weights are fixed while a rollout samples, so a packed copy is made at the first
-decode step that uses it and kept until the block ends, repacked only if the weight changed.
+once into oneDNN's blocked layout the same product ran ~1.5x faster in bfloat16 (bit-identical on
+a 2-core EPYC with avx512_bf16) and ~2x in float32 (equal to rounding), at 16 rows of SmolLM2's
+shapes; a whole decode step 1.12x and 1.32x (``benchmarks/kv_cache.py``, the ``packed`` way).
+Weights are fixed while a rollout samples, so a packed copy is made at the first decode step that
+uses it and kept until the block ends, repacked only if the weight changed.
 
 Only layers wide enough for it to pay are packed (``min_features``: at the tiny models' width 128
 the packed product measured no faster), only for inputs of at most ``max_rows`` rows (prefill
