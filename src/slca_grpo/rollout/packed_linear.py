@@ -8,8 +8,9 @@ shapes; a whole decode step 1.12x and 1.32x (``benchmarks/kv_cache.py``, the ``p
 Weights are fixed while a rollout samples, so a packed copy is made at the first decode step that
 uses it and kept until the block ends, repacked only if the weight changed.
 
-Only layers wide enough for it to pay are packed (``min_features``: at the tiny models' width 128
-the packed product measured no faster), only for inputs of at most ``max_rows`` rows (prefill
+Only layers at least ``min_features`` wide are packed (at the tiny models' width 128 it was mixed:
+two of three layer shapes slower packed, the output head faster; they stay plain, which also
+keeps the quick demo's float32 numbers as they were), only for inputs of at most ``max_rows`` rows (prefill
 keeps the plain path), only without autograd, and only where this build of torch has the ops.
 """
 
