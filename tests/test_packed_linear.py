@@ -73,6 +73,31 @@ def test_prefill_sized_inputs_and_autograd_keep_the_plain_product(wide_model):
         assert wrapped[0].calls == 1
 
 
+def test_a_bias_changed_in_place_or_a_weight_replaced_is_packed_again(wide_model):
+    """Under bf16 autocast the packed bias is a copy, and two fresh weights share version 0: the
+    cache must notice both."""
+    layer = wide_model.model.layers[0].self_attn.q_proj  # Qwen2's query projection has a bias
+    weight, bias = layer.weight, layer.bias
+    x = torch.randn(3, 1, layer.in_features)
+
+    def plain():
+        return torch.nn.functional.linear(x, layer.weight, layer.bias)
+
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), packed_linears(wide_model):
+            layer(x)
+            layer.bias.add_(1.0)
+            assert torch.allclose(layer(x).float(), plain().float(), atol=2e-2)
+            layer.weight = torch.nn.Parameter(weight.detach().clone())
+            layer(x)
+            layer.weight = torch.nn.Parameter(2.0 * weight.detach())
+            assert torch.allclose(layer(x).float(), plain().float(), atol=5e-2)
+    finally:
+        with torch.no_grad():
+            bias.sub_(1.0)
+        layer.weight = weight
+
+
 def test_a_weight_changed_in_place_is_packed_again(wide_model):
     layer = wide_model.model.layers[0].mlp.down_proj
     original = layer.weight.detach().clone()

@@ -6,12 +6,13 @@ once into oneDNN's blocked layout the same product ran ~1.5x faster in bfloat16 
 a 2-core EPYC with avx512_bf16) and ~2x in float32 (equal to rounding), at 16 rows of SmolLM2's
 shapes; a whole decode step 1.12x and 1.32x (``benchmarks/kv_cache.py``, the ``packed`` way).
 Weights are fixed while a rollout samples, so a packed copy is made at the first decode step that
-uses it and kept until the block ends, repacked only if the weight changed.
+uses it and kept until the block ends, repacked only if the weight or bias changed.
 
 Only layers at least ``min_features`` wide are packed (at the tiny models' width 128 it was mixed:
 two of three layer shapes slower packed, the output head faster; they stay plain, which also
-keeps the quick demo's float32 numbers as they were), only for inputs of at most ``max_rows`` rows (prefill
-keeps the plain path), only without autograd, and only where this build of torch has the ops.
+keeps the quick demo's float32 numbers as they were), only for inputs of at most ``max_rows``
+rows (prefill keeps the plain path), only without autograd, and only where this build of torch
+has the ops.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class _PackedLinear:
 
     def __init__(self, module: torch.nn.Linear, plain: Callable, max_rows: int):
         self.module, self.plain, self.max_rows = module, plain, max_rows
-        self.packed: dict[torch.dtype, tuple[int, torch.Tensor, torch.Tensor | None]] = {}
+        self.packed: dict[torch.dtype, tuple[tuple[int, ...], torch.Tensor, torch.Tensor | None]] = {}
         self.calls = 0  # products that used a packed weight (read by tests)
 
     def _dtype(self, x: torch.Tensor) -> torch.dtype | None:
@@ -49,10 +50,12 @@ class _PackedLinear:
 
     def _weights(self, dtype: torch.dtype, rows: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         weight, bias = self.module.weight, self.module.bias
+        # A tensor written in place bumps its version; a replaced one has another address.
+        state = tuple((t.data_ptr(), t._version) for t in (weight, bias) if t is not None)
         cached = self.packed.get(dtype)
-        if cached is None or cached[0] != weight._version:
+        if cached is None or cached[0] != state:
             packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(dtype), rows)
-            cached = (weight._version, packed, None if bias is None else bias.detach().to(dtype))
+            cached = (state, packed, None if bias is None else bias.detach().to(dtype))
             self.packed[dtype] = cached
         return cached[1], cached[2]
 
