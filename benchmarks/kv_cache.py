@@ -2,14 +2,15 @@
 
     python benchmarks/kv_cache.py                      # the reader's shape, 48 rows, ~1,000 cached tokens
     python benchmarks/kv_cache.py --rows 16 --steps 40 --repeats 5
-    python benchmarks/kv_cache.py --model smollm2 --rows 16 --prompt-tokens 650 --steps 20 --bf16
+    python benchmarks/kv_cache.py --model smollm2 --rows 16 --group-size 4 --prompt-tokens 650 --steps 20 --bf16
 
-Four ways to run the same one-token decode steps after the same left-padded prefill, each
+Six ways to run the same one-token decode steps after the same left-padded prefill, each
 repeated ``--repeats`` times in alternating order so background load hits all alike:
 ``dynamic`` (``DynamicCache`` and SDPA: what ``transformers`` does), ``in-place`` (our
 ``GrowingLayer`` cache), ``grouped`` (our one-token attention that does not expand grouped keys)
-``both``, and ``packed``: both, with the large linear layers' weights packed once for oneDNN
-(what the sampler uses; it changes nothing on a model narrower than 512). It prints the median
+``both``, ``packed``: both, with the large linear layers' weights packed once for oneDNN, and
+``shared``: packed, with the rows of a prompt sharing its cached keys and values (what the sampler
+uses; on a model narrower than 512 the last two change nothing). It prints the median
 milliseconds per step of each and its ratio to ``dynamic``, and the largest logit difference from
 ``dynamic`` (numerics, not speed).
 Times depend on the CPU: quote the ratios, with the machine.
@@ -34,21 +35,23 @@ from slca_grpo.rollout import kv_cache  # noqa: E402
 from slca_grpo.rollout.packed_linear import packed_linears  # noqa: E402
 from slca_grpo.rollout.sampling import cache_keyword, distinct_rows, output_cache, prefill_shared  # noqa: E402
 
-# way -> (in-place cache, grouped one-token attention, packed linear weights)
+# way -> (in-place cache, grouped one-token attention, packed linear weights, shared prompts)
 WAYS = {
-    "dynamic": (False, False, False),
-    "in-place": (True, False, False),
-    "grouped": (False, True, False),
-    "both": (True, True, False),
-    "packed": (True, True, True),
+    "dynamic": (False, False, False, False),
+    "in-place": (True, False, False, False),
+    "grouped": (False, True, False, False),
+    "both": (True, True, False, False),
+    "packed": (True, True, True, False),
+    "shared": (True, True, True, True),
 }
 
 
-def decode_steps(model, prompts, pad_id, steps, growing, grouped, packed, bf16):
-    model.set_attn_implementation(kv_cache.ATTENTION_NAME if grouped else "sdpa")
-    extra = {cache_keyword(model): kv_cache.growing_cache(model)} if growing else {}
+def decode_steps(model, prompts, pad_id, steps, growing, grouped, packed, shared, bf16):
+    cache = kv_cache.growing_cache(model, share_prefixes=shared) if growing else None
+    extra = {cache_keyword(model): cache} if growing else {}
+    attention = kv_cache.decode_attention(model, cache) if grouped else contextlib.nullcontext()
     packing = packed_linears(model) if packed else contextlib.nullcontext()
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16), packing:
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16), attention, packing:
         prefill = prefill_shared(model, *distinct_rows(prompts), pad_id=pad_id, device="cpu", logits_to_keep=1, **extra)
         past, attention, last = prefill.cache, prefill.attention, prefill.positions[:, -1:]
         tokens = torch.full((len(prompts),), 5)
@@ -68,7 +71,6 @@ def decode_steps(model, prompts, pad_id, steps, growing, grouped, packed, bf16):
             logits.append(output.logits[:, -1])
             tokens = output.logits[:, -1].argmax(-1)
         seconds = (time.perf_counter() - start) / steps
-    model.set_attn_implementation("sdpa")
     return seconds, torch.stack(logits)
 
 
@@ -77,6 +79,7 @@ def main() -> None:
     parser.add_argument("--model", default="reader", help="a model name or folder (default: the shipped reader)")
     parser.add_argument("--rows", type=int, default=48, help="rollouts decoding together (default: 6 prompts x 8)")
     parser.add_argument("--prompt-tokens", type=int, default=1000, help="longest prompt (others shorter)")
+    parser.add_argument("--group-size", type=int, default=8, help="rows that share a prompt (default: 8)")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
@@ -86,7 +89,7 @@ def main() -> None:
 
     model, tokenizer = load_model(args.model)
     generator = torch.Generator().manual_seed(0)
-    groups = max(1, args.rows // 8)
+    groups = max(1, args.rows // args.group_size)
     lengths = [args.prompt_tokens - 90 * i for i in range(groups)]
     distinct = [torch.randint(300, len(tokenizer) - 20, (n,), generator=generator).tolist() for n in lengths]
     prompts = [distinct[i % groups] for i in range(args.rows)]
@@ -105,7 +108,10 @@ def main() -> None:
     base = statistics.median(times["dynamic"])
     print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     precision = "bf16 autocast" if args.bf16 else "float32"
-    print(f"{args.rows} rows, prompts up to {args.prompt_tokens} tokens, {args.steps} steps, {args.repeats} repeats")
+    print(
+        f"{args.rows} rows ({args.group_size} per prompt), prompts up to {args.prompt_tokens} tokens, "
+        f"{args.steps} steps, {args.repeats} repeats"
+    )
     print(f"precision: {precision}")
     print("| way | ms / step | vs dynamic | max logit diff |")
     print("|---|---:|---:|---:|")

@@ -166,3 +166,171 @@ def test_keys_are_left_alone_outside_autocast():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert autocast_keys(keys, keys) is keys  # float32 values: nothing to match
         assert autocast_keys(keys, values).dtype == torch.bfloat16
+
+
+def _decode_fixed(model, prompts, tokens, cache, pad_id, *, block=True):
+    """Logits of decode steps feeding the given ``tokens`` [steps, rows] after a shared-prompt prefill."""
+    from slca_grpo.rollout.sampling import distinct_rows, output_cache, prefill_shared
+
+    context = decode_attention(model, cache) if block else torch.no_grad()
+    out = []
+    with torch.no_grad(), context:
+        prefill = prefill_shared(model, *distinct_rows(prompts), pad_id=pad_id, device="cpu", past_key_values=cache)
+        past, attention, last = prefill.cache, prefill.attention, prefill.positions[:, -1:]
+        for step in tokens:
+            attention = torch.cat([attention, attention.new_ones((len(prompts), 1))], dim=1)
+            last = last + 1
+            output = model(
+                input_ids=step[:, None],
+                attention_mask=attention,
+                position_ids=last,
+                past_key_values=past,
+                use_cache=True,
+            )
+            past = output_cache(output)
+            out.append(output.logits[:, -1])
+    return torch.stack(out), past
+
+
+@pytest.fixture
+def shared_at_any_width(monkeypatch):
+    """Prompt sharing for the test's tiny model (by default only models at least 512 wide share)."""
+    import slca_grpo.rollout.kv_cache as kv_cache
+
+    monkeypatch.setattr(kv_cache, "SHARED_PREFIX_MIN_HIDDEN", 0)
+
+
+def test_only_wide_models_share_prompts_by_default(model):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from slca_grpo.rollout.kv_cache import GrowingLayer, SharedPrefixLayer
+
+    wide = LlamaForCausalLM(
+        LlamaConfig(vocab_size=50, hidden_size=512, intermediate_size=64, num_hidden_layers=1, num_attention_heads=8)
+    )
+    assert growing_cache(wide).layer_class_to_replicate is SharedPrefixLayer
+    assert growing_cache(wide, share_prefixes=False).layer_class_to_replicate is GrowingLayer
+    assert growing_cache(model).layer_class_to_replicate is GrowingLayer  # 32 wide
+
+
+def _uneven_prompts(tokenizer):
+    a, b, c = (tokenizer.encode(t) for t in ("what is the weather in Paris", "hello", "book a table for two"))
+    return [a, b, a, c, a, b]  # three prompts with 3, 2 and 1 rows, interleaved
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_rows_of_a_prompt_share_its_cache_and_get_the_per_row_copies_logits(
+    model, tokenizer, bf16, shared_at_any_width
+):
+    prompts = _uneven_prompts(tokenizer)
+    tokens = torch.randint(3, 200, (70, len(prompts)), generator=torch.Generator().manual_seed(0))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        copied, _ = _decode_fixed(model, prompts, tokens, growing_cache(model, share_prefixes=False), 0)
+        shared, cache = _decode_fixed(model, prompts, tokens, growing_cache(model), 0)
+    layer = cache.layers[0]
+    assert layer.prefix is not None and layer.prefix.keys.shape[0] == 3  # one copy per prompt
+    assert layer.prefix.group.tolist() == [0, 1, 0, 2, 0, 1]
+    assert layer.keys.shape[-2] == 70 and cache.get_seq_length() == layer.prefix_length() + 70
+    tolerance = 0.05 if bf16 else 1e-5  # float32: rounding; bf16: one rounding of the scores apart
+    assert torch.allclose(copied.float(), shared.float(), atol=tolerance)
+
+
+def test_outside_its_block_a_shared_cache_copies_rows_and_hands_attention_whole_rows(
+    model, tokenizer, shared_at_any_width
+):
+    prompts = _uneven_prompts(tokenizer)
+    tokens = torch.randint(3, 200, (5, len(prompts)), generator=torch.Generator().manual_seed(1))
+    reference, _ = _decode_fixed(model, prompts, tokens, growing_cache(model, share_prefixes=False), 0)
+    # No block at all: prefill copies rows, as GrowingLayer does.
+    plain, cache = _decode_fixed(model, prompts, tokens, growing_cache(model), 0, block=False)
+    assert cache.layers[0].prefix is None
+    assert torch.allclose(plain, reference, atol=1e-5)
+    # A prefix made in a block, decoded after it ended: every attention gets whole rows.
+    _, cache = _decode_fixed(model, prompts, tokens[:1], growing_cache(model), 0)
+    assert cache.layers[0].prefix is not None
+    keys, _ = cache.layers[0].update(torch.zeros(6, 2, 1, 8), torch.zeros(6, 2, 1, 8))
+    assert keys.shape[-2] == cache.get_seq_length()
+
+
+def test_a_shared_layer_selects_repeats_and_crops_like_whole_rows(model, shared_at_any_width):
+    from slca_grpo.rollout.kv_cache import SharedPrefixLayer
+
+    cache = growing_cache(model)
+    first = [torch.randn(2, 2, 5, 8) for _ in range(2)]
+    with decode_attention(model, cache):
+        cache.update(*first, 0)
+        layer = cache.layers[0]
+        assert isinstance(layer, SharedPrefixLayer)
+        layer.batch_select_indices(torch.tensor([1, 0, 1]))
+        step = [torch.randn(3, 2, 1, 8) for _ in range(2)]
+        layer.update(*step)
+    expected = [torch.cat([t[[1, 0, 1]], s], dim=-2) for t, s in zip(first, step)]
+    assert all(torch.equal(a, b) for a, b in zip(layer.whole_rows(), expected))
+    layer.batch_select_indices(torch.tensor([2, 1]))  # rows dropped: the prefix stays, groups follow
+    assert layer.prefix.group.tolist() == [1, 0]
+    assert torch.equal(layer.whole_rows()[0], expected[0][[2, 1]])
+    layer.batch_repeat_interleave(2)
+    assert torch.equal(layer.whole_rows()[0], expected[0][[2, 2, 1, 1]])
+    layer.crop(6)  # within the prefix's 5 + 1: still shared
+    assert layer.prefix is not None and layer.get_seq_length() == 6
+    layer.crop(3)  # into the prefix: rows become whole again
+    assert layer.prefix is None and torch.equal(layer.keys, expected[0][[2, 2, 1, 1], :, :3])
+
+
+def test_sampling_with_shared_prompts_gives_the_per_row_copies_tokens(
+    model, tokenizer, monkeypatch, shared_at_any_width
+):
+    """The sampler's draws with rows dropped as they finish and later turns prefilled on a shared
+    prompt: the same tokens and (to rounding) log-probs as with every row's cache its own."""
+    import slca_grpo.rollout.sampling as sampling
+
+    prompts = _uneven_prompts(tokenizer)
+    rests = [tokenizer.encode(t) for t in ("the answer", "", "is", "sunny today", "", "ok")]
+    turns = [p + r for p, r in zip(prompts, rests)]
+
+    made = []
+
+    def run(share):
+        monkeypatch.setattr(
+            sampling, "growing_cache", lambda m: made.append(growing_cache(m, share_prefixes=share)) or made[-1]
+        )
+        return [
+            sample(
+                model,
+                rows,
+                max_new_tokens=[3, 30, 9, 30, 1, 30],
+                config=SamplingConfig(temperature=1.0),
+                stop_token_ids=[],
+                pad_id=tokenizer.pad_token_id,
+                generator=torch.Generator().manual_seed(11),
+                prefix_lengths=lengths,
+            )
+            for rows, lengths in ((prompts, None), (turns, [len(p) for p in prompts]))
+        ]
+
+    shared, copied = run(True), run(False)
+    assert [cache.layers[0].prefix is not None for cache in made[:2]] == [True, True]
+    for ours, theirs in zip(shared, copied):
+        assert [g.token_ids for g in ours] == [g.token_ids for g in theirs]
+        for a, b in zip(ours, theirs):
+            assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
+
+
+def test_smollm2_shares_prompts_by_default_with_the_per_row_copies_logits(smollm2):
+    """SmolLM2's architecture (30 layers, 9 query / 3 key-value heads, 576 wide: sharing is on by
+    default). float32: the per-row copies' logits to rounding. bf16 autocast: 30 layers of bf16
+    rounding part the two by up to ~0.4 in logits of ~15, so both are held to the float32 logits,
+    and sharing must be no farther from them than the copies are."""
+    model, tokenizer = smollm2
+    a, b = tokenizer.encode("What is the weather in Paris today? Answer briefly."), tokenizer.encode("Hello there!")
+    prompts = [a, b, a, a, b]
+    tokens = torch.randint(300, 40000, (4, len(prompts)), generator=torch.Generator().manual_seed(2))
+    reference, _ = _decode_fixed(model, prompts, tokens, growing_cache(model, share_prefixes=False), 0)
+    shared, cache = _decode_fixed(model, prompts, tokens, growing_cache(model), 0)
+    assert cache.layers[-1].prefix.group.tolist() == [0, 1, 0, 0, 1]
+    assert (reference - shared).abs().max() < 1e-4
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        copied, _ = _decode_fixed(model, prompts, tokens, growing_cache(model, share_prefixes=False), 0)
+        shared, _ = _decode_fixed(model, prompts, tokens, growing_cache(model), 0)
+    copied_error, shared_error = ((x.float() - reference).abs() for x in (copied, shared))
+    assert shared_error.mean() <= 1.25 * copied_error.mean() and shared_error.max() < 1.0

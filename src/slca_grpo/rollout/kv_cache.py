@@ -9,12 +9,18 @@ attention a view (under bf16 autocast, keys are stored in bfloat16, as attention
 every step); :func:`grouped_decode_attention` folds the query heads of a group into the query
 length for a one-token query, so the keys are read once, never expanded, and in bfloat16 computes
 it as two products around a float32 softmax, as ``transformers``' eager attention does.
+
+:class:`SharedPrefixLayer` goes further for the rollouts of a group, which decode on top of one
+prompt: the prompt's keys and values are kept once per group instead of once per row, and a
+one-token query multiplies them once for all the group's rows (:func:`prefix_decode_attention`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,6 +30,10 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 ATTENTION_NAME = "slca_sdpa"
+# Rows share a prompt's cache in models at least this wide. At SmolLM2's width (576) a decode step
+# ran 1.18x faster for it; at the reader's (128) 1.05x, within a shared CPU's noise, while the
+# changed float32 rounding of its rollouts moves the quick demo's one-seed table.
+SHARED_PREFIX_MIN_HIDDEN = 512
 
 
 class GrowingLayer(DynamicLayer):
@@ -84,6 +94,135 @@ class GrowingLayer(DynamicLayer):
             self.keys = self._key_buffer[..., : self._length, :]
             self.values = self._value_buffer[..., : self._length, :]
 
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        self.batch_select_indices(beam_idx)
+
+
+@dataclass
+class _Prefix:
+    keys: torch.Tensor  # [prompts, kv heads, prefix length, head dim], contiguous
+    values: torch.Tensor
+    group: torch.Tensor  # [rows]: row -> prompt
+    owner: Any  # the cache holding the layer, whose decode_attention block joins the prefix
+    plan: _DecodePlan | None = None
+
+
+@dataclass(frozen=True)
+class _DecodePlan:
+    """How a one-token step lays the rows' queries out by prompt: ``slots[p, j]`` is the j-th row
+    of the p-th prompt that still has rows (``rows``, a zero query, where a prompt has fewer), and
+    ``row_slot[r]`` is row r's place ``p * width + j``."""
+
+    keys: torch.Tensor  # the prefix of the prompts that still have rows
+    values: torch.Tensor
+    slots: torch.Tensor
+    row_slot: torch.Tensor
+    width: int
+
+
+class SharedPrefixLayer(GrowingLayer):
+    """A :class:`GrowingLayer` whose rows can share a prompt. Selecting rows with repeats (a
+    distinct prompt's cache handed to each of its rollouts) keeps the cached tokens once per
+    prompt as a prefix; each row's own tokens grow after it. A one-token update returns the rows'
+    own keys and values, which :func:`grouped_decode_attention` joins to the prefix; an update of
+    several tokens returns whole rows (prefix and own), for any attention."""
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        self.prefix: _Prefix | None = None
+
+    def prefix_length(self) -> int:
+        return self.prefix.keys.shape[-2] if self.is_initialized and self.prefix is not None else 0
+
+    def get_seq_length(self) -> int:
+        return super().get_seq_length() + self.prefix_length()
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
+        keys, values = super().update(key_states, value_states)
+        if self.prefix is None or (key_states.shape[-2] == 1 and self._joined()):
+            return keys, values
+        return self.whole_rows()
+
+    def _joined(self) -> bool:
+        """Whether attention in this block joins this layer's prefix itself (within
+        :func:`decode_attention` for the cache that holds the layer)."""
+        state = _decode_state.get()
+        return state is not None and state.cache is not None and state.cache is self.prefix.owner
+
+    def whole_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every row's keys and values, prefix included (a copy)."""
+        group = self.prefix.group
+        keys = torch.cat([self.prefix.keys[group], self.keys], dim=-2)
+        return keys, torch.cat([self.prefix.values[group], self.values], dim=-2)
+
+    def _unshare(self) -> None:
+        keys, values = self.whole_rows()
+        self.prefix = None
+        self._key_buffer, self._value_buffer, self._length = keys, values, keys.shape[-2]
+        self.keys, self.values = keys, values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.prefix is not None:
+            if self._length:
+                super().batch_select_indices(indices)
+            else:
+                self.keys, self.values = self.keys[indices], self.values[indices]
+            self.prefix = _Prefix(self.prefix.keys, self.prefix.values, self.prefix.group[indices], self.prefix.owner)
+        elif self._length and len(set(indices.tolist())) < len(indices) and (owner := self._cache_in_block()):
+            # Rows repeat: they share what is cached so far as their prefix.
+            keys = self._key_buffer[..., : self._length, :].contiguous()
+            values = self._value_buffer[..., : self._length, :].contiguous()
+            self.prefix = _Prefix(keys, values, indices.clone(), owner)
+            self._key_buffer = self._value_buffer = None
+            self._length = 0
+            self.keys, self.values = keys[indices, :, :0], values[indices, :, :0]
+        else:
+            super().batch_select_indices(indices)
+
+    def _cache_in_block(self) -> Any:
+        """The cache of the enclosing :func:`decode_attention` block if it holds this layer, else
+        None (outside such a block rows are copied: no attention there would join a prefix)."""
+        state = _decode_state.get()
+        layers = getattr(state.cache, "layers", None) if state is not None else None
+        return state.cache if layers is not None and any(layer is self for layer in layers) else None
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.prefix is None:
+            return super().batch_repeat_interleave(repeats)
+        self.batch_select_indices(torch.arange(len(self.prefix.group)).repeat_interleave(repeats))
+
+    def crop(self, max_length: int) -> None:
+        if self.prefix is None:
+            return super().crop(max_length)
+        if max_length < 0:
+            max_length = self.get_seq_length() - abs(max_length)
+        if max_length >= self.prefix_length():
+            return super().crop(max_length - self.prefix_length())
+        self._unshare()
+        super().crop(max_length)
+
+    def decode_plan(self) -> _DecodePlan:
+        prefix = self.prefix
+        if prefix.plan is None:
+            group = prefix.group.tolist()
+            used = sorted(set(group))
+            members: dict[int, list[int]] = {g: [] for g in used}
+            for row, g in enumerate(group):
+                members[g].append(row)
+            width = max(len(rows) for rows in members.values())
+            slots = torch.full((len(used), width), len(group), dtype=torch.long)
+            row_slot = torch.empty(len(group), dtype=torch.long)
+            for p, g in enumerate(used):
+                for j, row in enumerate(members[g]):
+                    slots[p, j], row_slot[row] = row, p * width + j
+            keys, values = prefix.keys, prefix.values
+            if len(used) < keys.shape[0]:
+                kept = torch.tensor(used, device=keys.device)
+                keys, values = keys[kept], values[kept]
+            device = keys.device
+            prefix.plan = _DecodePlan(keys, values, slots.to(device), row_slot.to(device), width)
+        return prefix.plan
+
 
 def autocast_keys(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """Keys in the autocast dtype their attention will cast them to anyway.
@@ -103,9 +242,11 @@ def autocast_keys(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     return keys
 
 
-def growing_cache(model: torch.nn.Module) -> DynamicCache | None:
-    """An empty cache of :class:`GrowingLayer` for a model whose layers all attend to everything;
-    None otherwise (sliding-window or shared-KV models keep ``transformers``' own cache)."""
+def growing_cache(model: torch.nn.Module, *, share_prefixes: bool = True) -> DynamicCache | None:
+    """An empty cache for a model whose layers all attend to everything: of
+    :class:`SharedPrefixLayer` for a model at least ``SHARED_PREFIX_MIN_HIDDEN`` wide (unless
+    ``share_prefixes`` is off), else of :class:`GrowingLayer`; None otherwise (sliding-window or
+    shared-KV models keep ``transformers``' own cache)."""
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "get_text_config"):
         return None
@@ -116,8 +257,46 @@ def growing_cache(model: torch.nn.Module) -> DynamicCache | None:
     if any(kind != "full_attention" for kind in layer_types) or hasattr(text, "num_kv_shared_layers"):
         return None
     cache = DynamicCache()
-    cache.layer_class_to_replicate = GrowingLayer
+    wide = getattr(text, "hidden_size", 0) >= SHARED_PREFIX_MIN_HIDDEN
+    cache.layer_class_to_replicate = SharedPrefixLayer if share_prefixes and wide else GrowingLayer
     return cache
+
+
+@dataclass
+class _DecodeState:
+    cache: Any  # the cache of the forward passes in the block (None: not known)
+    mask: torch.Tensor | None = None  # the last boolean mask seen, and its additive form
+    bias: torch.Tensor | None = None
+
+
+_decode_state: ContextVar[_DecodeState | None] = ContextVar("slca_decode_state", default=None)
+
+
+def _additive(mask: torch.Tensor) -> torch.Tensor:
+    """A boolean mask as 0 / -inf to add to scores (one conversion per forward, not per layer:
+    every layer of a step gets the same mask object)."""
+    if mask.dtype != torch.bool:
+        return mask
+    state = _decode_state.get()
+    if state is not None and state.mask is mask:
+        return state.bias
+    bias = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device).masked_fill_(~mask, float("-inf"))
+    if state is not None:
+        state.mask, state.bias = mask, bias
+    return bias
+
+
+def _shared_layer(module: torch.nn.Module, key: torch.Tensor) -> SharedPrefixLayer | None:
+    """The cache layer whose rows' own keys ``key`` are, if they share a prefix."""
+    state = _decode_state.get()
+    index = getattr(module, "layer_idx", None)
+    layers = getattr(state.cache, "layers", None) if state is not None else None
+    if layers is None or index is None or index >= len(layers):
+        return None
+    layer = layers[index]
+    if isinstance(layer, SharedPrefixLayer) and layer.prefix is not None and key is layer.keys:
+        return layer
+    return None
 
 
 def grouped_decode_attention(
@@ -134,28 +313,74 @@ def grouped_decode_attention(
     query length, so each key/value head is read once instead of copied per query head; in bfloat16
     the attention is then two matrix products around a float32 softmax (the numerics of
     ``transformers``' eager attention), as SDPA's CPU kernel runs a query of a few rows over a long
-    cache ~1.4x slower on a 2-core EPYC."""
+    cache ~1.4x slower on a 2-core EPYC. Rows that share a prompt (:class:`SharedPrefixLayer`)
+    attend to it through :func:`prefix_decode_attention`."""
     batch, heads, length, dim = query.shape
     groups = heads // key.shape[1]
+    shared = _shared_layer(module, key)
     if length != 1 or dropout or kwargs.get("output_attentions"):
+        if shared is not None:
+            key, value = shared.whole_rows()
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     folded = query.view(batch, heads // groups, groups, dim)  # [B, kv heads, group, D]
+    scale = dim**-0.5 if scaling is None else scaling
+    total = key.shape[-2] + (shared.prefix_length() if shared is not None else 0)
     mask = attention_mask
     if mask is not None:
-        mask = mask[:, :, :, : key.shape[-2]]  # [B, 1, 1, L]: the same for every query of a group
-    if value.dtype == torch.float32:
+        mask = mask[:, :, :, :total]  # [B, 1, 1, L]: the same for every query of a group
+    if shared is not None:
+        out = prefix_decode_attention(shared.decode_plan(), folded, key, value, mask, scale)
+    elif value.dtype == torch.float32:
         out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=mask, scale=scaling)
     else:
-        scale = dim**-0.5 if scaling is None else scaling
         # keys @ queryᵀ, not query @ keysᵀ: the cache is a strided view of a larger buffer, which a
         # reduced-precision batched product reads fast only untransposed.
         keys, folded = key.to(value.dtype), folded.to(value.dtype)
         scores = torch.matmul(keys, folded.transpose(-1, -2)).transpose(-1, -2).float() * scale
         if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+            scores = scores + _additive(mask)
         out = torch.matmul(torch.softmax(scores, dim=-1).to(value.dtype), value)
     # [B, kv heads, group, D] -> [B, 1, heads, D], the layout transformers' attention returns.
     return out.reshape(batch, heads, dim)[:, None], None
+
+
+def prefix_decode_attention(
+    plan: _DecodePlan,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None,
+    scale: float,
+) -> torch.Tensor:
+    """One-token attention of rows over their prompt's shared prefix and their own tokens.
+
+    ``query``: [rows, kv heads, group, D] (a key/value group's query heads folded together);
+    ``key``/``value``: the rows' own tokens; ``mask``: [rows, 1, 1, prefix + own]. The prefix is
+    multiplied once per prompt by the queries of all its rows (one product with rows x group
+    columns instead of one per row); scores are joined for one float32 softmax, as in
+    :func:`grouped_decode_attention`. Returns [rows, kv heads, group, D]."""
+    dtype = value.dtype
+    rows, kv_heads, group, dim = query.shape
+    prompts, _, prefix, _ = plan.keys.shape
+    query = query.to(dtype)
+    padded = torch.cat([query, query.new_zeros((1, kv_heads, group, dim))])
+    by_prompt = padded[plan.slots].transpose(1, 2).reshape(prompts, kv_heads, plan.width * group, dim)
+
+    def per_row(by_prompt_out: torch.Tensor) -> torch.Tensor:  # [prompts, kv, width*group, X] -> [rows, kv, group, X]
+        spread = by_prompt_out.view(prompts, kv_heads, plan.width, group, -1).transpose(1, 2)
+        return spread.reshape(prompts * plan.width, kv_heads, group, -1)[plan.row_slot]
+
+    prefix_scores = per_row(torch.matmul(by_prompt, plan.keys.transpose(-1, -2)))
+    own_scores = torch.matmul(key.to(dtype), query.transpose(-1, -2)).transpose(-1, -2)
+    scores = torch.cat([prefix_scores, own_scores], dim=-1).float() * scale
+    if mask is not None:
+        scores = scores + _additive(mask)
+    probs = torch.softmax(scores, dim=-1).to(dtype)
+    slots = probs.new_zeros((prompts * plan.width, kv_heads, group, prefix))
+    slots[plan.row_slot] = probs[..., :prefix]
+    slots = slots.view(prompts, plan.width, kv_heads, group, prefix).transpose(1, 2)
+    prefix_out = per_row(torch.matmul(slots.reshape(prompts, kv_heads, plan.width * group, prefix), plan.values))
+    return (prefix_out.float() + torch.matmul(probs[..., prefix:], value).float()).to(dtype)
 
 
 AttentionInterface.register(ATTENTION_NAME, grouped_decode_attention)
@@ -163,16 +388,19 @@ AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)  # the masks SDPA tak
 
 
 @contextmanager
-def decode_attention(model: torch.nn.Module) -> Iterator[None]:
+def decode_attention(model: torch.nn.Module, cache: Any = None) -> Iterator[None]:
     """Within the block, a model on ``transformers``' SDPA attention uses :func:`grouped_decode_attention`
-    (the same numbers for a query of several tokens; one-token queries skip the key copies)."""
+    (the same numbers for a query of several tokens; one-token queries skip the key copies).
+    ``cache``: the cache the block's forward passes use, whose shared prefixes attention joins."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     config = getattr(base, "config", None)
     switch = getattr(config, "_attn_implementation", None) == "sdpa" and hasattr(base, "set_attn_implementation")
     if switch:
         base.set_attn_implementation(ATTENTION_NAME)
+    token = _decode_state.set(_DecodeState(cache))
     try:
         yield
     finally:
+        _decode_state.reset(token)
         if switch:
             base.set_attn_implementation("sdpa")

@@ -224,7 +224,7 @@ def sample(
     cache = growing_cache(model)
     if cache is not None:
         extra[cache_name] = cache
-    with decode_attention(model), packed_linears(model):
+    with decode_attention(model, cache), packed_linears(model):
         # Rollouts of one group share their prompt: prefill each distinct prompt once, then copy
         # its cache rows (and last logits) to every rollout that starts from it. In later turns the
         # rows differ after the prompt: the prompt still runs once, each row's rest on top of it.
