@@ -1,4 +1,5 @@
 import json
+import math
 import re
 import shutil
 
@@ -264,7 +265,10 @@ def test_bf16_autocasts_rl_rollouts_and_evaluation_and_keeps_float32_weights(tmp
     out_dir = tmp_path / "bf16"
     train(smoke_config(out_dir, **{"rl.bf16": "true", "sft.bf16": "true", "rl.steps": 2}), echo=False)
     steps = [m for m in read_metrics(out_dir / "metrics.jsonl") if "reward/score" in m]
-    assert len(steps) == 2 and all(m["train/grad_norm"] > 0 for m in steps)
+    # Gradients flow under bf16. (A step whose groups all tie has zero advantages, and at the first
+    # step zero KL: its gradient is exactly zero, as it should be.)
+    assert len(steps) == 2 and all(math.isfinite(m["train/grad_norm"]) for m in steps)
+    assert any(m["train/grad_norm"] > 0 for m in steps)
     # The two RL steps' rollouts and the held-out evaluations (before RL, after the last step) all run
     # in the precision RL trains in.
     assert len(autocast_during_rollouts) >= 4 and all(autocast_during_rollouts)

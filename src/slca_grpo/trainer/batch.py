@@ -15,6 +15,7 @@ import torch
 from slca_grpo.algos import Estimator, estimator_spec, segments_from_mask
 from slca_grpo.chat.parser import is_call_turn, last_turn_text
 from slca_grpo.datatypes import Trajectory
+from slca_grpo.models.attention import float32_attention
 from slca_grpo.rollout.sampling import cache_keyword, distinct_rows, prefill_shared
 
 
@@ -194,8 +195,21 @@ def token_logprobs(
 
     Prompts are long and the vocabulary projection is a large share of a small model's cost, so
     logits are computed only where they are needed: at the selected positions for architectures
-    with a plain output head, else from position ``start - 1`` on.
+    with a plain output head, else from position ``start - 1`` on. Under bf16 autocast on a CPU,
+    attention runs in float32 (:func:`~slca_grpo.models.attention.float32_attention`: faster there).
     """
+    with float32_attention(model):
+        return _token_logprobs(model, input_ids, attention_mask, temperature, start, positions)
+
+
+def _token_logprobs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    temperature: float,
+    start: int,
+    positions: torch.Tensor | None,
+) -> torch.Tensor:
     width = input_ids.shape[1]
     start = min(max(1, start), width)
     if positions is not None:

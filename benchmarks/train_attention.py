@@ -1,0 +1,77 @@
+"""One SmolLM2 training micro-batch (forward + backward) under bf16 autocast, with attention in
+bfloat16 (what autocast does) and in float32 (what ``token_logprobs`` does on a CPU).
+
+    python benchmarks/train_attention.py              # 4 rollouts: a 550-token prompt + 175 tokens each
+    python benchmarks/train_attention.py --repeats 5
+
+Alternating order, the first round a warm-up; prints the median seconds of each, their ratio and
+the largest log-prob difference. Times depend on the CPU: quote the ratio, with the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from slca_grpo.models import load_model  # noqa: E402
+from slca_grpo.trainer import batch  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--rows", type=int, default=4, help="rollouts of one prompt (the preset's micro-batch)")
+    parser.add_argument("--prompt-tokens", type=int, default=550)
+    parser.add_argument("--response-tokens", type=int, default=175)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    model, tokenizer = load_model(args.model)
+    model.train()
+    generator = torch.Generator().manual_seed(0)
+    high = len(tokenizer) - 20
+    prompt = torch.randint(300, high, (args.prompt_tokens,), generator=generator)
+    responses = [torch.randint(300, high, (args.response_tokens,), generator=generator) for _ in range(args.rows)]
+    rows = torch.stack([torch.cat([prompt, response]) for response in responses])
+    mask = torch.ones_like(rows)
+    positions = torch.zeros_like(rows, dtype=torch.bool)
+    positions[:, args.prompt_tokens :] = True
+    real = batch.float32_attention  # what token_logprobs enters; swapped for the bf16 way
+    ways = {"bf16 attention": lambda model: contextlib.nullcontext(False), "float32 attention": real}
+    times: dict[str, list[float]] = {way: [] for way in ways}
+    logprobs: dict[str, torch.Tensor] = {}
+    try:
+        for repeat in range(args.repeats + 1):
+            for way in list(ways) if repeat % 2 == 0 else list(reversed(ways)):
+                batch.float32_attention = ways[way]
+                model.zero_grad(set_to_none=True)
+                started = time.perf_counter()
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    values = batch.token_logprobs(model, rows, mask, positions=positions)
+                values.sum().backward()
+                if repeat:  # the first round warms up
+                    times[way].append(time.perf_counter() - started)
+                logprobs[way] = values.detach()
+    finally:
+        batch.float32_attention = real
+    print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    shape = f"{args.rows} rows x ({args.prompt_tokens} prompt + {args.response_tokens}) tokens"
+    print(f"{args.model}: {shape}, {args.repeats} repeats")
+    base = statistics.median(times["bf16 attention"])
+    for way, values in times.items():
+        print(f"{way:18s} {statistics.median(values):6.2f} s   {base / statistics.median(values):.2f}x")
+    difference = (logprobs["bf16 attention"] - logprobs["float32 attention"]).abs().max()
+    print(f"largest log-prob difference: {float(difference):.3f}")
+
+
+if __name__ == "__main__":
+    main()

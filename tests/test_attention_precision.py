@@ -1,0 +1,85 @@
+"""Training passes under CPU bf16 autocast compute attention in float32 (models/attention.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from slca_grpo.models.attention import FLOAT32_ATTENTION, float32_attention
+from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
+from slca_grpo.models.tokenizer import train_tokenizer
+from slca_grpo.rollout.kv_cache import ATTENTION_NAME, decode_attention
+from slca_grpo.trainer.batch import token_logprobs
+
+
+@pytest.fixture(scope="module")
+def model():
+    tokenizer = train_tokenizer(
+        ["what is the weather in Paris today", "book a table for two please"] * 5, vocab_size=300
+    )
+    config = TinyModelConfig(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=64, seed=3)
+    return build_tiny_model(tokenizer, config)
+
+
+def _batch():
+    ids = torch.randint(3, 250, (3, 40), generator=torch.Generator().manual_seed(0))
+    attention = torch.ones_like(ids)
+    attention[2, 30:] = 0  # a right-padded row
+    positions = torch.zeros_like(ids, dtype=torch.bool)
+    positions[:, 20:30] = True
+    return ids, attention, positions
+
+
+@pytest.fixture
+def attention_dtypes(monkeypatch):
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen.append(out.dtype)  # what it computed in (autocast casts inputs below this Python call)
+        return out
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    return seen
+
+
+def test_under_bf16_autocast_attention_runs_in_float32_and_gradients_flow(model, attention_dtypes):
+    ids, attention, positions = _batch()
+    model.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logprobs = token_logprobs(model, ids, attention, positions=positions)
+    logprobs.sum().backward()
+    assert attention_dtypes and set(attention_dtypes) == {torch.float32}
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters() if p.requires_grad)
+    assert model.config._attn_implementation == "sdpa"  # restored after the pass
+    # The products around attention are still bfloat16: the result is not the float32 one.
+    plain = token_logprobs(model, ids, attention, positions=positions)
+    assert not torch.equal(plain, logprobs.detach()) and torch.allclose(plain, logprobs.detach(), atol=0.1)
+
+
+def test_in_float32_nothing_changes(model, attention_dtypes):
+    ids, attention, positions = _batch()
+    with float32_attention(model) as switched:
+        assert not switched and model.config._attn_implementation == "sdpa"
+    token_logprobs(model, ids, attention, positions=positions)
+    assert set(attention_dtypes) == {torch.float32}
+
+
+def test_without_the_switch_bf16_autocast_gives_bfloat16_attention(model, attention_dtypes):
+    """The control for the first test: SDPA under autocast is handed bfloat16."""
+    ids, attention, _ = _batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        model(input_ids=ids, attention_mask=attention)
+    assert attention_dtypes and set(attention_dtypes) == {torch.bfloat16}
+
+
+def test_another_attention_in_place_is_left_alone(model):
+    ids, attention, positions = _batch()
+    with decode_attention(model), torch.autocast("cpu", dtype=torch.bfloat16):
+        token_logprobs(model, ids, attention, positions=positions)
+        assert model.config._attn_implementation == ATTENTION_NAME
+    with pytest.raises(RuntimeError), torch.autocast("cpu", dtype=torch.bfloat16), float32_attention(model):
+        assert model.config._attn_implementation == FLOAT32_ATTENTION
+        raise RuntimeError("boom")
+    assert model.config._attn_implementation == "sdpa"
