@@ -253,7 +253,9 @@ def test_outside_its_block_a_shared_cache_copies_rows_and_hands_attention_whole_
 
 
 def test_a_shared_layer_selects_repeats_and_crops_like_whole_rows(model, shared_at_any_width):
-    from slca_grpo.rollout.kv_cache import SharedPrefixLayer
+    from types import SimpleNamespace
+
+    from slca_grpo.rollout.kv_cache import SharedPrefixLayer, grouped_decode_attention
 
     cache = growing_cache(model)
     first = [torch.randn(2, 2, 5, 8) for _ in range(2)]
@@ -263,7 +265,15 @@ def test_a_shared_layer_selects_repeats_and_crops_like_whole_rows(model, shared_
         assert isinstance(layer, SharedPrefixLayer)
         layer.batch_select_indices(torch.tensor([1, 0, 1]))
         step = [torch.randn(3, 2, 1, 8) for _ in range(2)]
-        layer.update(*step)
+        keys, values = layer.update(*step)
+        assert keys.shape[-2] == 1  # the rows' own tokens: attention joins the prefix
+        query = torch.randn(3, 4, 1, 8)
+        whole = torch.nn.functional.scaled_dot_product_attention(
+            query, *(t.repeat_interleave(2, dim=1) for t in layer.whole_rows())
+        ).transpose(1, 2)
+        for module in (SimpleNamespace(layer_idx=0), SimpleNamespace()):  # found by index, or by its keys
+            out, _ = grouped_decode_attention(module, query, keys, values, None)
+            assert torch.allclose(out, whole, atol=1e-6)
     expected = [torch.cat([t[[1, 0, 1]], s], dim=-2) for t, s in zip(first, step)]
     assert all(torch.equal(a, b) for a, b in zip(layer.whole_rows(), expected))
     layer.batch_select_indices(torch.tensor([2, 1]))  # rows dropped: the prefix stays, groups follow

@@ -289,13 +289,15 @@ def _additive(mask: torch.Tensor) -> torch.Tensor:
 def _shared_layer(module: torch.nn.Module, key: torch.Tensor) -> SharedPrefixLayer | None:
     """The cache layer whose rows' own keys ``key`` are, if they share a prefix."""
     state = _decode_state.get()
-    index = getattr(module, "layer_idx", None)
     layers = getattr(state.cache, "layers", None) if state is not None else None
-    if layers is None or index is None or index >= len(layers):
+    if not layers:
         return None
-    layer = layers[index]
-    if isinstance(layer, SharedPrefixLayer) and layer.prefix is not None and key is layer.keys:
-        return layer
+    index = getattr(module, "layer_idx", None)
+    # By the module's layer index; a module without one is found by its keys.
+    candidates = [layers[index]] if isinstance(index, int) and 0 <= index < len(layers) else layers
+    for layer in candidates:
+        if isinstance(layer, SharedPrefixLayer) and layer.prefix is not None and key is layer.keys:
+            return layer
     return None
 
 
