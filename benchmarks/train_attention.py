@@ -11,7 +11,6 @@ the largest log-prob difference. Times depend on the CPU: quote the ratio, with 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import platform
 import statistics
 import sys
@@ -45,24 +44,23 @@ def main() -> None:
     mask = torch.ones_like(rows)
     positions = torch.zeros_like(rows, dtype=torch.bool)
     positions[:, args.prompt_tokens :] = True
-    real = batch.float32_attention  # what token_logprobs enters; swapped for the bf16 way
-    ways = {"bf16 attention": lambda model: contextlib.nullcontext(False), "float32 attention": real}
+    # token_logprobs is _token_logprobs inside float32_attention; the bf16 way skips the switch.
+    ways = {
+        "bf16 attention": lambda: batch._token_logprobs(model, rows, mask, 1.0, 1, positions),
+        "float32 attention": lambda: batch.token_logprobs(model, rows, mask, positions=positions),
+    }
     times: dict[str, list[float]] = {way: [] for way in ways}
     logprobs: dict[str, torch.Tensor] = {}
-    try:
-        for repeat in range(args.repeats + 1):
-            for way in list(ways) if repeat % 2 == 0 else list(reversed(ways)):
-                batch.float32_attention = ways[way]
-                model.zero_grad(set_to_none=True)
-                started = time.perf_counter()
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    values = batch.token_logprobs(model, rows, mask, positions=positions)
-                values.sum().backward()
-                if repeat:  # the first round warms up
-                    times[way].append(time.perf_counter() - started)
-                logprobs[way] = values.detach()
-    finally:
-        batch.float32_attention = real
+    for repeat in range(args.repeats + 1):
+        for way in list(ways) if repeat % 2 == 0 else list(reversed(ways)):
+            model.zero_grad(set_to_none=True)
+            started = time.perf_counter()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                values = ways[way]()
+            values.sum().backward()
+            if repeat:  # the first round warms up
+                times[way].append(time.perf_counter() - started)
+            logprobs[way] = values.detach()
     print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     shape = f"{args.rows} rows x ({args.prompt_tokens} prompt + {args.response_tokens}) tokens"
     print(f"{args.model}: {shape}, {args.repeats} repeats")

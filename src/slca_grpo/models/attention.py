@@ -10,13 +10,15 @@ the matrix products around it stay bfloat16, the attention's numbers become floa
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from slca_grpo.models.device import model_device
 
 FLOAT32_ATTENTION = "slca_sdpa_float32"
 
@@ -44,22 +46,29 @@ AttentionMaskInterface.register(FLOAT32_ATTENTION, sdpa_mask)
 
 
 @contextmanager
-def float32_attention(model: torch.nn.Module) -> Iterator[bool]:
-    """Within the block, a model on ``transformers``' SDPA attention computes attention in float32
-    if bf16 autocast is on for the CPU (and is left alone otherwise). Yields whether it switched."""
+def attention_implementation(model: torch.nn.Module, name: str, *, when: bool = True) -> Iterator[bool]:
+    """Within the block, a model on ``transformers``' SDPA attention uses the registered attention
+    ``name`` instead (if ``when``); SDPA again after it, also on error. Yields whether it switched."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     config = getattr(base, "config", None)
     switch = (
-        torch.is_autocast_enabled("cpu")
-        and torch.get_autocast_dtype("cpu") == torch.bfloat16
-        and getattr(config, "_attn_implementation", None) == "sdpa"
-        and hasattr(base, "set_attn_implementation")
-        and all(p.device.type == "cpu" for p in base.parameters())
+        when and getattr(config, "_attn_implementation", None) == "sdpa" and hasattr(base, "set_attn_implementation")
     )
     if switch:
-        base.set_attn_implementation(FLOAT32_ATTENTION)
+        base.set_attn_implementation(name)
     try:
         yield switch
     finally:
         if switch:
             base.set_attn_implementation("sdpa")
+
+
+def float32_attention(model: torch.nn.Module) -> AbstractContextManager[bool]:
+    """Within the block, a model on ``transformers``' SDPA attention computes attention in float32
+    if bf16 autocast is on for the CPU and the model is there (and is left alone otherwise)."""
+    bf16_on_cpu = (
+        torch.is_autocast_enabled("cpu")
+        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        and model_device(model).type == "cpu"
+    )
+    return attention_implementation(model, FLOAT32_ATTENTION, when=bf16_on_cpu)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -28,6 +28,8 @@ from transformers import AttentionInterface
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from slca_grpo.models.attention import attention_implementation
 
 ATTENTION_NAME = "slca_sdpa"
 # Rows share a prompt's cache in models at least this wide. At SmolLM2's width (576) a decode step
@@ -167,7 +169,7 @@ class SharedPrefixLayer(GrowingLayer):
                 super().batch_select_indices(indices)
             else:
                 self.keys, self.values = self.keys[indices], self.values[indices]
-            self.prefix = _Prefix(self.prefix.keys, self.prefix.values, self.prefix.group[indices], self.prefix.owner)
+            self.prefix = replace(self.prefix, group=self.prefix.group[indices], plan=None)
         elif self._length and len(set(indices.tolist())) < len(indices) and (owner := self._cache_in_block()):
             # Rows repeat: they share what is cached so far as their prefix.
             keys = self._key_buffer[..., : self._length, :].contiguous()
@@ -394,15 +396,9 @@ def decode_attention(model: torch.nn.Module, cache: Any = None) -> Iterator[None
     """Within the block, a model on ``transformers``' SDPA attention uses :func:`grouped_decode_attention`
     (the same numbers for a query of several tokens; one-token queries skip the key copies).
     ``cache``: the cache the block's forward passes use, whose shared prefixes attention joins."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    config = getattr(base, "config", None)
-    switch = getattr(config, "_attn_implementation", None) == "sdpa" and hasattr(base, "set_attn_implementation")
-    if switch:
-        base.set_attn_implementation(ATTENTION_NAME)
-    token = _decode_state.set(_DecodeState(cache))
-    try:
-        yield
-    finally:
-        _decode_state.reset(token)
-        if switch:
-            base.set_attn_implementation("sdpa")
+    with attention_implementation(model, ATTENTION_NAME):
+        token = _decode_state.set(_DecodeState(cache))
+        try:
+            yield
+        finally:
+            _decode_state.reset(token)
