@@ -25,30 +25,32 @@ def model(tokenizer):
     return build_tiny_model(tokenizer, config)
 
 
+def _decode_steps(model, past, attention, last, tokens, steps):
+    """Logits of ``steps`` one-token decode steps on a prefilled cache, feeding ``tokens[step]``
+    (a [steps, rows] tensor) or, given a [rows] tensor, each step's own argmax."""
+    out = []
+    for step in range(steps):
+        attention = torch.cat([attention, attention.new_ones((len(attention), 1))], dim=1)
+        last = last + 1
+        feed = tokens[step] if tokens.dim() == 2 else tokens
+        output = model(
+            input_ids=feed[:, None], attention_mask=attention, position_ids=last, past_key_values=past, use_cache=True
+        )
+        past = output.past_key_values
+        out.append(output.logits[:, -1])
+        tokens = tokens if tokens.dim() == 2 else output.logits[:, -1].argmax(-1)
+    return torch.stack(out), past
+
+
 def _decode(model, ids, attention, steps, cache, grouped):
-    """Logits of ``steps`` one-token decode steps after a left-padded prefill."""
+    """Logits of ``steps`` greedy one-token decode steps after a left-padded prefill."""
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     extra = {"past_key_values": cache} if cache is not None else {}
     context = decode_attention(model) if grouped else torch.no_grad()
-    out = []
     with torch.no_grad(), context:
         output = model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, **extra)
-        past, last = output.past_key_values, positions[:, -1:]
-        tokens = output.logits[:, -1].argmax(-1)
-        for _ in range(steps):
-            attention = torch.cat([attention, attention.new_ones((len(ids), 1))], dim=1)
-            last = last + 1
-            output = model(
-                input_ids=tokens[:, None],
-                attention_mask=attention,
-                position_ids=last,
-                past_key_values=past,
-                use_cache=True,
-            )
-            past = output.past_key_values
-            out.append(output.logits[:, -1])
-            tokens = output.logits[:, -1].argmax(-1)
-    return torch.stack(out), past
+        first = output.logits[:, -1].argmax(-1)
+        return _decode_steps(model, output.past_key_values, attention, positions[:, -1:], first, steps)
 
 
 def _batch(tokenizer):
@@ -170,26 +172,12 @@ def test_keys_are_left_alone_outside_autocast():
 
 def _decode_fixed(model, prompts, tokens, cache, pad_id, *, block=True):
     """Logits of decode steps feeding the given ``tokens`` [steps, rows] after a shared-prompt prefill."""
-    from slca_grpo.rollout.sampling import distinct_rows, output_cache, prefill_shared
+    from slca_grpo.rollout.sampling import distinct_rows, prefill_shared
 
     context = decode_attention(model, cache) if block else torch.no_grad()
-    out = []
     with torch.no_grad(), context:
         prefill = prefill_shared(model, *distinct_rows(prompts), pad_id=pad_id, device="cpu", past_key_values=cache)
-        past, attention, last = prefill.cache, prefill.attention, prefill.positions[:, -1:]
-        for step in tokens:
-            attention = torch.cat([attention, attention.new_ones((len(prompts), 1))], dim=1)
-            last = last + 1
-            output = model(
-                input_ids=step[:, None],
-                attention_mask=attention,
-                position_ids=last,
-                past_key_values=past,
-                use_cache=True,
-            )
-            past = output_cache(output)
-            out.append(output.logits[:, -1])
-    return torch.stack(out), past
+        return _decode_steps(model, prefill.cache, prefill.attention, prefill.positions[:, -1:], tokens, len(tokens))
 
 
 @pytest.fixture
