@@ -86,6 +86,10 @@ def main() -> None:
         "--bf16", action="store_true", help="decode under bf16 autocast (as bf16: auto does on native-bf16 CPUs)"
     )
     args = parser.parse_args()
+    if min(args.rows, args.prompt_tokens, args.group_size, args.steps, args.repeats) < 1:
+        parser.error("--rows, --prompt-tokens, --group-size, --steps and --repeats must be positive")
+    if args.prompt_tokens - 90 * (max(1, args.rows // args.group_size) - 1) < 1:
+        parser.error("--prompt-tokens is too short for that many prompts (each is 90 tokens shorter than the last)")
 
     model, tokenizer = load_model(args.model)
     generator = torch.Generator().manual_seed(0)

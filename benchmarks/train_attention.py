@@ -33,6 +33,8 @@ def main() -> None:
     parser.add_argument("--response-tokens", type=int, default=175)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if min(args.rows, args.prompt_tokens, args.response_tokens, args.repeats) < 1:
+        parser.error("--rows, --prompt-tokens, --response-tokens and --repeats must be positive")
 
     model, tokenizer = load_model(args.model)
     model.train()
