@@ -4,13 +4,15 @@
     python benchmarks/kv_cache.py --rows 16 --steps 40 --repeats 5
     python benchmarks/kv_cache.py --model smollm2 --rows 16 --group-size 4 --prompt-tokens 650 --steps 20 --bf16
 
-Six ways to run the same one-token decode steps after the same left-padded prefill, each
+Seven ways to run the same one-token decode steps after the same left-padded prefill, each
 repeated ``--repeats`` times in alternating order so background load hits all alike:
 ``dynamic`` (``DynamicCache`` and SDPA: what ``transformers`` does), ``in-place`` (our
 ``GrowingLayer`` cache), ``grouped`` (our one-token attention that does not expand grouped keys)
 ``both``, ``packed``: both, with the large linear layers' weights packed once for oneDNN, and
-``shared``: packed, with the rows of a prompt sharing its cached keys and values (what the sampler
-uses; on a model narrower than 512 the last two change nothing). It prints the median
+``shared``: packed, with the rows of a prompt sharing its cached keys and values, and ``fused``:
+shared, with each step run by ``FusedDecoder`` instead of the model's layers (what the sampler
+uses; on a model narrower than 512, or not a Llama or Qwen2, the last three change nothing).
+``--ways`` picks some of them. It prints the median
 milliseconds per step of each and its ratio to ``dynamic``, and the largest logit difference from
 ``dynamic`` (numerics, not speed).
 Times depend on the CPU: quote the ratios, with the machine.
@@ -32,21 +34,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from slca_grpo.models import load_model  # noqa: E402
 from slca_grpo.rollout import kv_cache  # noqa: E402
+from slca_grpo.rollout.fused_decode import FusedDecoder  # noqa: E402
 from slca_grpo.rollout.packed_linear import packed_linears  # noqa: E402
 from slca_grpo.rollout.sampling import cache_keyword, distinct_rows, output_cache, prefill_shared  # noqa: E402
 
-# way -> (in-place cache, grouped one-token attention, packed linear weights, shared prompts)
+# way -> (in-place cache, grouped one-token attention, packed linear weights, shared prompts, fused step)
 WAYS = {
-    "dynamic": (False, False, False, False),
-    "in-place": (True, False, False, False),
-    "grouped": (False, True, False, False),
-    "both": (True, True, False, False),
-    "packed": (True, True, True, False),
-    "shared": (True, True, True, True),
+    "dynamic": (False, False, False, False, False),
+    "in-place": (True, False, False, False, False),
+    "grouped": (False, True, False, False, False),
+    "both": (True, True, False, False, False),
+    "packed": (True, True, True, False, False),
+    "shared": (True, True, True, True, False),
+    "fused": (True, True, True, True, True),
 }
 
 
-def decode_steps(model, prompts, pad_id, steps, growing, grouped, packed, shared, bf16):
+def decode_steps(model, prompts, pad_id, steps, growing, grouped, packed, shared, fused, bf16):
     cache = kv_cache.growing_cache(model, share_prefixes=shared) if growing else None
     extra = {cache_keyword(model): cache} if growing else {}
     attention = kv_cache.decode_attention(model, cache) if grouped else contextlib.nullcontext()
@@ -56,20 +60,24 @@ def decode_steps(model, prompts, pad_id, steps, growing, grouped, packed, shared
         past, attention, last = prefill.cache, prefill.attention, prefill.positions[:, -1:]
         tokens = torch.full((len(prompts),), 5)
         logits = []
+        decoder = FusedDecoder.for_sampler(model, past, len(prompts)) if fused else None  # packs its weights
         start = time.perf_counter()
         for _ in range(steps):
             attention = torch.cat([attention, attention.new_ones((len(prompts), 1))], dim=1)
             last = last + 1
-            output = model(
-                input_ids=tokens[:, None],
-                attention_mask=attention,
-                position_ids=last,
-                use_cache=True,
-                **{cache_keyword(model): past},
-            )
-            past = output_cache(output)
-            logits.append(output.logits[:, -1])
-            tokens = output.logits[:, -1].argmax(-1)
+            if decoder is not None:
+                logits.append(decoder.step(past, tokens, attention, last))
+            else:
+                output = model(
+                    input_ids=tokens[:, None],
+                    attention_mask=attention,
+                    position_ids=last,
+                    use_cache=True,
+                    **{cache_keyword(model): past},
+                )
+                past = output_cache(output)
+                logits.append(output.logits[:, -1])
+            tokens = logits[-1].argmax(-1)
         seconds = (time.perf_counter() - start) / steps
     return seconds, torch.stack(logits)
 
@@ -85,7 +93,13 @@ def main() -> None:
     parser.add_argument(
         "--bf16", action="store_true", help="decode under bf16 autocast (as bf16: auto does on native-bf16 CPUs)"
     )
+    parser.add_argument("--ways", default=",".join(WAYS), help="comma-separated ways to time (default: all)")
     args = parser.parse_args()
+    ways = [way.strip() for way in args.ways.split(",") if way.strip()]
+    if not ways or any(way not in WAYS for way in ways):
+        parser.error(f"--ways takes some of {', '.join(WAYS)}")
+    if "dynamic" not in ways:
+        ways.insert(0, "dynamic")  # the reference for ratios and logits
     if min(args.rows, args.prompt_tokens, args.group_size, args.steps, args.repeats) < 1:
         parser.error("--rows, --prompt-tokens, --group-size, --steps and --repeats must be positive")
     if args.prompt_tokens - 90 * (max(1, args.rows // args.group_size) - 1) < 1:
@@ -97,11 +111,11 @@ def main() -> None:
     lengths = [args.prompt_tokens - 90 * i for i in range(groups)]
     distinct = [torch.randint(300, len(tokenizer) - 20, (n,), generator=generator).tolist() for n in lengths]
     prompts = [distinct[i % groups] for i in range(args.rows)]
-    times: dict[str, list[float]] = {way: [] for way in WAYS}
+    times: dict[str, list[float]] = {way: [] for way in ways}
     reference = None
     differences: dict[str, float] = {}
     for repeat in range(args.repeats):
-        order = list(WAYS) if repeat % 2 == 0 else list(reversed(WAYS))
+        order = ways if repeat % 2 == 0 else list(reversed(ways))
         for way in order:
             seconds, logits = decode_steps(model, prompts, tokenizer.pad_token_id, args.steps, *WAYS[way], args.bf16)
             times[way].append(seconds)
@@ -119,7 +133,7 @@ def main() -> None:
     print(f"precision: {precision}")
     print("| way | ms / step | vs dynamic | max logit diff |")
     print("|---|---:|---:|---:|")
-    for way in WAYS:
+    for way in ways:
         median = statistics.median(times[way])
         diff = "–" if way == "dynamic" else f"{differences.get(way, 0.0):.1e}"
         print(f"| {way} | {median * 1000:.1f} | {base / median:.2f}x | {diff} |")

@@ -330,8 +330,10 @@ def grouped_decode_attention(
     scale = dim**-0.5 if scaling is None else scaling
     total = key.shape[-2] + (shared.prefix_length() if shared is not None else 0)
     mask = attention_mask
-    if mask is not None:
-        mask = mask[:, :, :, :total]  # [B, 1, 1, L]: the same for every query of a group
+    if mask is not None and mask.shape[-1] != total:
+        # [B, 1, 1, L]: the same for every query of a group. Sliced only where it is longer, so
+        # every layer of a step gets the same mask object and _additive converts it once.
+        mask = mask[:, :, :, :total]
     if shared is not None:
         out = prefix_decode_attention(shared.decode_plan(), folded, key, value, mask, scale)
     elif value.dtype == torch.float32:

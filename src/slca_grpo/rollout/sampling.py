@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from slca_grpo.rollout.fused_decode import FusedDecoder
 from slca_grpo.rollout.kv_cache import decode_attention, growing_cache
 from slca_grpo.rollout.packed_linear import packed_linears
 
@@ -241,6 +242,7 @@ def sample(
             logits = prefill.output.logits[:, -1, :][prefill.index]
         last_position = positions[:, -1:]
         rows = list(range(batch))  # batch row -> result row; finished rows are dropped now and then
+        fused: FusedDecoder | None | bool = False  # made at the first decode step (packing costs)
         for _ in range(max(budgets)):
             logits = logits.float()
             if config.temperature > 0:
@@ -296,13 +298,18 @@ def sample(
             next_input = torch.where(live, tokens, torch.full_like(tokens, pad_id))
             attention = torch.cat([attention, attention.new_ones((len(rows), 1))], dim=1)
             last_position = last_position + 1
-            output = model(
-                input_ids=next_input[:, None],
-                attention_mask=attention,
-                position_ids=last_position,
-                use_cache=True,
-                **{cache_name: past},
-            )
-            past = output_cache(output)
-            logits = output.logits[:, -1, :]
+            if fused is False:
+                fused = FusedDecoder.for_sampler(model, past, len(rows))
+            if fused is not None:
+                logits = fused.step(past, next_input, attention, last_position)
+            else:
+                output = model(
+                    input_ids=next_input[:, None],
+                    attention_mask=attention,
+                    position_ids=last_position,
+                    use_cache=True,
+                    **{cache_name: past},
+                )
+                past = output_cache(output)
+                logits = output.logits[:, -1, :]
     return results
