@@ -110,7 +110,8 @@ def main() -> None:
     groups = max(1, args.rows // args.group_size)
     lengths = [args.prompt_tokens - 90 * i for i in range(groups)]
     distinct = [torch.randint(300, len(tokenizer) - 20, (n,), generator=generator).tolist() for n in lengths]
-    prompts = [distinct[i % groups] for i in range(args.rows)]
+    # Prompt by prompt, as the trainer lays out a group's rollouts.
+    prompts = [distinct[min(i // args.group_size, groups - 1)] for i in range(args.rows)]
     times: dict[str, list[float]] = {way: [] for way in ways}
     reference = None
     differences: dict[str, float] = {}

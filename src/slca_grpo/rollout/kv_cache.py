@@ -120,6 +120,9 @@ class _DecodePlan:
     slots: torch.Tensor
     row_slot: torch.Tensor
     width: int
+    # Rows already lie prompt by prompt, ``width`` each (a group's rollouts before any stop): the
+    # layout by prompt is a view of the rows', with no gather or scatter.
+    in_order: bool = False
 
 
 class SharedPrefixLayer(GrowingLayer):
@@ -222,7 +225,8 @@ class SharedPrefixLayer(GrowingLayer):
                 kept = torch.tensor(used, device=keys.device)
                 keys, values = keys[kept], values[kept]
             device = keys.device
-            prefix.plan = _DecodePlan(keys, values, slots.to(device), row_slot.to(device), width)
+            in_order = row_slot.tolist() == list(range(len(used) * width))
+            prefix.plan = _DecodePlan(keys, values, slots.to(device), row_slot.to(device), width, in_order)
         return prefix.plan
 
 
@@ -369,12 +373,17 @@ def prefix_decode_attention(
     rows, kv_heads, group, dim = query.shape
     prompts, _, prefix, _ = plan.keys.shape
     query = query.to(dtype)
-    padded = torch.cat([query, query.new_zeros((1, kv_heads, group, dim))])
-    by_prompt = padded[plan.slots].transpose(1, 2).reshape(prompts, kv_heads, plan.width * group, dim)
+    if plan.in_order:
+        by_prompt = query.view(prompts, plan.width, kv_heads, group, dim)
+    else:
+        padded = torch.cat([query, query.new_zeros((1, kv_heads, group, dim))])
+        by_prompt = padded[plan.slots]
+    by_prompt = by_prompt.transpose(1, 2).reshape(prompts, kv_heads, plan.width * group, dim)
 
     def per_row(by_prompt_out: torch.Tensor) -> torch.Tensor:  # [prompts, kv, width*group, X] -> [rows, kv, group, X]
         spread = by_prompt_out.view(prompts, kv_heads, plan.width, group, -1).transpose(1, 2)
-        return spread.reshape(prompts * plan.width, kv_heads, group, -1)[plan.row_slot]
+        spread = spread.reshape(prompts * plan.width, kv_heads, group, -1)
+        return spread if plan.in_order else spread[plan.row_slot]
 
     prefix_scores = per_row(torch.matmul(by_prompt, plan.keys.transpose(-1, -2)))
     own_scores = torch.matmul(key.to(dtype), query.transpose(-1, -2)).transpose(-1, -2)
@@ -382,9 +391,12 @@ def prefix_decode_attention(
     if mask is not None:
         scores = scores + _additive(mask)
     probs = torch.softmax(scores, dim=-1).to(dtype)
-    slots = probs.new_zeros((prompts * plan.width, kv_heads, group, prefix))
-    slots[plan.row_slot] = probs[..., :prefix]
-    slots = slots.view(prompts, plan.width, kv_heads, group, prefix).transpose(1, 2)
+    if plan.in_order:
+        slots = probs[..., :prefix].reshape(prompts, plan.width, kv_heads, group, prefix).transpose(1, 2)
+    else:
+        slots = probs.new_zeros((prompts * plan.width, kv_heads, group, prefix))
+        slots[plan.row_slot] = probs[..., :prefix]
+        slots = slots.view(prompts, plan.width, kv_heads, group, prefix).transpose(1, 2)
     prefix_out = per_row(torch.matmul(slots.reshape(prompts, kv_heads, plan.width * group, prefix), plan.values))
     return (prefix_out.float() + torch.matmul(probs[..., prefix:], value).float()).to(dtype)
 
