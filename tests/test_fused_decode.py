@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import pytest
 import torch
+from decode_helpers import assert_same_samples, sample_two_turns, small_tokenizer, uneven_prompts
 
 import slca_grpo.rollout.fused_decode as fused_decode
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
-from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rollout.fused_decode import FusedDecoder, supports_fused_decode
 from slca_grpo.rollout.kv_cache import decode_attention, growing_cache
 from slca_grpo.rollout.packed_linear import packing_available
-from slca_grpo.rollout.sampling import SamplingConfig, distinct_rows, prefill_shared, sample, select_cache_rows
+from slca_grpo.rollout.sampling import distinct_rows, prefill_shared, select_cache_rows
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="this torch build has no oneDNN packed linear ops")
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    texts = ["what is the weather in Paris today", "book a table for two please at eight", "hello there"] * 5
-    return train_tokenizer(texts, vocab_size=300)
+    return small_tokenizer()
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +35,6 @@ def fused_at_any_width(monkeypatch):
 
     monkeypatch.setattr(fused_decode, "FUSED_MIN_HIDDEN", 0)
     monkeypatch.setattr(kv_cache, "SHARED_PREFIX_MIN_HIDDEN", 0)
-
-
-def _prompts(tokenizer):
-    a, b, c = (tokenizer.encode(t) for t in ("what is the weather in Paris", "hello", "book a table for two"))
-    return [a, b, a, c, a, b]  # three prompts with 3, 2 and 1 rows, interleaved
 
 
 def _decode(model, prompts, tokens, *, fused, share=True, drop_at=None, pad_id=0):
@@ -81,7 +75,7 @@ def _decode(model, prompts, tokens, *, fused, share=True, drop_at=None, pad_id=0
 @pytest.mark.parametrize("share", [True, False])
 @pytest.mark.parametrize("bf16", [False, True])
 def test_fused_steps_give_the_layers_logits(model, tokenizer, fused_at_any_width, share, bf16):
-    prompts = _prompts(tokenizer)
+    prompts = uneven_prompts(tokenizer)
     tokens = torch.randint(3, 200, (12, len(prompts)), generator=torch.Generator().manual_seed(0))
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         layers, _ = _decode(model, prompts, tokens, fused=False, share=share, drop_at=7)
@@ -113,9 +107,6 @@ def test_smollm2_fused_steps_give_the_layers_logits(smollm2):
 def test_the_sampler_uses_the_fused_step_with_the_layers_tokens(model, tokenizer, monkeypatch, fused_at_any_width):
     """Sampled tokens and log-probs with rows dropped as they finish and a later turn prefilled on a
     shared prompt: the same with the fused step as with the layers."""
-    prompts = _prompts(tokenizer)
-    rests = [tokenizer.encode(t) for t in ("the answer", "", "is", "sunny today", "", "ok")]
-    turns = [p + r for p, r in zip(prompts, rests)]
     made = []
     real = FusedDecoder.for_sampler.__func__
 
@@ -125,32 +116,17 @@ def test_the_sampler_uses_the_fused_step_with_the_layers_tokens(model, tokenizer
             return made[-1]
 
         monkeypatch.setattr(FusedDecoder, "for_sampler", classmethod(for_sampler))
-        return [
-            sample(
-                model,
-                rows,
-                max_new_tokens=[3, 30, 9, 30, 1, 30],
-                config=SamplingConfig(temperature=1.0),
-                stop_token_ids=[],
-                pad_id=tokenizer.pad_token_id,
-                generator=torch.Generator().manual_seed(11),
-                prefix_lengths=lengths,
-            )
-            for rows, lengths in ((prompts, None), (turns, [len(p) for p in prompts]))
-        ]
+        return sample_two_turns(model, tokenizer)
 
     fused, layers = run(True), run(False)
     assert [decoder is not None for decoder in made] == [True, True, False, False]  # once per call
-    for ours, theirs in zip(fused, layers):
-        assert [g.token_ids for g in ours] == [g.token_ids for g in theirs]
-        for a, b in zip(ours, theirs):
-            assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
+    assert_same_samples(fused, layers)
 
 
 def test_packed_weights_are_kept_between_calls_and_repacked_when_a_weight_changes(tokenizer, fused_at_any_width):
     config = TinyModelConfig(num_layers=1, hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=64, seed=6)
     model = build_tiny_model(tokenizer, config)
-    prompts = _prompts(tokenizer)
+    prompts = uneven_prompts(tokenizer)
     tokens = torch.randint(3, 200, (3, len(prompts)), generator=torch.Generator().manual_seed(3))
     first = fused_decode._packed_weights(model, torch.float32, 6)
     assert fused_decode._packed_weights(model, torch.float32, 6) is first
@@ -178,7 +154,7 @@ def test_which_models_are_fused(model, tokenizer, fused_at_any_width, monkeypatc
     assert not supports_fused_decode(build_tiny_model(tokenizer, config).to(torch.bfloat16))  # weights not float32
     cache = growing_cache(model)
     with torch.no_grad(), decode_attention(model, cache):
-        prefill_shared(model, *distinct_rows(_prompts(tokenizer)), pad_id=0, device="cpu", past_key_values=cache)
+        prefill_shared(model, *distinct_rows(uneven_prompts(tokenizer)), pad_id=0, device="cpu", past_key_values=cache)
         assert FusedDecoder.for_sampler(model, cache, 6) is not None
         assert FusedDecoder.for_sampler(model, cache, 65) is None  # more rows than packed products take
         assert FusedDecoder.for_sampler(model, None, 6) is None  # not the sampler's cache

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from decode_helpers import assert_same_samples, sample_two_turns, small_tokenizer, uneven_prompts
 
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
-from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rollout.kv_cache import ATTENTION_NAME, autocast_keys, decode_attention, growing_cache
 from slca_grpo.rollout.sampling import SamplingConfig, sample
 from slca_grpo.trainer.batch import token_logprobs
@@ -14,8 +14,7 @@ from slca_grpo.trainer.batch import token_logprobs
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    texts = ["what is the weather in Paris today", "book a table for two please at eight", "hello there"] * 5
-    return train_tokenizer(texts, vocab_size=300)
+    return small_tokenizer()
 
 
 @pytest.fixture(scope="module")
@@ -201,11 +200,6 @@ def test_only_wide_models_share_prompts_by_default(model):
     assert growing_cache(model).layer_class_to_replicate is GrowingLayer  # 32 wide
 
 
-def _uneven_prompts(tokenizer):
-    a, b, c = (tokenizer.encode(t) for t in ("what is the weather in Paris", "hello", "book a table for two"))
-    return [a, b, a, c, a, b]  # three prompts with 3, 2 and 1 rows, interleaved
-
-
 @pytest.mark.parametrize("in_order", [False, True])
 @pytest.mark.parametrize("bf16", [False, True])
 def test_rows_of_a_prompt_share_its_cache_and_get_the_per_row_copies_logits(
@@ -213,7 +207,7 @@ def test_rows_of_a_prompt_share_its_cache_and_get_the_per_row_copies_logits(
 ):
     """Rows interleaved with 3, 2 and 1 per prompt (gathered by prompt at each step), or lying prompt
     by prompt, 2 each (as a group's rollouts do before any stops: the layout by prompt is a view)."""
-    prompts = _uneven_prompts(tokenizer)
+    prompts = uneven_prompts(tokenizer)
     if in_order:
         prompts = [prompts[i] for i in (0, 2, 1, 5, 3, 3)]
     tokens = torch.randint(3, 200, (70, len(prompts)), generator=torch.Generator().manual_seed(0))
@@ -234,7 +228,7 @@ def test_rows_of_a_prompt_share_its_cache_and_get_the_per_row_copies_logits(
 def test_outside_its_block_a_shared_cache_copies_rows_and_hands_attention_whole_rows(
     model, tokenizer, shared_at_any_width
 ):
-    prompts = _uneven_prompts(tokenizer)
+    prompts = uneven_prompts(tokenizer)
     tokens = torch.randint(3, 200, (5, len(prompts)), generator=torch.Generator().manual_seed(1))
     reference, _ = _decode_fixed(model, prompts, tokens, growing_cache(model, share_prefixes=False), 0)
     # No block at all: prefill copies rows, as GrowingLayer does.
@@ -290,36 +284,17 @@ def test_sampling_with_shared_prompts_gives_the_per_row_copies_tokens(
     prompt: the same tokens and (to rounding) log-probs as with every row's cache its own."""
     import slca_grpo.rollout.sampling as sampling
 
-    prompts = _uneven_prompts(tokenizer)
-    rests = [tokenizer.encode(t) for t in ("the answer", "", "is", "sunny today", "", "ok")]
-    turns = [p + r for p, r in zip(prompts, rests)]
-
     made = []
 
     def run(share):
         monkeypatch.setattr(
             sampling, "growing_cache", lambda m: made.append(growing_cache(m, share_prefixes=share)) or made[-1]
         )
-        return [
-            sample(
-                model,
-                rows,
-                max_new_tokens=[3, 30, 9, 30, 1, 30],
-                config=SamplingConfig(temperature=1.0),
-                stop_token_ids=[],
-                pad_id=tokenizer.pad_token_id,
-                generator=torch.Generator().manual_seed(11),
-                prefix_lengths=lengths,
-            )
-            for rows, lengths in ((prompts, None), (turns, [len(p) for p in prompts]))
-        ]
+        return sample_two_turns(model, tokenizer)
 
     shared, copied = run(True), run(False)
     assert [cache.layers[0].prefix is not None for cache in made[:2]] == [True, True]
-    for ours, theirs in zip(shared, copied):
-        assert [g.token_ids for g in ours] == [g.token_ids for g in theirs]
-        for a, b in zip(ours, theirs):
-            assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
+    assert_same_samples(shared, copied)
 
 
 @pytest.mark.parametrize("in_order", [False, True])

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from decode_helpers import small_tokenizer
 
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
-from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rollout import packed_linear
 from slca_grpo.rollout.packed_linear import packed_linears, packing_available
 from slca_grpo.rollout.sampling import SamplingConfig, sample
@@ -17,8 +17,7 @@ pytestmark = pytest.mark.skipif(not packing_available(), reason="this torch buil
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    texts = ["what is the weather in Paris today", "book a table for two please at eight", "hello there"] * 5
-    return train_tokenizer(texts, vocab_size=300)
+    return small_tokenizer()
 
 
 @pytest.fixture(scope="module")

@@ -242,7 +242,8 @@ def sample(
             logits = prefill.output.logits[:, -1, :][prefill.index]
         last_position = positions[:, -1:]
         rows = list(range(batch))  # batch row -> result row; finished rows are dropped now and then
-        fused: FusedDecoder | None | bool = False  # made at the first decode step (packing costs)
+        # Decode steps by the fused step where it applies (Llama / Qwen2 on a CPU), else the layers.
+        fused = FusedDecoder.for_sampler(model, past, batch) if max(budgets) > 1 else None
         for _ in range(max(budgets)):
             logits = logits.float()
             if config.temperature > 0:
@@ -298,8 +299,6 @@ def sample(
             next_input = torch.where(live, tokens, torch.full_like(tokens, pad_id))
             attention = torch.cat([attention, attention.new_ones((len(rows), 1))], dim=1)
             last_position = last_position + 1
-            if fused is False:
-                fused = FusedDecoder.for_sampler(model, past, len(rows))
             if fused is not None:
                 logits = fused.step(past, next_input, attention, last_position)
             else:
