@@ -82,7 +82,8 @@ def main() -> None:
             print(f"[{way}] {elapsed:.2f} s, {tokens[way]:,} response tokens", flush=True)
     print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     precision = "bf16 autocast" if trainer.bf16 else "float32"
-    print(f"{args.config}: {len(tasks)} prompts x G = {config.rollout.group_size}, {precision}, {args.rounds} rounds")
+    rounds = f"{args.rounds} round" + ("s" if args.rounds != 1 else "")
+    print(f"{args.config}: {len(tasks)} prompts x G = {config.rollout.group_size}, {precision}, {rounds}")
     print("| way | seconds (median) | response tokens | ms / token |")
     print("|---|---:|---:|---:|")
     for way in ways:
