@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rollout.sampling import SamplingConfig, sample
 
@@ -12,6 +13,15 @@ def small_tokenizer():
     """A 300-token BPE tokenizer trained on a few phrases (the tiny test models' vocabulary)."""
     texts = ["what is the weather in Paris today", "book a table for two please at eight", "hello there"] * 5
     return train_tokenizer(texts, vocab_size=300)
+
+
+def tiny_gqa_model(tokenizer, *, layers: int = 2, seed: int = 5):
+    """A tiny Qwen2 (biased query/key/value projections) with grouped-query attention, 4 query heads
+    over 2 key/value heads, as the reader has."""
+    config = TinyModelConfig(
+        num_layers=layers, hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=64, seed=seed
+    )
+    return build_tiny_model(tokenizer, config)
 
 
 def uneven_prompts(tokenizer) -> list[list[int]]:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from decode_helpers import assert_same_samples, sample_two_turns, small_tokenizer, uneven_prompts
+from decode_helpers import assert_same_samples, sample_two_turns, small_tokenizer, tiny_gqa_model, uneven_prompts
 
 import slca_grpo.rollout.fused_decode as fused_decode
-from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
 from slca_grpo.rollout.fused_decode import FusedDecoder, supports_fused_decode
 from slca_grpo.rollout.kv_cache import decode_attention, growing_cache
 from slca_grpo.rollout.packed_linear import packing_available
@@ -23,9 +22,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def model(tokenizer):
-    # A tiny Qwen2: biased query/key/value projections, 4 query heads over 2 key/value heads.
-    config = TinyModelConfig(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=64, seed=5)
-    return build_tiny_model(tokenizer, config)
+    return tiny_gqa_model(tokenizer)
 
 
 @pytest.fixture
@@ -124,8 +121,7 @@ def test_the_sampler_uses_the_fused_step_with_the_layers_tokens(model, tokenizer
 
 
 def test_packed_weights_are_kept_between_calls_and_repacked_when_a_weight_changes(tokenizer, fused_at_any_width):
-    config = TinyModelConfig(num_layers=1, hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=64, seed=6)
-    model = build_tiny_model(tokenizer, config)
+    model = tiny_gqa_model(tokenizer, layers=1, seed=6)
     prompts = uneven_prompts(tokenizer)
     tokens = torch.randint(3, 200, (3, len(prompts)), generator=torch.Generator().manual_seed(3))
     first = fused_decode._packed_weights(model, torch.float32, 6)
@@ -148,10 +144,9 @@ def test_which_models_are_fused(model, tokenizer, fused_at_any_width, monkeypatc
         Qwen3Config(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4)
     )
     assert not supports_fused_decode(qwen3)  # per-head query/key norms
-    config = TinyModelConfig(num_layers=1, hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=64, seed=7)
-    wrapped = get_peft_model(build_tiny_model(tokenizer, config), LoraConfig(r=2, target_modules=["q_proj"]))
+    wrapped = get_peft_model(tiny_gqa_model(tokenizer, layers=1, seed=7), LoraConfig(r=2, target_modules=["q_proj"]))
     assert not supports_fused_decode(wrapped)  # LoRA layers keep their forward
-    assert not supports_fused_decode(build_tiny_model(tokenizer, config).to(torch.bfloat16))  # weights not float32
+    assert not supports_fused_decode(tiny_gqa_model(tokenizer, layers=1).to(torch.bfloat16))  # weights not float32
     cache = growing_cache(model)
     with torch.no_grad(), decode_attention(model, cache):
         prefill_shared(model, *distinct_rows(uneven_prompts(tokenizer)), pad_id=0, device="cpu", past_key_values=cache)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from decode_helpers import assert_same_samples, sample_two_turns, small_tokenizer, uneven_prompts
+from decode_helpers import assert_same_samples, sample_two_turns, small_tokenizer, tiny_gqa_model, uneven_prompts
 
-from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
 from slca_grpo.rollout.kv_cache import ATTENTION_NAME, autocast_keys, decode_attention, growing_cache
 from slca_grpo.rollout.sampling import SamplingConfig, sample
 from slca_grpo.trainer.batch import token_logprobs
@@ -19,9 +18,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def model(tokenizer):
-    # Grouped-query attention (4 query heads share 2 key/value heads), as the reader has.
-    config = TinyModelConfig(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=64, seed=5)
-    return build_tiny_model(tokenizer, config)
+    return tiny_gqa_model(tokenizer)
 
 
 def _decode_steps(model, past, attention, last, tokens, steps):
