@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from slca_grpo.rollout.kv_cache import ATTENTION_NAME, GrowingLayer, grouped_decode_attention
-from slca_grpo.rollout.packed_linear import MAX_ROWS, packing_available
+from slca_grpo.rollout.packed_linear import MAX_ROWS, pack_weight, packed_product, packing_available, weight_state
 
 # As for shared prompts: SmolLM2 (576) and up. The tiny models (128) keep the layers' forward and
 # with it the float32 rounding that their published quick-demo numbers came from.
@@ -111,19 +111,19 @@ def supports_fused_decode(model: torch.nn.Module, *, min_hidden: int | None = No
 
 
 def _pack(linears: list[torch.nn.Linear], dtype: torch.dtype, rows: int) -> _Packed:
-    weight = torch.cat([linear.weight.detach() for linear in linears]).to(dtype)
+    weight = torch.cat([linear.weight.detach() for linear in linears])
     biases = [linear.bias for linear in linears]
     bias = None
     if any(b is not None for b in biases):
         bias = torch.cat(
             [b.detach() if b is not None else torch.zeros(linear.out_features) for b, linear in zip(biases, linears)]
         ).to(dtype)
-    return _Packed(torch.ops.mkldnn._reorder_linear_weight(weight, rows), bias)
+    return _Packed(pack_weight(weight, dtype, rows), bias)
 
 
 def _packed_weights(model: torch.nn.Module, dtype: torch.dtype, rows: int) -> _Weights:
     linears = _linears(model)
-    state = tuple((p.data_ptr(), p._version) for linear in linears for p in linear.parameters())
+    state = weight_state(p for linear in linears for p in linear.parameters())
     by_dtype = _packed_models.setdefault(model, {})
     cached = by_dtype.get(dtype)
     if cached is not None and cached.state == state:
@@ -145,7 +145,7 @@ def _packed_weights(model: torch.nn.Module, dtype: torch.dtype, rows: int) -> _W
 
 
 def _linear(x: torch.Tensor, packed: _Packed) -> torch.Tensor:
-    return torch.ops.mkldnn._linear_pointwise(x, packed.weight, packed.bias, "none", [], "")
+    return packed_product(x, packed.weight, packed.bias)
 
 
 class FusedDecoder:

@@ -34,6 +34,22 @@ def packing_available() -> bool:
     return bool(torch.backends.mkldnn.is_available()) and ops is not None and hasattr(ops, "_linear_pointwise")
 
 
+def weight_state(tensors) -> tuple:
+    """What identifies the values of ``tensors`` now: a tensor written in place bumps its version,
+    a replaced one has another address. A packed copy made under another state is stale."""
+    return tuple((t.data_ptr(), t._version) for t in tensors if t is not None)
+
+
+def pack_weight(weight: torch.Tensor, dtype: torch.dtype, rows: int) -> torch.Tensor:
+    """``weight`` [out, in] in ``dtype``, reordered into oneDNN's layout for inputs of about ``rows`` rows."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(dtype), rows)
+
+
+def packed_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``x @ weight.T + bias`` for a weight from :func:`pack_weight` (``x`` in its dtype)."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
 class _PackedLinear:
     """The forward of one ``nn.Linear`` that uses a packed weight when it applies."""
 
@@ -50,11 +66,10 @@ class _PackedLinear:
 
     def _weights(self, dtype: torch.dtype, rows: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         weight, bias = self.module.weight, self.module.bias
-        # A tensor written in place bumps its version; a replaced one has another address.
-        state = tuple((t.data_ptr(), t._version) for t in (weight, bias) if t is not None)
+        state = weight_state((weight, bias))
         cached = self.packed.get(dtype)
         if cached is None or cached[0] != state:
-            packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(dtype), rows)
+            packed = pack_weight(weight, dtype, rows)
             cached = (state, packed, None if bias is None else bias.detach().to(dtype))
             self.packed[dtype] = cached
         return cached[1], cached[2]
@@ -68,7 +83,7 @@ class _PackedLinear:
             return self.plain(x)
         weight, bias = self._weights(dtype, rows)
         self.calls += 1
-        return torch.ops.mkldnn._linear_pointwise(x.to(dtype).contiguous(), weight, bias, "none", [], "")
+        return packed_product(x.to(dtype).contiguous(), weight, bias)
 
 
 @contextmanager
