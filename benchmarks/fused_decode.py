@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from slca_grpo.config import load_yaml_config  # noqa: E402
+from slca_grpo.config import ConfigError, load_yaml_config  # noqa: E402
 from slca_grpo.models.device import bf16_autocast  # noqa: E402
 from slca_grpo.presets import resolve_config_path  # noqa: E402
 from slca_grpo.rollout.fused_decode import FusedDecoder  # noqa: E402
@@ -56,7 +56,10 @@ def main() -> None:
     if args.rounds < 1:
         parser.error("--rounds must be positive")
 
-    config = load_yaml_config(RunConfig, resolve_config_path(args.config), args.overrides)
+    try:
+        config = load_yaml_config(RunConfig, resolve_config_path(args.config), args.overrides)
+    except (ConfigError, FileNotFoundError) as error:
+        parser.error(str(error))
     device = start_process(config)
     train_tasks, _ = load_data(config.data)
     model, tokenizer, ref_model = rl_models(config, config.model.name, None, train_tasks, device)
