@@ -46,7 +46,7 @@ def main() -> None:
     mask = torch.ones_like(rows)
     positions = torch.zeros_like(rows, dtype=torch.bool)
     positions[:, args.prompt_tokens :] = True
-    # token_logprobs is _token_logprobs inside float32_attention; the bf16 way skips the switch.
+    # token_logprobs is _token_logprobs inside training_attention; the bf16 way skips the switch.
     ways = {
         "bf16 attention": lambda: batch._token_logprobs(model, rows, mask, 1.0, 1, positions),
         "float32 attention": lambda: batch.token_logprobs(model, rows, mask, positions=positions),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from slca_grpo.models.attention import FLOAT32_ATTENTION, float32_attention
+from slca_grpo.models.attention import TRAINING_ATTENTION, training_attention
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rollout.kv_cache import ATTENTION_NAME, decode_attention
@@ -58,10 +58,8 @@ def test_under_bf16_autocast_attention_runs_in_float32_and_gradients_flow(model,
     assert not torch.equal(plain, logprobs.detach()) and torch.allclose(plain, logprobs.detach(), atol=0.1)
 
 
-def test_in_float32_nothing_changes(model, attention_dtypes):
+def test_in_float32_attention_stays_float32(model, attention_dtypes):
     ids, attention, positions = _batch()
-    with float32_attention(model) as switched:
-        assert not switched and model.config._attn_implementation == "sdpa"
     token_logprobs(model, ids, attention, positions=positions)
     assert set(attention_dtypes) == {torch.float32}
 
@@ -79,7 +77,7 @@ def test_another_attention_in_place_is_left_alone(model):
     with decode_attention(model), torch.autocast("cpu", dtype=torch.bfloat16):
         token_logprobs(model, ids, attention, positions=positions)
         assert model.config._attn_implementation == ATTENTION_NAME
-    with pytest.raises(RuntimeError), torch.autocast("cpu", dtype=torch.bfloat16), float32_attention(model):
-        assert model.config._attn_implementation == FLOAT32_ATTENTION
+    with pytest.raises(RuntimeError), torch.autocast("cpu", dtype=torch.bfloat16), training_attention(model):
+        assert model.config._attn_implementation == TRAINING_ATTENTION
         raise RuntimeError("boom")
     assert model.config._attn_implementation == "sdpa"

@@ -15,7 +15,7 @@ import torch
 from slca_grpo.algos import Estimator, estimator_spec, segments_from_mask
 from slca_grpo.chat.parser import is_call_turn, last_turn_text
 from slca_grpo.datatypes import Trajectory
-from slca_grpo.models.attention import float32_attention
+from slca_grpo.models.attention import training_attention
 from slca_grpo.rollout.sampling import cache_keyword, distinct_rows, prefill_shared
 
 
@@ -195,10 +195,11 @@ def token_logprobs(
 
     Prompts are long and the vocabulary projection is a large share of a small model's cost, so
     logits are computed only where they are needed: at the selected positions for architectures
-    with a plain output head, else from position ``start - 1`` on. Under bf16 autocast on a CPU,
-    attention runs in float32 (:func:`~slca_grpo.models.attention.float32_attention`: faster there).
+    with a plain output head, else from position ``start - 1`` on. On a CPU, attention runs in
+    float32 under bf16 autocast and padded rows attend over their own spans
+    (:func:`~slca_grpo.models.attention.training_attention`: faster there).
     """
-    with float32_attention(model):
+    with training_attention(model):
         return _token_logprobs(model, input_ids, attention_mask, temperature, start, positions)
 
 

@@ -1,0 +1,180 @@
+"""Right-padded causal batches attend without their mask on a CPU (models/attention.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from decode_helpers import small_tokenizer, tiny_gqa_model
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from slca_grpo.models import attention
+from slca_grpo.models.attention import right_padded_causal, training_attention, unmasked_padding_attention
+from slca_grpo.trainer.batch import token_logprobs
+
+
+def padded_mask(lengths, width: int) -> torch.Tensor:
+    """[B, 1, W, W]: row b's first ``lengths[b]`` queries attend causally; padding queries attend
+    to nothing (transformers' masks with torch >= 2.5)."""
+    mask = torch.zeros((len(lengths), 1, width, width), dtype=torch.bool)
+    for row, length in enumerate(lengths):
+        mask[row, 0, :length, :length] = torch.ones((length, length), dtype=torch.bool).tril()
+    return mask
+
+
+def assert_describes(mask: torch.Tensor) -> None:
+    """What :func:`right_padded_causal` promises of a mask it accepts: each row's queries that see
+    their own key are its first ones, and each of them sees exactly keys [0, i]."""
+    width = mask.shape[-1]
+    for row in mask[:, 0]:
+        own = row.diagonal()
+        length = int(own.sum())
+        assert own[:length].all()
+        assert torch.equal(row[:length], torch.ones((length, width), dtype=torch.bool).tril()[:length])
+
+
+lengths_and_width = st.integers(1, 10).flatmap(
+    lambda width: st.tuples(st.lists(st.integers(0, width), min_size=1, max_size=4), st.just(width))
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lengths_and_width)
+def test_a_right_padded_causal_mask_is_recognised(batch):
+    lengths, width = batch
+    assert right_padded_causal(padded_mask(lengths, width))
+
+
+@settings(max_examples=300, deadline=None)
+@given(lengths_and_width, st.data())
+def test_a_changed_mask_is_recognised_only_where_it_is_still_right_padded_causal(batch, data):
+    lengths, width = batch
+    mask = padded_mask(lengths, width)
+    for _ in range(data.draw(st.integers(1, 3))):
+        row = data.draw(st.integers(0, len(lengths) - 1))
+        i, k = data.draw(st.integers(0, width - 1)), data.draw(st.integers(0, width - 1))
+        mask[row, 0, i, k] = ~mask[row, 0, i, k]
+    if right_padded_causal(mask):
+        assert_describes(mask)
+
+
+def test_other_masks_are_not_right_padded_causal():
+    left = padded_mask([6, 6], 6)
+    left[1, 0] = False
+    left[1, 0, 2:, 2:] = torch.ones((4, 4), dtype=torch.bool).tril()  # padding on the left
+    window = padded_mask([6], 6)
+    window[0, 0, 5, :2] = False  # a sliding window
+    hole = padded_mask([6], 6)
+    hole[0, 0, 3] = False  # a padding query before a valid one
+    for mask in (
+        left,
+        window,
+        hole,
+        torch.ones((1, 1, 4, 4), dtype=torch.bool),  # bidirectional
+        padded_mask([4, 2], 4).float(),  # an additive mask
+        padded_mask([4], 4)[:, :, :3],  # queries after a cache
+        padded_mask([4, 2], 4).expand(2, 2, 4, 4),  # one mask per head
+    ):
+        assert not right_padded_causal(mask)
+
+
+def _module(width: int = 512):
+    return SimpleNamespace(config=SimpleNamespace(hidden_size=width), num_key_value_groups=2, is_causal=True)
+
+
+@pytest.fixture
+def sdpa_masks(monkeypatch):
+    """The attention mask every SDPA call is handed (None: causal without a mask)."""
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("attn_mask"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    return seen
+
+
+def test_without_the_mask_every_valid_query_gets_the_masked_output_and_gradients(sdpa_masks):
+    lengths, width = [9, 5, 7, 0], 9
+    generator = torch.Generator().manual_seed(0)
+    tensors = [
+        torch.randn(len(lengths), heads, width, 8, generator=generator, requires_grad=True) for heads in (4, 2, 2)
+    ]
+    mask = padded_mask(lengths, width)
+    valid = (torch.arange(width) < torch.tensor(lengths)[:, None]).float()[:, :, None, None]
+    weights = torch.randn(len(lengths), width, 4, 8, generator=generator) * valid  # what reads the outputs
+
+    def run(function):
+        out, _ = function(_module(), *tensors, mask)
+        assert torch.isfinite(out).all()
+        return out * valid, torch.autograd.grad((out * weights).sum(), tensors)
+
+    ours, our_grads = run(unmasked_padding_attention)
+    assert sdpa_masks[-1] is None
+    theirs, their_grads = run(sdpa_attention_forward)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+    for a, b in zip(our_grads, their_grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("lengths", "queries", "width", "why"),
+    [
+        ([6, 4], 6, 64, "a narrow model"),
+        ([6, 4], 5, 512, "queries after a cache"),
+    ],
+)
+def test_what_keeps_its_mask(sdpa_masks, lengths, queries, width, why):
+    mask = padded_mask(lengths, 6)[:, :, 6 - queries :]
+    q, k, v = torch.randn(2, 4, queries, 8), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
+    unmasked_padding_attention(_module(width), q, k, v, mask)
+    assert len(sdpa_masks) == 1 and sdpa_masks[0] is mask, why
+
+
+def test_each_mask_is_checked_for_itself(sdpa_masks):
+    q, k, v = torch.randn(2, 4, 6, 8), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
+    right = padded_mask([6, 4], 6)
+    left = right.flip(-1).flip(-2)  # the same shape, padded on the left
+    for mask, dropped in ((right, True), (right, True), (left, False), (right, True)):
+        unmasked_padding_attention(_module(), q, k, v, mask)
+        assert (sdpa_masks[-1] is None) == dropped
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_gqa_model(small_tokenizer())
+
+
+def _training_pass(model, ids, mask, positions):
+    model.zero_grad(set_to_none=True)
+    logprobs = token_logprobs(model, ids, mask, positions=positions)
+    logprobs.sum().backward()
+    return logprobs.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+def test_a_right_padded_training_pass_attends_without_masks_to_the_same_numbers(model, monkeypatch, sdpa_masks):
+    ids = torch.randint(3, 290, (4, 30), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    for row, length in enumerate((30, 22, 17, 26)):
+        mask[row, length:] = 0
+    positions = mask.bool() & (torch.arange(30) >= 12)
+    masked, masked_grads = _training_pass(model, ids, mask, positions)
+    assert sdpa_masks and all(m is not None for m in sdpa_masks)
+    sdpa_masks.clear()
+    monkeypatch.setattr(attention, "UNMASKED_PADDING_MIN_HIDDEN", 0)  # the tiny model is 32 wide
+    ours, our_grads = _training_pass(model, ids, mask, positions)
+    assert sdpa_masks and all(m is None for m in sdpa_masks)
+    torch.testing.assert_close(ours, masked, atol=1e-5, rtol=1e-5)
+    for a, b in zip(our_grads, masked_grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_the_training_switch_is_on_for_a_cpu_model_and_undone_after(model):
+    with training_attention(model) as switched:
+        assert switched and model.config._attn_implementation == attention.TRAINING_ATTENTION
+    assert model.config._attn_implementation == "sdpa"
