@@ -131,6 +131,25 @@ def test_bench_times_a_config_against_its_floor(tmp_path, capsys):
     assert "RL step" in capsys.readouterr().out
 
 
+def test_the_sft_warm_up_step_runs_the_longest_batch_first(monkeypatch):
+    # A first step at a new peak of memory pays for touching it; the timed steps should not.
+    from slca_grpo.trainer import bench
+
+    sizes = []
+    real = bench.sft_loss
+
+    def recording(model, examples, pad_id):
+        sizes.append(len(examples) * max(len(e.input_ids) for e in examples))
+        return real(model, examples, pad_id)
+
+    monkeypatch.setattr(bench, "sft_loss", recording)
+    overrides = ["data.n_train=60", "data.n_test=2", "sft.batch_size=2", "train.torch_threads=1"]
+    config = load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), overrides)
+    result = bench.run_bench(config, rl_steps=0, sft_steps=3, echo=False)
+    assert len(sizes) == 4 and len(set(sizes)) > 1 and sizes[0] == max(sizes)
+    assert result.sft and result.sft[0].floor.seconds > 0
+
+
 def test_bench_refuses_negative_step_counts(capsys):
     from slca_grpo.cli import main
 
