@@ -196,7 +196,7 @@ def token_logprobs(
     Prompts are long and the vocabulary projection is a large share of a small model's cost, so
     logits are computed only where they are needed: at the selected positions for architectures
     with a plain output head, else from position ``start - 1`` on. On a CPU, attention runs in
-    float32 under bf16 autocast and padded rows attend over their own spans
+    float32 under bf16 autocast and a right-padded batch without its padding mask
     (:func:`~slca_grpo.models.attention.training_attention`: faster there).
     """
     with training_attention(model):
