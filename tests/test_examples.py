@@ -19,7 +19,7 @@ def load_example(name: str):
 
 def test_minimal_slca_runs_top_to_bottom(capsys):
     metrics = load_example("minimal_slca").main(
-        ["--sft-steps", "30", "--rl-steps", "2", "--prompts", "2", "--group-size", "3"]
+        ["--sft-steps", "10", "--rl-steps", "2", "--prompts", "2", "--group-size", "3"]
     )
     assert capsys.readouterr().out.count("step ") == 2
     assert all(math.isfinite(value) for value in metrics.values())
