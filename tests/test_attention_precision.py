@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from decode_helpers import small_tokenizer, tiny_gqa_model
 
 from slca_grpo.models.attention import TRAINING_ATTENTION, training_attention
-from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
-from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rollout.kv_cache import ATTENTION_NAME, decode_attention
 from slca_grpo.trainer.batch import token_logprobs
 
 
 @pytest.fixture(scope="module")
 def model():
-    tokenizer = train_tokenizer(
-        ["what is the weather in Paris today", "book a table for two please"] * 5, vocab_size=300
-    )
-    config = TinyModelConfig(num_layers=2, hidden_size=32, num_heads=4, num_kv_heads=2, intermediate_size=64, seed=3)
-    return build_tiny_model(tokenizer, config)
+    return tiny_gqa_model(small_tokenizer(), seed=3)
 
 
 def _batch():
