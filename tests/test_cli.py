@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -94,6 +95,22 @@ def test_presets_are_listed_with_a_summary_and_print_as_loadable_yaml(capsys, tm
     assert main(["presets", "no-such-preset"]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "no preset 'no-such-preset' (presets: demo," in error
+
+
+def test_a_folder_named_like_a_preset_does_not_hide_the_preset(tmp_path, monkeypatch):
+    # `slca demo --model smollm2 --out demo-smollm2` makes such a folder, then reads the preset.
+    from slca_grpo.presets import PRESET_DIR, resolve_config_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "demo-quick-tiny").mkdir()
+    assert resolve_config_path("demo-quick-tiny") == PRESET_DIR / "demo-quick-tiny.yaml"
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(FileNotFoundError, match="'mine' is a folder, not a config file, and no preset has that name"):
+        resolve_config_path("mine")
+    with pytest.raises(FileNotFoundError, match="'absent' is no config file and no preset has that name"):
+        resolve_config_path("absent")
+    (tmp_path / "demo-quick").write_text("model: {name: tiny}\n")
+    assert resolve_config_path("demo-quick") == Path("demo-quick")  # a file of that name is the user's config
 
 
 def test_every_evaluation_caps_generated_tokens_per_turn(tmp_path, capsys, monkeypatch):

@@ -14,11 +14,13 @@ def list_presets() -> list[str]:
 def resolve_config_path(name_or_path: str) -> Path:
     """A config file path, or the path of a preset given by name (``demo``, ``smollm2`` …)."""
     path = Path(name_or_path)
-    if path.exists():
+    if path.is_file():
         return path
+    # A folder of that name (a run's output, say ``demo-smollm2``) is not a config: the preset is meant.
     preset = PRESET_DIR / f"{name_or_path.removesuffix('.yaml')}.yaml"
-    if preset.exists():
+    if preset.is_file():
         return preset
+    what = "a folder, not a config file," if path.is_dir() else "no config file"
     raise FileNotFoundError(
-        f"no config file {name_or_path!r} and no preset of that name (presets: {', '.join(list_presets())})"
+        f"{name_or_path!r} is {what} and no preset has that name (presets: {', '.join(list_presets())})"
     )
