@@ -20,12 +20,13 @@ import contextlib
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from _common import alternate  # noqa: E402
 
 from slca_grpo.config import ConfigError, load_yaml_config  # noqa: E402
 from slca_grpo.models.device import bf16_autocast  # noqa: E402
@@ -66,23 +67,19 @@ def main() -> None:
     trainer = build_rl_trainer(config, model, ref_model, tokenizer, rl=config.rl)
     tasks = task_sampler(train_tasks, config.train.seed, config.rl.prompts_per_step)(0)
 
-    def rollouts(way: str) -> tuple[float, int]:
+    def rollouts(way: str) -> int:
         context = layers_only() if way == "layers" else contextlib.nullcontext()
-        started = time.perf_counter()
         with context, bf16_autocast(trainer.device, trainer.bf16):
             trajectories = trainer.loop.run(tasks, generator=torch.Generator().manual_seed(7), session_prefix="bench")
-        return time.perf_counter() - started, sum(len(t.response_ids) for t in trajectories)
+        return sum(len(t.response_ids) for t in trajectories)
 
     ways = ["fused", "layers"]
-    for way in ways:
-        rollouts(way)  # warm-up: the packed weights, the allocator, the simulator
-    seconds: dict[str, list[float]] = {way: [] for way in ways}
-    tokens: dict[str, int] = {}
-    for round_index in range(args.rounds):
-        for way in ways if round_index % 2 == 0 else reversed(ways):
-            elapsed, tokens[way] = rollouts(way)
-            seconds[way].append(elapsed)
-            print(f"[{way}] {elapsed:.2f} s, {tokens[way]:,} response tokens", flush=True)
+    # The warm-up round also packs the weights and starts the allocator and the simulator.
+    seconds, tokens = alternate(
+        {way: lambda way=way: rollouts(way) for way in ways},
+        args.rounds,
+        report=lambda way, elapsed, count: print(f"[{way}] {elapsed:.2f} s, {count:,} response tokens", flush=True),
+    )
     print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     precision = "bf16 autocast" if trainer.bf16 else "float32"
     rounds = f"{args.rounds} round" + ("s" if args.rounds != 1 else "")

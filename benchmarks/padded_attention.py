@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from _common import alternate, print_medians  # noqa: E402
 
 from slca_grpo.models import attention, load_model  # noqa: E402
 from slca_grpo.trainer.batch import token_logprobs  # noqa: E402
@@ -53,7 +53,8 @@ def main() -> None:
     positions = mask.bool()
     positions[:, : width // 4] = False  # a prompt, then what is learned
 
-    def step() -> torch.Tensor:
+    def step(min_hidden: int) -> torch.Tensor:
+        attention.UNMASKED_PADDING_MIN_HIDDEN = min_hidden
         model.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
             values = token_logprobs(model, ids, mask, positions=positions)
@@ -62,23 +63,14 @@ def main() -> None:
 
     model.train()
     threshold = attention.UNMASKED_PADDING_MIN_HIDDEN
-    ways = {"mask": 10**9, "no mask": threshold}
-    times: dict[str, list[float]] = {way: [] for way in ways}
-    results: dict[str, torch.Tensor] = {}
-    for repeat in range(args.repeats + 1):
-        for way in list(ways) if repeat % 2 == 0 else list(reversed(ways)):
-            attention.UNMASKED_PADDING_MIN_HIDDEN = ways[way]
-            started = time.perf_counter()
-            results[way] = step()
-            if repeat:  # the first round warms up
-                times[way].append(time.perf_counter() - started)
-    attention.UNMASKED_PADDING_MIN_HIDDEN = threshold
+    try:
+        times, results = alternate({"mask": lambda: step(10**9), "no mask": lambda: step(threshold)}, args.repeats)
+    finally:
+        attention.UNMASKED_PADDING_MIN_HIDDEN = threshold
     print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     precision = "bf16 autocast" if args.bf16 else "float32"
     print(f"{args.model}: forward + backward, rows of {lengths} tokens, {precision}")
-    base = statistics.median(times["mask"])
-    for way, values in times.items():
-        print(f"{way:7s} {statistics.median(values):6.2f} s   {base / statistics.median(values):.2f}x")
+    print_medians(times, base="mask")
     print(f"largest log-prob difference: {float((results['mask'] - results['no mask']).abs().max()):.2e}")
 
 

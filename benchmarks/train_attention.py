@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from _common import alternate, print_medians  # noqa: E402
 
 from slca_grpo.models import load_model  # noqa: E402
 from slca_grpo.trainer import batch  # noqa: E402
@@ -47,28 +47,23 @@ def main() -> None:
     positions = torch.zeros_like(rows, dtype=torch.bool)
     positions[:, args.prompt_tokens :] = True
     # token_logprobs is _token_logprobs inside training_attention; the bf16 way skips the switch.
-    ways = {
+    passes = {
         "bf16 attention": lambda: batch._token_logprobs(model, rows, mask, 1.0, 1, positions),
         "float32 attention": lambda: batch.token_logprobs(model, rows, mask, positions=positions),
     }
-    times: dict[str, list[float]] = {way: [] for way in ways}
-    logprobs: dict[str, torch.Tensor] = {}
-    for repeat in range(args.repeats + 1):
-        for way in list(ways) if repeat % 2 == 0 else list(reversed(ways)):
-            model.zero_grad(set_to_none=True)
-            started = time.perf_counter()
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                values = ways[way]()
-            values.sum().backward()
-            if repeat:  # the first round warms up
-                times[way].append(time.perf_counter() - started)
-            logprobs[way] = values.detach()
+
+    def step(way: str) -> torch.Tensor:
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            values = passes[way]()
+        values.sum().backward()
+        return values.detach()
+
+    times, logprobs = alternate({way: lambda way=way: step(way) for way in passes}, args.repeats)
     print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     shape = f"{args.rows} rows x ({args.prompt_tokens} prompt + {args.response_tokens}) tokens"
     print(f"{args.model}: {shape}, {args.repeats} repeats")
-    base = statistics.median(times["bf16 attention"])
-    for way, values in times.items():
-        print(f"{way:18s} {statistics.median(values):6.2f} s   {base / statistics.median(values):.2f}x")
+    print_medians(times, base="bf16 attention")
     difference = (logprobs["bf16 attention"] - logprobs["float32 attention"]).abs().max()
     print(f"largest log-prob difference: {float(difference):.3f}")
 
