@@ -55,3 +55,22 @@ def smollm2(_smollm2_once):
 def smollm2_copy(_smollm2_once):
     """A private deep copy of the shared SmolLM2 (model, tokenizer), for a test that trains or wraps it."""
     return copy.deepcopy(_smollm2_once)
+
+
+@pytest.fixture
+def sdpa_calls(monkeypatch) -> list:
+    """Every ``scaled_dot_product_attention`` call from here on, as (mask, dtype): the mask it was
+    handed (None: causal without one) and the dtype it computed in (autocast casts the inputs
+    below this Python call, so the output's dtype tells)."""
+    import torch
+
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen.append((kwargs.get("attn_mask"), out.dtype))
+        return out
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    return seen

@@ -25,27 +25,13 @@ def _batch():
     return ids, attention, positions
 
 
-@pytest.fixture
-def attention_dtypes(monkeypatch):
-    seen = []
-    real = torch.nn.functional.scaled_dot_product_attention
-
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        seen.append(out.dtype)  # what it computed in (autocast casts inputs below this Python call)
-        return out
-
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
-    return seen
-
-
-def test_under_bf16_autocast_attention_runs_in_float32_and_gradients_flow(model, attention_dtypes):
+def test_under_bf16_autocast_attention_runs_in_float32_and_gradients_flow(model, sdpa_calls):
     ids, attention, positions = _batch()
     model.zero_grad(set_to_none=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         logprobs = token_logprobs(model, ids, attention, positions=positions)
     logprobs.sum().backward()
-    assert attention_dtypes and set(attention_dtypes) == {torch.float32}
+    assert sdpa_calls and {dtype for _, dtype in sdpa_calls} == {torch.float32}
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters() if p.requires_grad)
     assert model.config._attn_implementation == "sdpa"  # restored after the pass
     # The products around attention are still bfloat16: the result is not the float32 one.
@@ -53,18 +39,18 @@ def test_under_bf16_autocast_attention_runs_in_float32_and_gradients_flow(model,
     assert not torch.equal(plain, logprobs.detach()) and torch.allclose(plain, logprobs.detach(), atol=0.1)
 
 
-def test_in_float32_attention_stays_float32(model, attention_dtypes):
+def test_in_float32_attention_stays_float32(model, sdpa_calls):
     ids, attention, positions = _batch()
     token_logprobs(model, ids, attention, positions=positions)
-    assert set(attention_dtypes) == {torch.float32}
+    assert {dtype for _, dtype in sdpa_calls} == {torch.float32}
 
 
-def test_without_the_switch_bf16_autocast_gives_bfloat16_attention(model, attention_dtypes):
+def test_without_the_switch_bf16_autocast_gives_bfloat16_attention(model, sdpa_calls):
     """The control for the first test: SDPA under autocast is handed bfloat16."""
     ids, attention, _ = _batch()
     with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
         model(input_ids=ids, attention_mask=attention)
-    assert attention_dtypes and set(attention_dtypes) == {torch.bfloat16}
+    assert sdpa_calls and {dtype for _, dtype in sdpa_calls} == {torch.bfloat16}
 
 
 def test_another_attention_in_place_is_left_alone(model):

@@ -85,21 +85,7 @@ def _module(width: int = 512):
     return SimpleNamespace(config=SimpleNamespace(hidden_size=width), num_key_value_groups=2, is_causal=True)
 
 
-@pytest.fixture
-def sdpa_masks(monkeypatch):
-    """The attention mask every SDPA call is handed (None: causal without a mask)."""
-    seen = []
-    real = torch.nn.functional.scaled_dot_product_attention
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("attn_mask"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
-    return seen
-
-
-def test_without_the_mask_every_valid_query_gets_the_masked_output_and_gradients(sdpa_masks):
+def test_without_the_mask_every_valid_query_gets_the_masked_output_and_gradients(sdpa_calls):
     lengths, width = [9, 5, 7, 0], 9
     generator = torch.Generator().manual_seed(0)
     tensors = [
@@ -115,7 +101,7 @@ def test_without_the_mask_every_valid_query_gets_the_masked_output_and_gradients
         return out * valid, torch.autograd.grad((out * weights).sum(), tensors)
 
     ours, our_grads = run(unmasked_padding_attention)
-    assert sdpa_masks[-1] is None
+    assert sdpa_calls[-1][0] is None
     theirs, their_grads = run(sdpa_attention_forward)
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
     for a, b in zip(our_grads, their_grads):
@@ -129,20 +115,20 @@ def test_without_the_mask_every_valid_query_gets_the_masked_output_and_gradients
         ([6, 4], 5, 512, "queries after a cache"),
     ],
 )
-def test_what_keeps_its_mask(sdpa_masks, lengths, queries, width, why):
+def test_what_keeps_its_mask(sdpa_calls, lengths, queries, width, why):
     mask = padded_mask(lengths, 6)[:, :, 6 - queries :]
     q, k, v = torch.randn(2, 4, queries, 8), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
     unmasked_padding_attention(_module(width), q, k, v, mask)
-    assert len(sdpa_masks) == 1 and sdpa_masks[0] is mask, why
+    assert len(sdpa_calls) == 1 and sdpa_calls[0][0] is mask, why
 
 
-def test_each_mask_is_checked_for_itself(sdpa_masks):
+def test_each_mask_is_checked_for_itself(sdpa_calls):
     q, k, v = torch.randn(2, 4, 6, 8), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
     right = padded_mask([6, 4], 6)
     left = right.flip(-1).flip(-2)  # the same shape, padded on the left
     for mask, dropped in ((right, True), (right, True), (left, False), (right, True)):
         unmasked_padding_attention(_module(), q, k, v, mask)
-        assert (sdpa_masks[-1] is None) == dropped
+        assert (sdpa_calls[-1][0] is None) == dropped
 
 
 @pytest.fixture(scope="module")
@@ -157,18 +143,18 @@ def _training_pass(model, ids, mask, positions):
     return logprobs.detach(), [p.grad.clone() for p in model.parameters()]
 
 
-def test_a_right_padded_training_pass_attends_without_masks_to_the_same_numbers(model, monkeypatch, sdpa_masks):
+def test_a_right_padded_training_pass_attends_without_masks_to_the_same_numbers(model, monkeypatch, sdpa_calls):
     ids = torch.randint(3, 290, (4, 30), generator=torch.Generator().manual_seed(1))
     mask = torch.ones_like(ids)
     for row, length in enumerate((30, 22, 17, 26)):
         mask[row, length:] = 0
     positions = mask.bool() & (torch.arange(30) >= 12)
     masked, masked_grads = _training_pass(model, ids, mask, positions)
-    assert sdpa_masks and all(m is not None for m in sdpa_masks)
-    sdpa_masks.clear()
+    assert sdpa_calls and all(mask is not None for mask, _ in sdpa_calls)
+    sdpa_calls.clear()
     monkeypatch.setattr(attention, "UNMASKED_PADDING_MIN_HIDDEN", 0)  # the tiny model is 32 wide
     ours, our_grads = _training_pass(model, ids, mask, positions)
-    assert sdpa_masks and all(m is None for m in sdpa_masks)
+    assert sdpa_calls and all(mask is None for mask, _ in sdpa_calls)
     torch.testing.assert_close(ours, masked, atol=1e-5, rtol=1e-5)
     for a, b in zip(our_grads, masked_grads):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
