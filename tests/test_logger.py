@@ -140,6 +140,11 @@ def test_real_wandb_offline_run_records_the_metrics(tmp_path, monkeypatch):
     logger = MetricsLogger(tmp_path, stdout=None, wandb=True, run_name="offline", config={"seed": 7})
     logger.log(0, {"reward/distinct_metric_name": 0.625})
     logger.close()
+    # finish() only asks the wandb service to close the run's stream and does not wait for it, so
+    # the record file may still lack its last records; teardown waits until the service has exited.
+    import wandb
+
+    wandb.teardown()
     run_id = (tmp_path / "metrics.wandb_id").read_text()
     records = list((tmp_path / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb"))
     assert len(records) == 1
