@@ -136,13 +136,13 @@ def test_the_sft_warm_up_step_runs_the_longest_batch_first(monkeypatch):
     from slca_grpo.trainer import bench
 
     sizes = []
-    real = bench.sft_loss
+    real = bench.sft_backward
 
-    def recording(model, examples, pad_id):
+    def recording(model, examples, pad_id, **options):
         sizes.append(len(examples) * max(len(e.input_ids) for e in examples))
-        return real(model, examples, pad_id)
+        return real(model, examples, pad_id, **options)
 
-    monkeypatch.setattr(bench, "sft_loss", recording)
+    monkeypatch.setattr(bench, "sft_backward", recording)
     overrides = ["data.n_train=60", "data.n_test=2", "sft.batch_size=2", "train.torch_threads=1"]
     config = load_yaml_config(RunConfig, resolve_config_path("demo-quick-tiny"), overrides)
     result = bench.run_bench(config, rl_steps=0, sft_steps=3, echo=False)

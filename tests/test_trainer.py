@@ -19,10 +19,10 @@ from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.trainer.batch import pad_sequences, token_logprobs
 from slca_grpo.trainer.logger import read_metrics
-from slca_grpo.trainer.optim import lr_factor
+from slca_grpo.trainer.optim import TrainingDiverged, lr_factor
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
 from slca_grpo.trainer.run import RunConfig, train
-from slca_grpo.trainer.sft import SFTConfig, build_example, sft_loss, train_sft
+from slca_grpo.trainer.sft import SFTConfig, SFTExample, build_example, sft_backward, sft_loss, train_sft
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +94,67 @@ def test_one_update_lowers_the_surrogate_loss_on_a_fixed_batch(tiny):
         expected = float(advantages[in_segment].sum() / in_segment.sum().clamp(min=1))
         assert metrics[f"train/adv_token_mean/{segment}"] == pytest.approx(expected, abs=1e-6)
     assert metrics["train/tool_tokens"] + metrics["train/summary_tokens"] == metrics["train/learnable_tokens"]
+
+
+def _sft_examples(tokenizer, lengths, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    vocab = len(tokenizer) - 1
+    examples = []
+    for index, length in enumerate(lengths):
+        ids = torch.randint(0, vocab, (length,), generator=generator).tolist()
+        learnable = 3 + index  # different counts per example: a per-pass mean would weight them wrongly
+        examples.append(SFTExample(f"t{index}", ids, [0] * (length - learnable) + [1] * learnable))
+    return examples
+
+
+@pytest.mark.parametrize("micro_batch_size", [1, 2, 3])
+def test_sft_micro_batches_give_the_one_pass_loss_and_gradients(tiny, micro_batch_size):
+    model, tokenizer = tiny
+    examples = _sft_examples(tokenizer, [20, 14, 17, 11, 9])
+    pad_id = tokenizer.pad_token_id
+    model.zero_grad(set_to_none=True)
+    whole = sft_backward(model, examples, pad_id)
+    expected = {name: p.grad.clone() for name, p in model.named_parameters()}
+    with torch.no_grad():
+        assert whole == pytest.approx(float(sft_loss(model, examples, pad_id)), rel=1e-6)
+    model.zero_grad(set_to_none=True)
+    split = sft_backward(model, examples, pad_id, micro_batch_size=micro_batch_size)
+    assert split == pytest.approx(whole, rel=1e-5)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, expected[name], atol=1e-6, rtol=1e-4, msg=name)
+    model.zero_grad(set_to_none=True)
+
+
+def test_sft_micro_batches_train_as_whole_batches_do(tiny):
+    model, tokenizer = tiny
+    examples = _sft_examples(tokenizer, [20, 14, 17, 11, 9, 16], seed=1)
+    runs = []
+    for micro_batch_size in (0, 2):
+        copy = type(model)(model.config)
+        copy.load_state_dict(model.state_dict())
+        config = SFTConfig(steps=3, batch_size=3, lr=5e-3, warmup_ratio=0.0, micro_batch_size=micro_batch_size)
+        runs.append(train_sft(copy, examples, config, pad_id=tokenizer.pad_token_id))
+    assert runs[1] == pytest.approx(runs[0], rel=1e-4)
+
+
+def test_a_non_finite_micro_batch_loss_stops_before_the_step(tiny, monkeypatch):
+    from slca_grpo.trainer import sft
+
+    model, tokenizer = tiny
+    examples = _sft_examples(tokenizer, [12, 10, 9, 8])
+    calls = []
+
+    def nll(model, part, pad_id):
+        calls.append(len(part))
+        return torch.tensor(float("nan") if len(calls) == 2 else 1.0, requires_grad=True), torch.tensor(3.0)
+
+    monkeypatch.setattr(sft, "_sft_nll", nll)
+    config = SFTConfig(steps=1, batch_size=4, micro_batch_size=2)
+    with pytest.raises(TrainingDiverged, match=r"SFT step 0: the loss is nan; no optimizer step was taken"):
+        train_sft(model, examples, config, pad_id=tokenizer.pad_token_id)
+    assert calls == [2, 2]
+    with pytest.raises(ConfigError, match="micro_batch_size"):
+        SFTConfig(micro_batch_size=-1)
 
 
 @pytest.mark.parametrize("bf16", [False, True])

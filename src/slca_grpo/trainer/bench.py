@@ -25,7 +25,7 @@ from slca_grpo.trainer.build import build_rl_trainer, make_formatter, make_simul
 from slca_grpo.trainer.floors import Group, ModelShape, PhaseFloor, Rates, rollout_floor, sft_floor, train_floor
 from slca_grpo.trainer.optim import build_optimizer, clip_gradients
 from slca_grpo.trainer.run_data import load_data, task_sampler
-from slca_grpo.trainer.sft import build_example, length_bucketed_batches, sft_loss
+from slca_grpo.trainer.sft import build_example, length_bucketed_batches, sft_backward
 
 BENCH_ROWS = 256  # rows of the timed matrix products: a micro-batch's worth of tokens
 
@@ -281,10 +281,8 @@ def bench_sft(config, model, tokenizer, train_tasks, machine: Machine, steps: in
     for step, chosen in enumerate([longest, *drawn]):
         batch = [examples[i] for i in chosen]
         started = time.perf_counter()
-        with bf16_autocast(device, bf16):
-            loss = sft_loss(model, batch, formatter.pad_id)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        sft_backward(model, batch, formatter.pad_id, micro_batch_size=sft.micro_batch_size, bf16=bf16)
         clip_gradients(model, sft.grad_clip)
         optimizer.step()
         _sync(device)

@@ -40,10 +40,13 @@ class SFTConfig:
     # SmolLM2 with AMX at an equal loss; casting the weights to bf16 instead loses small updates.
     # auto: where the device has bf16 natively (CUDA, AMX / avx512_bf16), float32 elsewhere.
     bf16: Bf16Setting = "auto"
+    # Examples per forward/backward pass within a batch (0: the whole batch at once). The step is
+    # the same (gradients add up to the batch's token mean); activation memory scales with this.
+    micro_batch_size: int = 0
 
     def __post_init__(self) -> None:
         # Checked when the config is loaded, not after the gold trajectories have been built.
-        at_least(self, 0, "steps", "lr", "weight_decay", "warmup_ratio", "grad_clip")
+        at_least(self, 0, "steps", "lr", "weight_decay", "warmup_ratio", "grad_clip", "micro_batch_size")
         at_least(self, 1, "batch_size", "bucket_batches", "max_length")
         if self.warmup_ratio >= 1:
             raise ConfigError(f"warmup_ratio must be < 1, got {self.warmup_ratio!r}")
@@ -97,14 +100,48 @@ def build_example(
     return SFTExample(task.id, ids, mask)
 
 
-def sft_loss(model: torch.nn.Module, examples: Sequence[SFTExample], pad_id: int) -> torch.Tensor:
-    """Token-mean negative log-likelihood over the examples' assistant tokens."""
+def _sft_nll(model: torch.nn.Module, examples: Sequence[SFTExample], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed negative log-likelihood over the examples' assistant tokens, and their count."""
     batch = pad_sequences([e.input_ids for e in examples], [e.loss_mask for e in examples], pad_id)
     batch = batch.to(model_device(model))
     logprobs = token_logprobs(
         model, batch.input_ids, batch.attention_mask, start=batch.first_learnable, positions=batch.loss_mask > 0
     )
-    return -(logprobs * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1.0)
+    return -(logprobs * batch.loss_mask).sum(), batch.loss_mask.sum()
+
+
+def sft_loss(model: torch.nn.Module, examples: Sequence[SFTExample], pad_id: int) -> torch.Tensor:
+    """Token-mean negative log-likelihood over the examples' assistant tokens."""
+    total, count = _sft_nll(model, examples, pad_id)
+    return total / count.clamp(min=1.0)
+
+
+def sft_backward(
+    model: torch.nn.Module,
+    examples: Sequence[SFTExample],
+    pad_id: int,
+    *,
+    micro_batch_size: int = 0,
+    bf16: bool = False,
+) -> float:
+    """Backpropagate :func:`sft_loss` of ``examples`` in passes of ``micro_batch_size`` examples
+    (0: one pass) and return the loss. Each pass's token sum is divided by the whole batch's token
+    count, so the accumulated gradients are the one-pass gradients. Raises
+    :class:`TrainingDiverged` on a non-finite loss."""
+    size = micro_batch_size or len(examples)
+    tokens = max(1.0, float(sum(sum(e.loss_mask) for e in examples)))
+    device = model_device(model)
+    value = 0.0
+    for first in range(0, len(examples), size):
+        with bf16_autocast(device, bf16):
+            total, _ = _sft_nll(model, examples[first : first + size], pad_id)
+        loss = total / tokens
+        part = float(loss.detach())
+        if not math.isfinite(part):
+            raise TrainingDiverged(f"the loss is {part}; no optimizer step was taken")
+        loss.backward()
+        value += part
+    return value
 
 
 def length_bucketed_batches(
@@ -150,13 +187,13 @@ def train_sft(
         if not planned:
             planned = length_bucketed_batches(lengths, config.batch_size, config.bucket_batches, rng)
         chosen = planned.pop()
-        with bf16_autocast(model_device(model), bf16):
-            loss = sft_loss(model, [usable[i] for i in chosen], pad_id)
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise TrainingDiverged(f"SFT step {step}: the loss is {value}; no optimizer step was taken")
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        try:
+            value = sft_backward(
+                model, [usable[i] for i in chosen], pad_id, micro_batch_size=config.micro_batch_size, bf16=bf16
+            )
+        except TrainingDiverged as exc:
+            raise TrainingDiverged(f"SFT step {step}: {exc}") from None
         try:
             grad_norm = clip_gradients(model, config.grad_clip)
         except TrainingDiverged as exc:
