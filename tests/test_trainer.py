@@ -137,7 +137,7 @@ def test_sft_micro_batches_train_as_whole_batches_do(tiny):
     assert runs[1] == pytest.approx(runs[0], rel=1e-4)
 
 
-def test_a_non_finite_micro_batch_loss_stops_before_the_step(tiny, monkeypatch):
+def test_a_non_finite_micro_batch_loss_or_gradient_stops_sft_before_the_step(tiny, monkeypatch):
     from slca_grpo.trainer import sft
 
     model, tokenizer = tiny
@@ -153,6 +153,17 @@ def test_a_non_finite_micro_batch_loss_stops_before_the_step(tiny, monkeypatch):
     with pytest.raises(TrainingDiverged, match=r"SFT step 0: the loss is nan; no optimizer step was taken"):
         train_sft(model, examples, config, pad_id=tokenizer.pad_token_id)
     assert calls == [2, 2]
+    monkeypatch.undo()
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+
+    def diverging(model, max_norm):
+        raise TrainingDiverged("the gradient norm is inf; no optimizer step was taken")
+
+    monkeypatch.setattr(sft, "clip_gradients", diverging)
+    with pytest.raises(TrainingDiverged, match=r"SFT step 0: the gradient norm is inf; no optimizer step was taken"):
+        train_sft(model, examples, config, pad_id=tokenizer.pad_token_id)
+    assert all(torch.equal(p, before[name]) for name, p in model.named_parameters())
+    model.zero_grad(set_to_none=True)
     with pytest.raises(ConfigError, match="micro_batch_size"):
         SFTConfig(micro_batch_size=-1)
 

@@ -150,11 +150,11 @@ def test_a_right_padded_training_pass_attends_without_masks_to_the_same_numbers(
         mask[row, length:] = 0
     positions = mask.bool() & (torch.arange(30) >= 12)
     masked, masked_grads = _training_pass(model, ids, mask, positions)
-    assert sdpa_calls and all(mask is not None for mask, _ in sdpa_calls)
+    assert sdpa_calls and all(handed is not None for handed, _ in sdpa_calls)
     sdpa_calls.clear()
     monkeypatch.setattr(attention, "UNMASKED_PADDING_MIN_HIDDEN", 0)  # the tiny model is 32 wide
     ours, our_grads = _training_pass(model, ids, mask, positions)
-    assert sdpa_calls and all(mask is None for mask, _ in sdpa_calls)
+    assert sdpa_calls and all(handed is None for handed, _ in sdpa_calls)
     torch.testing.assert_close(ours, masked, atol=1e-5, rtol=1e-5)
     for a, b in zip(our_grads, masked_grads):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)

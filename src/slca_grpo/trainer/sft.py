@@ -192,9 +192,6 @@ def train_sft(
             value = sft_backward(
                 model, [usable[i] for i in chosen], pad_id, micro_batch_size=config.micro_batch_size, bf16=bf16
             )
-        except TrainingDiverged as exc:
-            raise TrainingDiverged(f"SFT step {step}: {exc}") from None
-        try:
             grad_norm = clip_gradients(model, config.grad_clip)
         except TrainingDiverged as exc:
             raise TrainingDiverged(f"SFT step {step}: {exc}") from None
