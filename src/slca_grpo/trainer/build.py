@@ -26,6 +26,7 @@ from slca_grpo.rollout.loop import AgentLoop
 from slca_grpo.rollout.native_format import ChatTemplateError
 from slca_grpo.simulator import SimulatorClient, SimulatorConfig, build_simulator
 from slca_grpo.simulator.config import SimulatorServiceConfig
+from slca_grpo.trainer.host_memory import keep_freed_memory
 from slca_grpo.trainer.memory import check_fits, estimate_memory
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
 from slca_grpo.trainer.run_config import RunConfig
@@ -35,7 +36,10 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def start_process(config: RunConfig) -> torch.device:
-    """This process's torch threads, seed and quiet loading as ``config`` asks; the device to run on."""
+    """This process's torch threads, memory reuse, seed and quiet loading as ``config`` asks; the
+    device to run on."""
+    if config.train.keep_freed_memory:
+        keep_freed_memory()
     if config.train.torch_threads:
         torch.set_num_threads(config.train.torch_threads)
     torch.manual_seed(config.train.seed)

@@ -35,6 +35,7 @@ class TrainConfig:
     torch_threads: int = 0  # 0: torch's default
     plugins: list[str] = field(default_factory=list)  # your modules (names or .py files) imported first
     device: str = "auto"  # auto (CUDA when there is one), cpu, cuda or cuda:N
+    keep_freed_memory: bool = True  # reuse freed host memory instead of faulting in fresh pages (Linux glibc)
 
     def __post_init__(self) -> None:
         if not self.out_dir.strip():  # "" would train into the current folder

@@ -30,8 +30,8 @@ except ImportError:  # pragma: no cover - Windows: no advisory locks, folders ar
 
 LOCK_FILE = ".lock"
 
-# Settings a resumed run may change: where it is and how progress is shown or mirrored, and how
-# often checkpoints are kept. None of them changes what the run computes. ``train.plugins`` is the
+# Settings a resumed run may change: where it is, how progress is shown or mirrored, how often
+# checkpoints are kept and whether freed host memory is kept for reuse. None of them changes what the run computes. ``train.plugins`` is the
 # run's record of the plugins it loaded, which a resume loads again (``resume_config``).
 RESUME_MAY_DIFFER = (
     "train.out_dir",
@@ -42,6 +42,7 @@ RESUME_MAY_DIFFER = (
     "train.wandb_project",
     "train.save_every",
     "train.keep_last",
+    "train.keep_freed_memory",
 )
 
 
