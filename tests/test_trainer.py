@@ -391,6 +391,33 @@ def test_logprobs_at_selected_positions_match_the_full_pass(tiny):
     model.zero_grad()
 
 
+@pytest.mark.parametrize("min_vocab", [0, 10**9])  # the fused cross-entropy form, the logsumexp form
+def test_selected_logprobs_are_the_log_softmax_at_the_target(monkeypatch, min_vocab):
+    import slca_grpo.trainer.batch as batch_module
+
+    monkeypatch.setattr(batch_module, "FUSED_LOGPROB_MIN_VOCAB", min_vocab)
+    # By hand: softmax([0, ln 3]) = [1/4, 3/4]; at temperature 1/2 the logits double: [1/10, 9/10].
+    two = torch.tensor([[0.0, math.log(3.0)], [0.0, math.log(3.0)]])
+    assert torch.allclose(
+        batch_module._selected_logprobs(two, torch.tensor([1, 0]), 1.0), torch.tensor([math.log(0.75), math.log(0.25)])
+    )
+    assert torch.allclose(
+        batch_module._selected_logprobs(two, torch.tensor([1, 0]), 0.5), torch.tensor([math.log(0.9), math.log(0.1)])
+    )
+    # Values and gradients against float64 log-softmax, [rows, positions, vocab] as the trainer passes them.
+    generator = torch.Generator().manual_seed(0)
+    logits = (torch.randn(3, 5, 300, generator=generator) * 4).requires_grad_()
+    targets = torch.randint(0, 300, (3, 5), generator=generator)
+    weights = torch.randn(3, 5, generator=generator)
+    got = batch_module._selected_logprobs(logits, targets, 0.7)
+    (got * weights).sum().backward()
+    reference_logits = logits.detach().double().requires_grad_()
+    expected = torch.log_softmax(reference_logits / 0.7, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
+    (expected * weights.double()).sum().backward()
+    assert torch.allclose(got.double(), expected, atol=1e-5)
+    assert torch.allclose(logits.grad.double(), reference_logits.grad, atol=1e-6)
+
+
 def test_selected_positions_fall_back_for_heads_that_are_not_plain(tiny, monkeypatch):
     import slca_grpo.trainer.batch as batch_module
 
