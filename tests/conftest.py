@@ -1,6 +1,7 @@
 import copy
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 # Test helpers (fake servers, scripted models and rollouts, shared tool schemas) live beside the tests;
 # test modules import them, never one another.
@@ -57,19 +58,23 @@ def smollm2_copy(_smollm2_once):
     return copy.deepcopy(_smollm2_once)
 
 
+class SdpaCall(NamedTuple):
+    mask: object  # the mask it was handed (None: causal without one)
+    dtype: object  # the dtype it computed in (autocast casts the inputs below this Python call)
+    key_heads: int  # key/value heads handed over (fewer than the query's: grouped, not copied)
+
+
 @pytest.fixture
 def sdpa_calls(monkeypatch) -> list:
-    """Every ``scaled_dot_product_attention`` call from here on, as (mask, dtype): the mask it was
-    handed (None: causal without one) and the dtype it computed in (autocast casts the inputs
-    below this Python call, so the output's dtype tells)."""
+    """Every ``scaled_dot_product_attention`` call from here on, as an :class:`SdpaCall`."""
     import torch
 
     seen = []
     real = torch.nn.functional.scaled_dot_product_attention
 
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        seen.append((kwargs.get("attn_mask"), out.dtype))
+    def spy(query, key, *args, **kwargs):
+        out = real(query, key, *args, **kwargs)
+        seen.append(SdpaCall(kwargs.get("attn_mask"), out.dtype, key.shape[-3]))
         return out
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)

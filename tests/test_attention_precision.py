@@ -31,7 +31,7 @@ def test_under_bf16_autocast_attention_runs_in_float32_and_gradients_flow(model,
     with torch.autocast("cpu", dtype=torch.bfloat16):
         logprobs = token_logprobs(model, ids, attention, positions=positions)
     logprobs.sum().backward()
-    assert sdpa_calls and {dtype for _, dtype in sdpa_calls} == {torch.float32}
+    assert sdpa_calls and {call.dtype for call in sdpa_calls} == {torch.float32}
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters() if p.requires_grad)
     assert model.config._attn_implementation == "sdpa"  # restored after the pass
     # The products around attention are still bfloat16: the result is not the float32 one.
@@ -42,7 +42,7 @@ def test_under_bf16_autocast_attention_runs_in_float32_and_gradients_flow(model,
 def test_in_float32_attention_stays_float32(model, sdpa_calls):
     ids, attention, positions = _batch()
     token_logprobs(model, ids, attention, positions=positions)
-    assert {dtype for _, dtype in sdpa_calls} == {torch.float32}
+    assert {call.dtype for call in sdpa_calls} == {torch.float32}
 
 
 def test_without_the_switch_bf16_autocast_gives_bfloat16_attention(model, sdpa_calls):
@@ -50,7 +50,7 @@ def test_without_the_switch_bf16_autocast_gives_bfloat16_attention(model, sdpa_c
     ids, attention, _ = _batch()
     with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
         model(input_ids=ids, attention_mask=attention)
-    assert sdpa_calls and {dtype for _, dtype in sdpa_calls} == {torch.bfloat16}
+    assert sdpa_calls and {call.dtype for call in sdpa_calls} == {torch.bfloat16}
 
 
 def test_another_attention_in_place_is_left_alone(model):

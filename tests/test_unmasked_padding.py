@@ -101,7 +101,7 @@ def test_without_the_mask_every_valid_query_gets_the_masked_output_and_gradients
         return out * valid, torch.autograd.grad((out * weights).sum(), tensors)
 
     ours, our_grads = run(unmasked_padding_attention)
-    assert sdpa_calls[-1][0] is None
+    assert sdpa_calls[-1].mask is None
     theirs, their_grads = run(sdpa_attention_forward)
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
     for a, b in zip(our_grads, their_grads):
@@ -119,7 +119,32 @@ def test_what_keeps_its_mask(sdpa_calls, lengths, queries, width, why):
     mask = padded_mask(lengths, 6)[:, :, 6 - queries :]
     q, k, v = torch.randn(2, 4, queries, 8), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
     unmasked_padding_attention(_module(width), q, k, v, mask)
-    assert len(sdpa_calls) == 1 and sdpa_calls[0][0] is mask, why
+    assert len(sdpa_calls) == 1 and sdpa_calls[0].mask is mask, why
+
+
+@pytest.mark.parametrize("width", [512, 64])
+def test_a_kept_mask_gets_grouped_keys_uncopied_with_the_same_numbers(sdpa_calls, width):
+    # Queries after a cache keep their mask; transformers would copy each key/value head per query head.
+    mask = padded_mask([6, 4], 6)[:, :, 1:]
+    generator = torch.Generator().manual_seed(3)
+    tensors = [
+        torch.randn(2, heads, length, 8, generator=generator, requires_grad=True)
+        for heads, length in ((4, 5), (2, 6), (2, 6))
+    ]
+    weights = torch.randn(2, 5, 4, 8, generator=generator)
+
+    def run(function):
+        out, _ = function(_module(width), *tensors, mask)
+        return out, torch.autograd.grad((out * weights).sum(), tensors)
+
+    ours, our_grads = run(unmasked_padding_attention)
+    theirs, their_grads = run(sdpa_attention_forward)
+    assert [call.mask is mask for call in sdpa_calls] == [True, True]
+    # Narrower models keep transformers' copies (and rounding), as for the dropped mask.
+    assert [call.key_heads for call in sdpa_calls] == ([2, 4] if width >= 512 else [4, 4])
+    torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-6)
+    for a, b in zip(our_grads, their_grads):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
 
 
 def test_each_mask_is_checked_for_itself(sdpa_calls):
@@ -128,7 +153,7 @@ def test_each_mask_is_checked_for_itself(sdpa_calls):
     left = right.flip(-1).flip(-2)  # the same shape, padded on the left
     for mask, dropped in ((right, True), (right, True), (left, False), (right, True)):
         unmasked_padding_attention(_module(), q, k, v, mask)
-        assert (sdpa_calls[-1][0] is None) == dropped
+        assert (sdpa_calls[-1].mask is None) == dropped
 
 
 @pytest.fixture(scope="module")
@@ -150,11 +175,11 @@ def test_a_right_padded_training_pass_attends_without_masks_to_the_same_numbers(
         mask[row, length:] = 0
     positions = mask.bool() & (torch.arange(30) >= 12)
     masked, masked_grads = _training_pass(model, ids, mask, positions)
-    assert sdpa_calls and all(handed is not None for handed, _ in sdpa_calls)
+    assert sdpa_calls and all(call.mask is not None for call in sdpa_calls)
     sdpa_calls.clear()
     monkeypatch.setattr(attention, "UNMASKED_PADDING_MIN_HIDDEN", 0)  # the tiny model is 32 wide
     ours, our_grads = _training_pass(model, ids, mask, positions)
-    assert sdpa_calls and all(handed is None for handed, _ in sdpa_calls)
+    assert sdpa_calls and all(call.mask is None for call in sdpa_calls)
     torch.testing.assert_close(ours, masked, atol=1e-5, rtol=1e-5)
     for a, b in zip(our_grads, masked_grads):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)

@@ -31,8 +31,9 @@ except ImportError:  # pragma: no cover - Windows: no advisory locks, folders ar
 LOCK_FILE = ".lock"
 
 # Settings a resumed run may change: where it is, how progress is shown or mirrored, how often
-# checkpoints are kept and whether freed host memory is kept for reuse. None of them changes what the run computes. ``train.plugins`` is the
-# run's record of the plugins it loaded, which a resume loads again (``resume_config``).
+# checkpoints are kept and whether freed host memory is kept for reuse. None of them changes what
+# the run computes. ``train.plugins`` is the run's record of the plugins it loaded, which a resume
+# loads again (``resume_config``).
 RESUME_MAY_DIFFER = (
     "train.out_dir",
     "train.progress",
