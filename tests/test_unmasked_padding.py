@@ -1,4 +1,5 @@
-"""Right-padded causal batches attend without their mask on a CPU (models/attention.py)."""
+"""The CPU attention shortcuts of models/attention.py: right-padded causal batches without their mask,
+left-padded ones row by row, grouped keys and values uncopied."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ from hypothesis import strategies as st
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from slca_grpo.models import attention
-from slca_grpo.models.attention import right_padded_causal, training_attention, unmasked_padding_attention
+from slca_grpo.models.attention import (
+    left_padded_causal,
+    masked_sdpa,
+    right_padded_causal,
+    training_attention,
+    unmasked_padding_attention,
+)
 from slca_grpo.trainer.batch import token_logprobs
 
 
@@ -79,6 +86,79 @@ def test_other_masks_are_not_right_padded_causal():
         padded_mask([4, 2], 4).expand(2, 2, 4, 4),  # one mask per head
     ):
         assert not right_padded_causal(mask)
+
+
+def left_padded_mask(lengths, width: int) -> torch.Tensor:
+    """[B, 1, W, W]: row b's last ``lengths[b]`` queries attend causally to the last ``lengths[b]``
+    keys; padding queries attend to nothing."""
+    mask = torch.zeros((len(lengths), 1, width, width), dtype=torch.bool)
+    for row, length in enumerate(lengths):
+        pad = width - length
+        mask[row, 0, pad:, pad:] = torch.ones((length, length), dtype=torch.bool).tril()
+    return mask
+
+
+@settings(max_examples=150, deadline=None)
+@given(lengths_and_width)
+def test_a_left_padded_causal_mask_is_recognised_with_its_padding(batch):
+    lengths, width = batch
+    assert left_padded_causal(left_padded_mask(lengths, width)) == [width - n for n in lengths]
+
+
+@settings(max_examples=300, deadline=None)
+@given(lengths_and_width, st.data())
+def test_a_changed_mask_is_recognised_only_where_it_is_still_left_padded_causal(batch, data):
+    lengths, width = batch
+    mask = left_padded_mask(lengths, width)
+    for _ in range(data.draw(st.integers(1, 3))):
+        row = data.draw(st.integers(0, len(lengths) - 1))
+        i, k = data.draw(st.integers(0, width - 1)), data.draw(st.integers(0, width - 1))
+        mask[row, 0, i, k] = ~mask[row, 0, i, k]
+    pads = left_padded_causal(mask)
+    if pads is not None:  # each query after its row's padding sees exactly keys [pad, i]
+        index = torch.arange(width)
+        for row, pad in enumerate(pads):
+            expected = (index[None, :] <= index[:, None]) & (index[None, :] >= pad)
+            assert torch.equal(mask[row, 0, pad:], expected[pad:])
+            assert not mask[row, 0, index[:pad], index[:pad]].any()
+
+
+def test_other_masks_are_not_left_padded_causal():
+    hole = left_padded_mask([6], 6)
+    hole[0, 0, 4, 2] = False  # a valid query that skips a key
+    for mask in (
+        padded_mask([6, 4], 6),  # padding on the right
+        hole,
+        torch.ones((1, 1, 4, 4), dtype=torch.bool),  # bidirectional
+        left_padded_mask([4, 2], 4).float(),  # an additive mask
+        left_padded_mask([4], 4)[:, :, 1:],  # queries after a cache
+    ):
+        assert left_padded_causal(mask) is None
+
+
+@pytest.mark.parametrize("width", [512, 64])
+def test_a_left_padded_batch_runs_row_by_row_with_the_same_numbers(sdpa_calls, width):
+    lengths, size = [7, 4, 1], 7
+    mask = left_padded_mask(lengths, size)
+    generator = torch.Generator().manual_seed(4)
+    tensors = [torch.randn(3, heads, size, 8, generator=generator, requires_grad=True) for heads in (4, 2, 2)]
+    valid = (torch.arange(size) >= torch.tensor([size - n for n in lengths])[:, None]).float()[:, :, None, None]
+    weights = torch.randn(3, size, 4, 8, generator=generator) * valid  # what reads the outputs
+
+    def run(function):
+        out, _ = function(_module(width), *tensors, mask)
+        assert torch.isfinite(out * valid).all()
+        return out * valid, torch.autograd.grad((out * weights).sum(), tensors)
+
+    ours, our_grads = run(masked_sdpa)
+    if width >= 512:  # one causal call per row, without a mask, keys uncopied
+        assert [(call.mask, call.key_heads) for call in sdpa_calls] == [(None, 2)] * 3
+    else:  # narrower models keep transformers' way
+        assert len(sdpa_calls) == 1 and sdpa_calls[0].mask is mask
+    theirs, their_grads = run(sdpa_attention_forward)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+    for a, b in zip(our_grads, their_grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
 def _module(width: int = 512):
@@ -189,3 +269,29 @@ def test_the_training_switch_is_on_for_a_cpu_model_and_undone_after(model):
     with training_attention(model) as switched:
         assert switched and model.config._attn_implementation == attention.TRAINING_ATTENTION
     assert model.config._attn_implementation == "sdpa"
+
+
+def test_a_training_pass_over_shared_prompts_runs_their_left_padded_prefill_row_by_row(model, monkeypatch, sdpa_calls):
+    # Two prompts of different lengths, two rollouts each: the prompts run once, left-padded.
+    generator = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(3, 290, (n,), generator=generator) for n in (14, 9)]
+    rows = [
+        torch.cat([prompts[r // 2], torch.randint(3, 290, (n,), generator=generator)])
+        for r, n in enumerate((6, 3, 5, 8))
+    ]
+    width = max(len(r) for r in rows)
+    ids = torch.zeros((4, width), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for r, row in enumerate(rows):
+        ids[r, : len(row)], mask[r, : len(row)] = row, 1
+    positions = mask.bool() & (torch.arange(width) >= torch.tensor([14, 14, 9, 9])[:, None])
+    plain, plain_grads = _training_pass(model, ids, mask, positions)
+    assert not any(call.mask is None and call.key_heads == 2 for call in sdpa_calls)
+    sdpa_calls.clear()
+    monkeypatch.setattr(attention, "UNMASKED_PADDING_MIN_HIDDEN", 0)  # the tiny model is 32 wide
+    ours, our_grads = _training_pass(model, ids, mask, positions)
+    layers = model.config.num_hidden_layers
+    assert sum(call.mask is None for call in sdpa_calls) == 2 * layers  # each prompt, each layer, once
+    torch.testing.assert_close(ours, plain, atol=1e-5, rtol=1e-5)
+    for a, b in zip(our_grads, plain_grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)

@@ -28,7 +28,7 @@ from transformers import AttentionInterface
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from slca_grpo.models.attention import attention_implementation, grouped_sdpa
+from slca_grpo.models.attention import attention_implementation, masked_sdpa
 
 ATTENTION_NAME = "slca_sdpa"
 # Rows share a prompt's cache in models at least this wide. At SmolLM2's width (576) a decode step
@@ -328,7 +328,7 @@ def grouped_decode_attention(
     if length != 1 or dropout or kwargs.get("output_attentions"):
         if shared is not None:
             key, value = shared.whole_rows()
-        return grouped_sdpa(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+        return masked_sdpa(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     folded = query.view(batch, heads // groups, groups, dim)  # [B, kv heads, group, D]
     scale = dim**-0.5 if scaling is None else scaling
     total = key.shape[-2] + (shared.prefix_length() if shared is not None else 0)
