@@ -48,6 +48,16 @@ lengths_and_width = st.integers(1, 10).flatmap(
 )
 
 
+def flip_some(mask: torch.Tensor, data) -> torch.Tensor:
+    """``mask`` with one to three entries drawn by hypothesis flipped."""
+    rows, width = mask.shape[0], mask.shape[-1]
+    for _ in range(data.draw(st.integers(1, 3))):
+        row = data.draw(st.integers(0, rows - 1))
+        i, k = data.draw(st.integers(0, width - 1)), data.draw(st.integers(0, width - 1))
+        mask[row, 0, i, k] = ~mask[row, 0, i, k]
+    return mask
+
+
 @settings(max_examples=150, deadline=None)
 @given(lengths_and_width)
 def test_a_right_padded_causal_mask_is_recognised(batch):
@@ -59,11 +69,7 @@ def test_a_right_padded_causal_mask_is_recognised(batch):
 @given(lengths_and_width, st.data())
 def test_a_changed_mask_is_recognised_only_where_it_is_still_right_padded_causal(batch, data):
     lengths, width = batch
-    mask = padded_mask(lengths, width)
-    for _ in range(data.draw(st.integers(1, 3))):
-        row = data.draw(st.integers(0, len(lengths) - 1))
-        i, k = data.draw(st.integers(0, width - 1)), data.draw(st.integers(0, width - 1))
-        mask[row, 0, i, k] = ~mask[row, 0, i, k]
+    mask = flip_some(padded_mask(lengths, width), data)
     if right_padded_causal(mask):
         assert_describes(mask)
 
@@ -109,11 +115,7 @@ def test_a_left_padded_causal_mask_is_recognised_with_its_padding(batch):
 @given(lengths_and_width, st.data())
 def test_a_changed_mask_is_recognised_only_where_it_is_still_left_padded_causal(batch, data):
     lengths, width = batch
-    mask = left_padded_mask(lengths, width)
-    for _ in range(data.draw(st.integers(1, 3))):
-        row = data.draw(st.integers(0, len(lengths) - 1))
-        i, k = data.draw(st.integers(0, width - 1)), data.draw(st.integers(0, width - 1))
-        mask[row, 0, i, k] = ~mask[row, 0, i, k]
+    mask = flip_some(left_padded_mask(lengths, width), data)
     pads = left_padded_causal(mask)
     if pads is not None:  # each query after its row's padding sees exactly keys [pad, i]
         index = torch.arange(width)
