@@ -102,12 +102,7 @@ def unmasked_padding_attention(
     """``transformers``' SDPA attention; on a CPU, a right-padded causal batch
     (:func:`right_padded_causal`) runs causal without its mask: a row's valid query i sees keys
     [0, i] either way, and the kernel skips the blocks above the diagonal."""
-    if (
-        attention_mask is not None
-        and query.device.type == "cpu"
-        and getattr(getattr(module, "config", None), "hidden_size", 0) >= UNMASKED_PADDING_MIN_HIDDEN
-        and _once(right_padded_causal, attention_mask)
-    ):
+    if _cpu_shortcuts(module, query, attention_mask) and _once(right_padded_causal, attention_mask):
         attention_mask = None
     return masked_sdpa(module, query, key, value, attention_mask, *args, **kwargs)
 
@@ -126,28 +121,30 @@ def masked_sdpa(
     """``transformers``' SDPA attention, except for a masked pass on a CPU: a left-padded causal
     batch (:func:`left_padded_causal`) runs row by row, causal without padding or mask, and a
     grouped-query model's keys and values go to the kernel uncopied (``enable_gqa``)."""
-    if (
-        attention_mask is None  # transformers passes enable_gqa itself then
-        or query.device.type != "cpu"
-        or kwargs.get("output_attentions")
-        or getattr(getattr(module, "config", None), "hidden_size", 0) < UNMASKED_PADDING_MIN_HIDDEN
-    ):
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout, scaling, is_causal=is_causal, **kwargs
-        )
-    grouped = getattr(module, "num_key_value_groups", 1) > 1
-    pads = _once(left_padded_causal, attention_mask) if query.shape[-2] == key.shape[-2] > 1 else None
-    if pads is not None:
-        return _causal_rows(query, key, value, pads, dropout, scaling, grouped), None
-    if not grouped:
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout, scaling, is_causal=is_causal, **kwargs
-        )
-    # With a mask transformers runs SDPA non-causal (the mask says it all), as here.
-    out = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True
+    # A pass without a mask stays transformers' (it passes enable_gqa itself then).
+    if _cpu_shortcuts(module, query, attention_mask) and not kwargs.get("output_attentions"):
+        grouped = getattr(module, "num_key_value_groups", 1) > 1
+        pads = _once(left_padded_causal, attention_mask) if query.shape[-2] == key.shape[-2] > 1 else None
+        if pads is not None:
+            return _causal_rows(query, key, value, pads, dropout, scaling, grouped), None
+        if grouped:  # with a mask transformers runs SDPA non-causal (the mask says it all), as here
+            out = torch.nn.functional.scaled_dot_product_attention(
+                query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True
+            )
+            return out.transpose(1, 2).contiguous(), None
+    return sdpa_attention_forward(
+        module, query, key, value, attention_mask, dropout, scaling, is_causal=is_causal, **kwargs
     )
-    return out.transpose(1, 2).contiguous(), None
+
+
+def _cpu_shortcuts(module: torch.nn.Module, query: torch.Tensor, attention_mask: torch.Tensor | None) -> bool:
+    """Whether a masked pass may take this module's CPU shortcuts: on a CPU, in a model at least
+    ``UNMASKED_PADDING_MIN_HIDDEN`` wide."""
+    return (
+        attention_mask is not None
+        and query.device.type == "cpu"
+        and getattr(getattr(module, "config", None), "hidden_size", 0) >= UNMASKED_PADDING_MIN_HIDDEN
+    )
 
 
 def _causal_rows(query, key, value, pads: list[int], dropout: float, scaling: float | None, grouped: bool):

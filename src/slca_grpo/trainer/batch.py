@@ -115,11 +115,12 @@ def _plain_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Modul
     return decoder, head
 
 
-# cross_entropy computes log-softmax and the gather in one fused kernel each way, where logits[token]
-# - logsumexp(logits) makes several passes over the [N, V] logits: at SmolLM2's 49,152 tokens, 700
-# rows forward + backward with the head, 0.86-1.0 s -> 0.61-0.62 s (2-core EPYC, Zen 5). The two
-# round differently; below this vocabulary (the tiny models' 4,104: 23-26 ms -> 21-22 ms) the gain is small and the
-# logsumexp form keeps the rounding their published quick-demo numbers came from.
+# cross_entropy computes log-softmax and the gather in one fused kernel each way, where
+# logits[token] - logsumexp(logits) makes several passes over the [N, V] logits: at SmolLM2's 49,152
+# tokens, 700 rows forward + backward with the head, 0.86-1.0 s -> 0.61-0.62 s (2-core EPYC, Zen 5).
+# The two round differently; below this vocabulary (the tiny models' 4,104: 23-26 ms -> 21-22 ms)
+# the gain is small and the logsumexp form keeps the rounding their published quick-demo numbers
+# came from.
 FUSED_LOGPROB_MIN_VOCAB = 16_384
 
 
