@@ -1,16 +1,19 @@
-"""A preset's rollout phase with the sampler's fused decode step against the model's own layers.
+"""A preset's rollout phase with the sampler's fused decode step and C attention against without.
 
     python benchmarks/fused_decode.py                        # demo-smollm2: 4 prompts x G = 4, bf16: auto
     python benchmarks/fused_decode.py --rounds 5
     python benchmarks/fused_decode.py --set rl.bf16=false    # float32
+    python benchmarks/fused_decode.py --ways fused,torch-attention
 
-One process builds the preset's RL trainer and rolls out the same tasks from the same seed, ``fused``
-(``FusedDecoder``: what the sampler does for Llama and Qwen2 models at least 512 wide) and
-``layers`` (the fused step switched off) in alternating order after a warm-up, so background load
-hits both alike. Prints the median seconds of the phase each way, their ratio, and the response
-tokens each sampled: under bf16 autocast the fused step's logits are the layers' bit for bit on the
-CPUs we measured, so both sample the same tokens; in float32 rounding can move a draw, and then
-seconds per token is the fairer ratio. Quote the ratios, with the machine.
+One process builds the preset's RL trainer and rolls out the same tasks from the same seed in three
+ways, in alternating order after a warm-up, so background load hits all alike: ``fused``
+(``FusedDecoder`` with the shared-prompt attention in C, ``rollout/native.py``: what the sampler
+does for Llama and Qwen2 models at least 512 wide on a CPU), ``torch-attention`` (the fused step
+with that attention in PyTorch's batched products) and ``layers`` (the fused step switched off, C
+attention kept). Prints the median seconds of the phase each way, the response tokens each sampled
+and the ratios to ``fused``, per phase and per token: rounding can move a draw (the C attention does
+not round its scores to bfloat16 as PyTorch's products do), so the ways may sample different
+tokens, and then seconds per token is the fairer ratio. Quote the ratios, with the machine.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from _common import alternate  # noqa: E402
 from slca_grpo.config import ConfigError, load_yaml_config  # noqa: E402
 from slca_grpo.models.device import bf16_autocast  # noqa: E402
 from slca_grpo.presets import resolve_config_path  # noqa: E402
+from slca_grpo.rollout import native  # noqa: E402
 from slca_grpo.rollout.fused_decode import FusedDecoder  # noqa: E402
 from slca_grpo.trainer.build import build_rl_trainer, rl_models, start_process  # noqa: E402
 from slca_grpo.trainer.run_config import RunConfig  # noqa: E402
@@ -48,14 +52,34 @@ def layers_only():
         FusedDecoder.for_sampler = real
 
 
+@contextlib.contextmanager
+def torch_attention():
+    """The shared-prompt attention runs PyTorch's products within the block."""
+    real = native.prefix_decode_attention
+    native.prefix_decode_attention = lambda *args: None
+    try:
+        yield
+    finally:
+        native.prefix_decode_attention = real
+
+
+CONTEXTS = {"fused": contextlib.nullcontext, "torch-attention": torch_attention, "layers": layers_only}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="demo-smollm2", help="a preset name or YAML file (default: demo-smollm2)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rollout phases each way (default: 3)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--ways", default=",".join(CONTEXTS), help="comma-separated ways to time (default: all)")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be positive")
+    ways = [way.strip() for way in args.ways.split(",") if way.strip()]
+    if not ways or any(way not in CONTEXTS for way in ways):
+        parser.error(f"--ways takes some of {', '.join(CONTEXTS)}")
+    if "fused" not in ways:
+        ways.insert(0, "fused")  # the reference for ratios
 
     try:
         config = load_yaml_config(RunConfig, resolve_config_path(args.config), args.overrides)
@@ -68,12 +92,10 @@ def main() -> None:
     tasks = task_sampler(train_tasks, config.train.seed, config.rl.prompts_per_step)(0)
 
     def rollouts(way: str) -> int:
-        context = layers_only() if way == "layers" else contextlib.nullcontext()
-        with context, bf16_autocast(trainer.device, trainer.bf16):
+        with CONTEXTS[way](), bf16_autocast(trainer.device, trainer.bf16):
             trajectories = trainer.loop.run(tasks, generator=torch.Generator().manual_seed(7), session_prefix="bench")
         return sum(len(t.response_ids) for t in trajectories)
 
-    ways = ["fused", "layers"]
     # The warm-up round also packs the weights and starts the allocator and the simulator.
     seconds, tokens = alternate(
         {way: lambda way=way: rollouts(way) for way in ways},
@@ -84,14 +106,14 @@ def main() -> None:
     precision = "bf16 autocast" if trainer.bf16 else "float32"
     rounds = f"{args.rounds} round" + ("s" if args.rounds != 1 else "")
     print(f"{args.config}: {len(tasks)} prompts x G = {config.rollout.group_size}, {precision}, {rounds}")
-    print("| way | seconds (median) | response tokens | ms / token |")
-    print("|---|---:|---:|---:|")
+    print("| way | seconds (median) | response tokens | ms / token | fused is faster: phase / per token |")
+    print("|---|---:|---:|---:|---:|")
+    fused = statistics.median(seconds["fused"]) / max(1, tokens["fused"])
     for way in ways:
         median = statistics.median(seconds[way])
-        print(f"| {way} | {median:.2f} | {tokens[way]:,} | {1000 * median / max(1, tokens[way]):.2f} |")
-    fused, layers = (statistics.median(seconds[way]) for way in ways)
-    per_token = (layers / max(1, tokens["layers"])) / (fused / max(1, tokens["fused"]))
-    print(f"fused: {layers / fused:.2f}x the layers' phase, {per_token:.2f}x per token")
+        per_token = median / max(1, tokens[way])
+        ratios = f"{median / statistics.median(seconds['fused']):.2f}x / {per_token / fused:.2f}x"
+        print(f"| {way} | {median:.2f} | {tokens[way]:,} | {1000 * per_token:.2f} | {ratios} |")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 import pytest  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _kernels_built_in_a_session_folder(tmp_path_factory):
+    """The C kernels (rollout/native.py) build into this session's folder, not the user's cache;
+    subprocesses (CLI runs) inherit it."""
+    import os
+
+    os.environ["SLCA_GRPO_CACHE"] = str(tmp_path_factory.getbasetemp() / "slca-cache")
+
+
 @pytest.fixture(autouse=True)
 def _float32_unless_asked(monkeypatch):
     """``bf16: auto`` (the default) is float32 in tests on every machine, so results do not depend on

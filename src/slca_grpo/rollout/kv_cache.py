@@ -29,6 +29,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from slca_grpo.models.attention import attention_implementation, masked_sdpa
+from slca_grpo.rollout import native
 
 ATTENTION_NAME = "slca_sdpa"
 # Rows share a prompt's cache in models at least this wide. At SmolLM2's width (576) a decode step
@@ -119,6 +120,7 @@ class _DecodePlan:
     slots: torch.Tensor
     row_slot: torch.Tensor
     width: int
+    row_prompt: torch.Tensor  # [rows]: row -> its prompt's index in ``keys``
     # Rows already lie prompt by prompt, ``width`` each (a group's rollouts before any stop): the
     # layout by prompt is a view of the rows', with no gather or scatter.
     in_order: bool = False
@@ -225,7 +227,9 @@ class SharedPrefixLayer(GrowingLayer):
                 keys, values = keys[kept], values[kept]
             device = keys.device
             in_order = row_slot.tolist() == list(range(len(used) * width))
-            prefix.plan = _DecodePlan(keys, values, slots.to(device), row_slot.to(device), width, in_order)
+            prefix.plan = _DecodePlan(
+                keys, values, slots.to(device), row_slot.to(device), width, row_slot // width, in_order
+            )
         return prefix.plan
 
 
@@ -369,6 +373,9 @@ def prefix_decode_attention(
     columns instead of one per row); scores are joined for one float32 softmax, as in
     :func:`grouped_decode_attention`. Returns [rows, kv heads, group, D]."""
     dtype = value.dtype
+    out = native.prefix_decode_attention(query, plan.keys, plan.values, plan.row_prompt, key, value, mask, scale)
+    if out is not None:
+        return out.to(dtype)
     rows, kv_heads, group, dim = query.shape
     prompts, _, prefix, _ = plan.keys.shape
     query = query.to(dtype)

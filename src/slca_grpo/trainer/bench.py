@@ -21,6 +21,7 @@ import torch
 from slca_grpo.data.output import atomic_text
 from slca_grpo.models.device import bf16_autocast, native_bf16, resolve_bf16
 from slca_grpo.provenance import cpu_model
+from slca_grpo.rollout import native
 from slca_grpo.trainer.build import build_rl_trainer, make_formatter, make_simulator, rl_models, start_process
 from slca_grpo.trainer.floors import Group, ModelShape, PhaseFloor, Rates, rollout_floor, sft_floor, train_floor
 from slca_grpo.trainer.optim import build_optimizer, clip_gradients
@@ -315,6 +316,8 @@ def run_bench(config, *, rl_steps: int = 2, sft_steps: int = 2, echo: bool = Tru
         rl_steps=rl_steps,
         sft_steps=sft_steps,
     )
+    if rl_steps and device.type == "cpu" and native.library() is None:
+        result.notes.append("decode attention on PyTorch's path: the C kernel is switched off or could not be built")
     if rl_steps:
         result.rl = bench_rl(config, model, tokenizer, ref_model, train_tasks, machine, rl_steps, echo)
     if sft_steps:
