@@ -1,16 +1,17 @@
-"""A preset's rollout phase with the sampler's fused decode step and C attention against without.
+"""A preset's rollout phase as the sampler runs it against without its CPU shortcuts, one by one.
 
     python benchmarks/fused_decode.py                        # demo-smollm2: 4 prompts x G = 4, bf16: auto
     python benchmarks/fused_decode.py --rounds 5
     python benchmarks/fused_decode.py --set rl.bf16=false    # float32
     python benchmarks/fused_decode.py --ways fused,torch-attention
 
-One process builds the preset's RL trainer and rolls out the same tasks from the same seed in three
+One process builds the preset's RL trainer and rolls out the same tasks from the same seed in four
 ways, in alternating order after a warm-up, so background load hits all alike: ``fused``
-(``FusedDecoder`` with the shared-prompt attention in C, ``rollout/native.py``: what the sampler
-does for Llama and Qwen2 models at least 512 wide on a CPU), ``torch-attention`` (the fused step
-with that attention in PyTorch's batched products) and ``layers`` (the fused step switched off, C
-attention kept). Prints the median seconds of the phase each way, the response tokens each sampled
+(``FusedDecoder`` with the shared-prompt attention in C, ``rollout/native.py``, and distinct prompts
+prefilled one by one: what the sampler does for Llama and Qwen2 models at least 512 wide on a
+CPU), ``torch-attention`` (that attention in PyTorch's batched products), ``layers`` (the fused
+step switched off) and ``padded-prefill`` (the distinct prompts prefilled as one left-padded
+batch); each changes that one thing. Prints the median seconds of the phase each way, the response tokens each sampled
 and the ratios to ``fused``, per phase and per token: rounding can move a draw (the C attention does
 not round its scores to bfloat16 as PyTorch's products do), so the ways may sample different
 tokens, and then seconds per token is the fairer ratio. Quote the ratios, with the machine.
@@ -34,7 +35,7 @@ from _common import alternate  # noqa: E402
 from slca_grpo.config import ConfigError, load_yaml_config  # noqa: E402
 from slca_grpo.models.device import bf16_autocast  # noqa: E402
 from slca_grpo.presets import resolve_config_path  # noqa: E402
-from slca_grpo.rollout import native  # noqa: E402
+from slca_grpo.rollout import native, sampling  # noqa: E402
 from slca_grpo.rollout.fused_decode import FusedDecoder  # noqa: E402
 from slca_grpo.trainer.build import build_rl_trainer, rl_models, start_process  # noqa: E402
 from slca_grpo.trainer.run_config import RunConfig  # noqa: E402
@@ -63,7 +64,23 @@ def torch_attention():
         native.prefix_decode_attention = real
 
 
-CONTEXTS = {"fused": contextlib.nullcontext, "torch-attention": torch_attention, "layers": layers_only}
+@contextlib.contextmanager
+def padded_prefill():
+    """Distinct prompts prefill as one left-padded batch within the block."""
+    real = sampling._prefills_one_by_one
+    sampling._prefills_one_by_one = lambda *args: False
+    try:
+        yield
+    finally:
+        sampling._prefills_one_by_one = real
+
+
+CONTEXTS = {
+    "fused": contextlib.nullcontext,
+    "torch-attention": torch_attention,
+    "layers": layers_only,
+    "padded-prefill": padded_prefill,
+}
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ import torch
 from decode_helpers import assert_same_samples, sample_two_turns, small_tokenizer, tiny_gqa_model, uneven_prompts
 
 from slca_grpo.rollout.kv_cache import ATTENTION_NAME, autocast_keys, decode_attention, growing_cache
-from slca_grpo.rollout.sampling import SamplingConfig, sample
+from slca_grpo.rollout.sampling import SamplingConfig, cache_keyword, sample
 from slca_grpo.trainer.batch import token_logprobs
 
 
@@ -314,3 +314,80 @@ def test_smollm2_shares_prompts_by_default_with_the_per_row_copies_logits(smollm
         shared, _ = _decode_fixed(model, prompts, tokens, growing_cache(model), 0)
     copied_error, shared_error = ((x.float() - reference).abs() for x in (copied, shared))
     assert shared_error.mean() <= 1.25 * copied_error.mean() and shared_error.max() < 1.0
+
+
+def _wide_llama(seed: int = 0):
+    """A 2-layer Llama 512 wide with grouped keys (8 query heads over 2), random weights."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=300, hidden_size=512, intermediate_size=256, num_hidden_layers=2, num_attention_heads=8,
+        num_key_value_heads=2, attn_implementation="sdpa",
+    )  # fmt: skip
+    return LlamaForCausalLM(config).eval()
+
+
+def test_prompts_of_different_lengths_prefill_one_by_one_with_the_padded_batchs_cache_and_logits(
+    tokenizer, monkeypatch
+):
+    """On a CPU a wide model's distinct prompts prefill one at a time (no padding in the products);
+    the cache holds each prompt's keys left-padded as the batch's did (zeros in the padding), and
+    the last logits and the sampled tokens are the padded batch's to float32 rounding."""
+    import slca_grpo.rollout.sampling as sampling
+    from slca_grpo.rollout.sampling import distinct_rows, left_pad, prefill_shared
+
+    model = _wide_llama()
+    prompts = uneven_prompts(tokenizer)
+    distinct, source = distinct_rows(prompts)
+    width = max(len(p) for p in distinct)
+    shapes = []
+    model.register_forward_pre_hook(
+        lambda _, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+
+    def prefill():
+        cache = growing_cache(model)
+        with torch.no_grad(), decode_attention(model, cache):
+            options = {"logits_to_keep": 1, cache_keyword(model): cache}
+            return prefill_shared(model, distinct, source, pad_id=0, device="cpu", **options)
+
+    def greedy():
+        return sample(
+            model, prompts, max_new_tokens=6, config=SamplingConfig(temperature=0), stop_token_ids=[], pad_id=0
+        )
+
+    one_by_one, one_by_one_tokens = prefill(), greedy()
+    assert shapes[:3] == [(1, len(p)) for p in distinct]
+    monkeypatch.setattr(sampling, "_prefills_one_by_one", lambda *args: False)
+    shapes.clear()
+    batch, batch_tokens = prefill(), greedy()
+    assert shapes[0] == (3, width)
+    assert torch.allclose(one_by_one.output.logits, batch.output.logits, atol=1e-5)
+    assert torch.equal(one_by_one.attention, batch.attention) and torch.equal(one_by_one.index, batch.index)
+    kept = left_pad(distinct, 0)[1].bool()  # [3, width]
+    for ours, theirs in zip(one_by_one.cache.layers, batch.cache.layers, strict=True):
+        for part in ("keys", "values"):
+            mine, batched = getattr(ours.prefix, part), getattr(theirs.prefix, part)  # [3, kv heads, width, dim]
+            assert mine.shape == batched.shape
+            assert torch.allclose(mine.transpose(1, 2)[kept], batched.transpose(1, 2)[kept], atol=1e-5)
+            assert not mine.transpose(1, 2)[~kept].any()
+    assert [g.token_ids for g in one_by_one_tokens] == [g.token_ids for g in batch_tokens]
+
+
+def test_equal_lengths_gradients_and_narrow_models_keep_the_padded_batch(tokenizer, model):
+    import slca_grpo.rollout.sampling as sampling
+
+    wide = _wide_llama()
+    a, b = tokenizer.encode("hello there"), tokenizer.encode("what is the weather in Paris")
+
+    def options(m, **extra):
+        return {"logits_to_keep": 1, cache_keyword(m): growing_cache(m), **extra}
+
+    with torch.no_grad():
+        assert sampling._prefills_one_by_one(wide, [a, b], options(wide))
+        assert not sampling._prefills_one_by_one(wide, [a, a[::-1]], options(wide))  # no padding to save
+        assert not sampling._prefills_one_by_one(wide, [a, b], options(wide, logits_to_keep=0))  # every logit
+        assert not sampling._prefills_one_by_one(wide, [a, b], {"logits_to_keep": 1})  # no cache
+        assert not sampling._prefills_one_by_one(model, [a, b], options(model))  # 32 wide: its rounding kept
+    assert not sampling._prefills_one_by_one(wide, [a, b], options(wide))  # gradients: one pass

@@ -11,12 +11,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import torch
+from transformers.cache_utils import DynamicCache
 
+from slca_grpo.rollout import kv_cache
 from slca_grpo.rollout.fused_decode import FusedDecoder
-from slca_grpo.rollout.kv_cache import decode_attention, growing_cache
+from slca_grpo.rollout.kv_cache import GrowingLayer, decode_attention, growing_cache
 from slca_grpo.rollout.packed_linear import packed_linears
 
 STOP_EOS = "eos"  # a stop token (end of turn)
@@ -125,14 +128,70 @@ def prefill_shared(
     input_ids, attention = left_pad(distinct, pad_id)
     input_ids, attention = input_ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    output = module(
-        input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **forward_kwargs
-    )
+    if _prefills_one_by_one(module, distinct, forward_kwargs):
+        output = _prefill_one_by_one(module, distinct, attention.shape[1], forward_kwargs)
+    else:
+        output = module(
+            input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **forward_kwargs
+        )
     cache = output_cache(output)
     index = torch.tensor(list(source), dtype=torch.long, device=device)
     if cache is not None and len(distinct) < len(source):
         cache = select_cache_rows(cache, index)
     return SharedPrefill(output, cache, attention[index], positions[index], index)
+
+
+def _prefills_one_by_one(module: torch.nn.Module, distinct: Sequence[Sequence[int]], forward_kwargs: dict) -> bool:
+    """Whether prompts of different lengths prefill one by one: on a CPU, without gradients, into
+    the sampler's empty cache, for a model at least ``SHARED_PREFIX_MIN_HIDDEN`` wide (the tiny
+    models keep the padded batch and its float32 rounding), when only the last logits are kept."""
+    cache = forward_kwargs.get(cache_keyword(module))
+    config = getattr(module, "config", None)
+    return (
+        len({len(s) for s in distinct}) > 1
+        and not torch.is_grad_enabled()
+        and forward_kwargs.get("logits_to_keep") == 1
+        and isinstance(cache, DynamicCache)
+        and not cache.layers
+        and isinstance(cache.layer_class_to_replicate, type)
+        and issubclass(cache.layer_class_to_replicate, GrowingLayer)
+        and getattr(config, "hidden_size", 0) >= kv_cache.SHARED_PREFIX_MIN_HIDDEN
+        and next(module.parameters()).device.type == "cpu"
+    )
+
+
+def _prefill_one_by_one(
+    module: torch.nn.Module, distinct: Sequence[Sequence[int]], width: int, forward_kwargs: dict
+) -> SimpleNamespace:
+    """The padded batch's prefill, one prompt at a time: on a CPU a left-padded batch pays for its
+    padding in every product (a quarter of the SmolLM2 preset's first prefill). Each prompt's keys
+    and values go into the caller's cache left-padded to ``width`` (zeros where the batch had
+    padding, which the attention mask hides either way). Returns the last logits and the cache."""
+    name = cache_keyword(module)
+    cache, kwargs = forward_kwargs[name], {k: v for k, v in forward_kwargs.items() if k != name}
+    logits, caches = [], []
+    for sequence in distinct:
+        ids = torch.tensor([list(sequence)], dtype=torch.long)
+        output = module(
+            input_ids=ids,
+            position_ids=torch.arange(len(sequence))[None],
+            use_cache=True,
+            **{name: kv_cache.growing_cache(module, share_prefixes=False)},
+            **kwargs,
+        )
+        logits.append(output.logits[:, -1:])
+        caches.append(output_cache(output))
+    for index in range(len(caches[0].layers)):
+        layers = [c.layers[index] for c in caches]
+        heads, dim = layers[0].keys.shape[1], layers[0].keys.shape[-1]
+        keys = layers[0].keys.new_zeros((len(distinct), heads, width, dim))
+        values = layers[0].values.new_zeros((len(distinct), heads, width, layers[0].values.shape[-1]))
+        for row, layer in enumerate(layers):
+            length = layer.keys.shape[-2]
+            keys[row, :, width - length :] = layer.keys[0]
+            values[row, :, width - length :] = layer.values[0]
+        cache.update(keys, values, index)
+    return SimpleNamespace(logits=torch.cat(logits), cache=cache)
 
 
 def prefill_prefixes(
