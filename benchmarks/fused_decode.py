@@ -25,6 +25,7 @@ import platform
 import statistics
 import sys
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -41,45 +42,15 @@ from slca_grpo.trainer.build import build_rl_trainer, rl_models, start_process  
 from slca_grpo.trainer.run_config import RunConfig  # noqa: E402
 from slca_grpo.trainer.run_data import load_data, task_sampler  # noqa: E402
 
-
-@contextlib.contextmanager
-def layers_only():
-    """The sampler runs the model's layers for every decode step within the block."""
-    real = FusedDecoder.__dict__["for_sampler"]
-    FusedDecoder.for_sampler = classmethod(lambda cls, *args: None)
-    try:
-        yield
-    finally:
-        FusedDecoder.for_sampler = real
-
-
-@contextlib.contextmanager
-def torch_attention():
-    """The shared-prompt attention runs PyTorch's products within the block."""
-    real = native.prefix_decode_attention
-    native.prefix_decode_attention = lambda *args: None
-    try:
-        yield
-    finally:
-        native.prefix_decode_attention = real
-
-
-@contextlib.contextmanager
-def padded_prefill():
-    """Distinct prompts prefill as one left-padded batch within the block."""
-    real = sampling._prefills_one_by_one
-    sampling._prefills_one_by_one = lambda *args: False
-    try:
-        yield
-    finally:
-        sampling._prefills_one_by_one = real
-
-
+# Each way but "fused" switches one of the sampler's CPU shortcuts off for the rollouts it times.
 CONTEXTS = {
     "fused": contextlib.nullcontext,
-    "torch-attention": torch_attention,
-    "layers": layers_only,
-    "padded-prefill": padded_prefill,
+    # the model's layers for every decode step
+    "layers": lambda: mock.patch.object(FusedDecoder, "for_sampler", classmethod(lambda cls, *args: None)),
+    # the shared-prompt attention in PyTorch's products
+    "torch-attention": lambda: mock.patch.object(native, "prefix_decode_attention", lambda *args: None),
+    # distinct prompts prefilled as one left-padded batch
+    "padded-prefill": lambda: mock.patch.object(sampling, "_prefills_one_by_one", lambda *args: False),
 }
 
 
