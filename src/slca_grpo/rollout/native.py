@@ -152,10 +152,11 @@ def prefix_decode_attention(
     rows, kv_heads, group, dim = query.shape
     prompts, _, prefix, _ = prefix_keys.shape
     own = keys.shape[-2]
+    # The dtype first: under bf16 autocast every layer of every decode step asks and is refused.
+    if any(t.dtype != torch.float32 for t in (prefix_keys, prefix_values, keys, values)):
+        return None
     tensors = [query, prefix_keys, prefix_values, keys, values, row_prompt]
     if any(t.device.type != "cpu" for t in tensors) or dim % 8 or dim > MAX_DIM:
-        return None
-    if any(t.dtype != torch.float32 for t in (prefix_keys, prefix_values, keys, values)):
         return None
     if keys.stride() != values.stride() or keys.stride(-1) != 1:
         return None

@@ -316,8 +316,11 @@ def run_bench(config, *, rl_steps: int = 2, sft_steps: int = 2, echo: bool = Tru
         rl_steps=rl_steps,
         sft_steps=sft_steps,
     )
-    if rl_steps and device.type == "cpu" and native.library() is None:
-        result.notes.append("decode attention on PyTorch's path: the C kernel is switched off or could not be built")
+    if rl_steps and device.type == "cpu":
+        if rl_bf16:
+            result.notes.append("decode attention on PyTorch's bf16 products: the C kernel takes float32 caches only")
+        elif native.library() is None:
+            result.notes.append("decode attention on PyTorch's path: the C kernel is off or could not be built")
     if rl_steps:
         result.rl = bench_rl(config, model, tokenizer, ref_model, train_tasks, machine, rl_steps, echo)
     if sft_steps:
