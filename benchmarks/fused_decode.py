@@ -5,16 +5,18 @@
     python benchmarks/fused_decode.py --set rl.bf16=false    # float32
     python benchmarks/fused_decode.py --ways fused,torch-attention
 
-One process builds the preset's RL trainer and rolls out the same tasks from the same seed in four
-ways, in alternating order after a warm-up, so background load hits all alike: ``fused``
+One process builds the preset's RL trainer and rolls out the same tasks from the same seed in each
+way, in alternating order after a warm-up, so background load hits all alike: ``fused``
 (``FusedDecoder`` with the shared-prompt attention in C, ``rollout/native.py``, and distinct prompts
-prefilled one by one: what the sampler does for Llama and Qwen2 models at least 512 wide on a
-CPU), ``torch-attention`` (that attention in PyTorch's batched products), ``layers`` (the fused
-step switched off) and ``padded-prefill`` (the distinct prompts prefilled as one left-padded
-batch); each changes that one thing. Prints the median seconds of the phase each way, the response tokens each sampled
-and the ratios to ``fused``, per phase and per token: rounding can move a draw (the C attention does
-not round its scores to bfloat16 as PyTorch's products do), so the ways may sample different
-tokens, and then seconds per token is the fairer ratio. Quote the ratios, with the machine.
+prefilled one by one: what the sampler does for Llama and Qwen2 models at least 512 wide on a CPU),
+``torch-attention`` (that attention in PyTorch's batched products), ``layers`` (the fused step
+switched off), ``padded-prefill`` (the distinct prompts prefilled as one left-padded batch) and
+``onednn-products`` (float32 weights packed for oneDNN's product instead of the C kernel's,
+``csrc/small_product.c``); each changes that one thing. Prints the median seconds of the phase each
+way, the response tokens each sampled and the ratios to ``fused``, per phase and per token: rounding
+can move a draw (the C attention does not round its scores to bfloat16 as PyTorch's products do), so
+the ways may sample different tokens, and then seconds per token is the fairer ratio. Quote the
+ratios, with the machine.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import contextlib
 import platform
 import statistics
 import sys
+import weakref
 from pathlib import Path
 from unittest import mock
 
@@ -36,7 +39,7 @@ from _common import alternate  # noqa: E402
 from slca_grpo.config import ConfigError, load_yaml_config  # noqa: E402
 from slca_grpo.models.device import bf16_autocast  # noqa: E402
 from slca_grpo.presets import resolve_config_path  # noqa: E402
-from slca_grpo.rollout import native, sampling  # noqa: E402
+from slca_grpo.rollout import fused_decode, native, sampling  # noqa: E402
 from slca_grpo.rollout.fused_decode import FusedDecoder  # noqa: E402
 from slca_grpo.trainer.build import build_rl_trainer, rl_models, start_process  # noqa: E402
 from slca_grpo.trainer.run_config import RunConfig  # noqa: E402
@@ -51,7 +54,21 @@ CONTEXTS = {
     "torch-attention": lambda: mock.patch.object(native, "prefix_decode_attention", lambda *args: None),
     # distinct prompts prefilled as one left-padded batch
     "padded-prefill": lambda: mock.patch.object(sampling, "_prefills_one_by_one", lambda *args: False),
+    # float32 weights packed for oneDNN's product (kept apart from the C kernel's panels)
+    "onednn-products": lambda: _onednn_products(),
 }
+
+
+@contextlib.contextmanager
+def _onednn_products():
+    with (
+        mock.patch.object(native, "pack_panels", lambda weight: None),
+        mock.patch.object(fused_decode, "_packed_models", _onednn_packed_models),
+    ):
+        yield
+
+
+_onednn_packed_models = weakref.WeakKeyDictionary()
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
-"""The C decode attention (rollout/native.py): values against float64 and PyTorch's path, its build
-cache, and the fallback where it cannot be built."""
+"""The C decode attention (rollout/native.py): values against float64 and PyTorch's path; and the C
+library's build cache and the fallback where it cannot be built."""
 
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def test_layouts_it_does_not_take_are_left_to_pytorch():
 def test_the_build_is_cached_by_source_compiler_and_cpu(rebuilt, monkeypatch, tmp_path):
     monkeypatch.setenv("SLCA_GRPO_CACHE", str(tmp_path))
     assert native.library() is not None
-    built = list((tmp_path / "native").glob("decode_attention-*.so"))
+    built = list((tmp_path / "native").glob("kernels-*.so"))
     assert len(built) == 1
     stamp = built[0].stat().st_mtime_ns
     monkeypatch.setattr(native, "_tried", False)
@@ -177,7 +177,7 @@ def test_without_a_working_compiler_it_warns_once_and_pytorch_decodes(rebuilt, m
     failing.chmod(0o755)
     monkeypatch.setenv("CC", str(failing))
     query, keys, own = torch.randn(2, 1, 2, 8), torch.randn(1, 1, 4, 8), torch.randn(2, 1, 3, 8)
-    with pytest.warns(RuntimeWarning, match="C decode attention is unavailable.*no such luck"):
+    with pytest.warns(RuntimeWarning, match="C decode kernels are unavailable.*no such luck"):
         assert native.prefix_decode_attention(query, keys, keys, torch.tensor([0, 0]), own, own, None, 1.0) is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per process

@@ -4,7 +4,7 @@ Through ``transformers``' layers a one-token decode step runs some 270 small ope
 (views, casts, the attention interface, mask and cache plumbing) around its seven matrix products;
 on a 2-core CPU they cost about as much as the products. :class:`FusedDecoder` runs the same layers
 directly: the query, key and value projections as one product and gate and up as another, with the
-joined weights packed once for oneDNN (as :mod:`packed_linear` packs single layers), each RMSNorm as
+joined weights packed once (as :mod:`packed_linear` packs single layers), each RMSNorm as
 one operation, the rotary embedding on queries and keys together, and attention through the
 sampler's own one-token attention (:func:`kv_cache.grouped_decode_attention`, which also joins a
 shared prompt). It computes what the layers compute, in the same precisions — bfloat16 products
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from slca_grpo.rollout.kv_cache import ATTENTION_NAME, GrowingLayer, grouped_decode_attention
+from slca_grpo.rollout.native import Panels
 from slca_grpo.rollout.packed_linear import MAX_ROWS, pack_weight, packed_product, packing_available, weight_state
 
 # As for shared prompts: SmolLM2 (576) and up. The tiny models (128) keep the layers' forward and
@@ -46,7 +47,7 @@ _PROJECTIONS = (
 
 @dataclass
 class _Packed:
-    weight: torch.Tensor  # oneDNN's packed layout
+    weight: torch.Tensor | Panels  # the C kernel's panels (float32) or oneDNN's packed layout
     bias: torch.Tensor | None
 
 

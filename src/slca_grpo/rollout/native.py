@@ -3,13 +3,15 @@
 :func:`prefix_decode_attention` runs the one-token attention of rows over their prompt's shared
 prefix and their own tokens (``csrc/decode_attention.c``) in one pass over the cache, where
 PyTorch needs four batched products of a dozen rows and a handful of passes in between; float32
-caches only (with bfloat16 ones PyTorch's bfloat16 products were faster). The source is compiled
-with the system's C compiler (``$CC``, else ``cc``/``gcc``/``clang``: ``-O3 -march=native
--fopenmp``, then any ``$SLCA_NATIVE_CFLAGS``) into ``$SLCA_GRPO_CACHE/native`` (default
-``~/.cache/slca-grpo/native``), named by a hash of the source, the compiler, its flags and this
-CPU's features, written atomically, and loaded with ``ctypes``. Where there is no compiler, the
-build fails or ``SLCA_NATIVE_KERNELS=0`` is set, it returns None and the caller keeps PyTorch's path
-(one warning says why).
+caches only (with bfloat16 ones PyTorch's bfloat16 products were faster). :func:`small_product`
+multiplies a few rows by a float32 weight packed once by :func:`pack_panels`
+(``csrc/small_product.c``), prefetching the weight as it streams from memory. The sources are
+compiled with the system's C compiler (``$CC``, else ``cc``/``gcc``/``clang``: ``-O3
+-march=native -fopenmp``, then any ``$SLCA_NATIVE_CFLAGS``) into one library in
+``$SLCA_GRPO_CACHE/native`` (default ``~/.cache/slca-grpo/native``), named by a hash of the
+sources, the compiler, its flags and this CPU's features, written atomically, and loaded with
+``ctypes``. Where there is no compiler, the build fails or ``SLCA_NATIVE_KERNELS=0`` is set, the
+functions return None and the callers keep PyTorch's and oneDNN's paths (one warning says why).
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ import subprocess
 import tempfile
 import threading
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-SOURCE = Path(__file__).with_name("csrc") / "decode_attention.c"
+SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("decode_attention.c", "small_product.c"))
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
 MAX_DIM = 256  # as in the C source
 BUILD_SECONDS = 120
@@ -78,10 +81,11 @@ def _cpu_features() -> str:
 
 def _build(compiler: str) -> Path:
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-    source = SOURCE.read_bytes()
+    sources = [path.read_bytes() for path in SOURCES]
     flags = _flags()
-    digest = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), version.encode(), _cpu_features().encode()]))
-    target = cache_dir() / f"decode_attention-{digest.hexdigest()[:16]}.so"
+    parts = [*sources, " ".join(flags).encode(), version.encode(), _cpu_features().encode()]
+    digest = hashlib.sha256(b"\0".join(parts))
+    target = cache_dir() / f"kernels-{digest.hexdigest()[:16]}.so"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -89,7 +93,7 @@ def _build(compiler: str) -> Path:
     os.close(handle)
     try:
         result = subprocess.run(
-            [compiler, *flags, "-o", partial, str(SOURCE)], capture_output=True, text=True, timeout=BUILD_SECONDS
+            [compiler, *flags, "-o", partial, *map(str, SOURCES)], capture_output=True, text=True, timeout=BUILD_SECONDS
         )
         if result.returncode != 0:
             raise RuntimeError(f"{Path(compiler).name} failed: {(result.stderr or result.stdout).strip()[:500]}")
@@ -116,7 +120,7 @@ def library() -> ctypes.CDLL | None:
             loaded = ctypes.CDLL(str(_build(compiler)))
         except (OSError, RuntimeError, subprocess.SubprocessError) as error:
             warnings.warn(
-                f"slca: the C decode attention is unavailable ({error}); decoding on a CPU keeps "
+                f"slca: the C decode kernels are unavailable ({error}); decoding on a CPU keeps "
                 "PyTorch's slower path (SLCA_NATIVE_KERNELS=0 silences this)",
                 RuntimeWarning,
                 stacklevel=2,
@@ -129,6 +133,12 @@ def library() -> ctypes.CDLL | None:
             pointer, pointer, pointer, pointer, size, pointer, pointer, size, size, size, pointer,
             size, size, size, size, size, size, ctypes.c_float, pointer,
         ]  # fmt: skip
+        loaded.slca_panel_width.restype = size
+        loaded.slca_panel_width.argtypes = []
+        loaded.slca_pack_panels.restype = None
+        loaded.slca_pack_panels.argtypes = [pointer, size, size, pointer]
+        loaded.slca_small_product.restype = None
+        loaded.slca_small_product.argtypes = [pointer, size, size, pointer, size, pointer, pointer]
         _library = loaded
         return _library
 
@@ -177,3 +187,47 @@ def prefix_decode_attention(
         rows, kv_heads, group, dim, prefix, own, float(scale), out.data_ptr(),
     )  # fmt: skip
     return out if status == 0 else None
+
+
+@dataclass(frozen=True)
+class Panels:
+    """A float32 weight [out, in] packed by :func:`pack_panels` for :func:`small_product`: the
+    library that packed it (its panel width is that build's) and the packed floats."""
+
+    kernels: ctypes.CDLL
+    data: torch.Tensor
+    out_features: int
+    in_features: int
+
+
+def pack_panels(weight: torch.Tensor) -> Panels | None:
+    """``weight`` [out, in] (float32, on the CPU) packed for :func:`small_product`, or None where
+    the kernels are not built or the weight is of another kind."""
+    if weight.dtype != torch.float32 or weight.device.type != "cpu" or weight.dim() != 2:
+        return None
+    kernels = library()
+    if kernels is None:
+        return None
+    weight = weight.detach().contiguous()
+    out_features, in_features = weight.shape
+    width = kernels.slca_panel_width()
+    data = torch.empty(-(-out_features // width) * width * in_features, dtype=torch.float32)
+    kernels.slca_pack_panels(weight.data_ptr(), out_features, in_features, data.data_ptr())
+    return Panels(kernels, data, out_features, in_features)
+
+
+def small_product(x: torch.Tensor, panels: Panels, bias: torch.Tensor | None) -> torch.Tensor:
+    """``x @ weight.T + bias`` for float32 ``x`` [..., in] on the CPU and a weight from
+    :func:`pack_panels`; meant for a few rows (a decode step's)."""
+    if x.dtype != torch.float32 or x.device.type != "cpu" or x.shape[-1] != panels.in_features:
+        raise ValueError(f"small_product takes float32 CPU rows of {panels.in_features}: {x.dtype} {tuple(x.shape)}")
+    x = x.contiguous()
+    rows = x.numel() // panels.in_features
+    out = torch.empty((*x.shape[:-1], panels.out_features), dtype=torch.float32)
+    if bias is not None:
+        bias = bias.detach().to(torch.float32).contiguous()
+    panels.kernels.slca_small_product(
+        x.data_ptr(), rows, panels.in_features, panels.data.data_ptr(), panels.out_features,
+        None if bias is None else bias.data_ptr(), out.data_ptr(),
+    )  # fmt: skip
+    return out

@@ -1,12 +1,15 @@
-"""Linear layers with weights packed once for oneDNN while a rollout decodes on a CPU.
+"""Linear layers with weights packed once while a rollout decodes on a CPU.
 
 A decode step multiplies a few rows (one per live rollout) by every weight matrix. Given weights in
-their plain layout, that product runs far under memory speed on a CPU; with the weights packed
-once into oneDNN's blocked layout the same product ran ~1.5x faster in bfloat16 (bit-identical on
-a 2-core EPYC with avx512_bf16) and ~2x in float32 (equal to rounding), at 16 rows of SmolLM2's
+their plain layout, that product runs far under memory speed on a CPU; with the weights packed once
+into oneDNN's blocked layout the same product ran ~1.5x faster in bfloat16 (bit-identical on a
+2-core EPYC with avx512_bf16) and ~2x in float32 (equal to rounding), at 16 rows of SmolLM2's
 shapes; a whole decode step 1.12x and 1.32x (``benchmarks/kv_cache.py``, the ``packed`` way).
-Weights are fixed while a rollout samples, so a packed copy is made at the first decode step that
-uses it and kept until the block ends, repacked only if the weight or bias changed.
+Float32 weights now go to the C kernel of :mod:`native` where it is built (its own panels, the
+weight prefetched as it streams from memory: the products of a decode step ~1.5x oneDNN's on an
+AVX2-only CPU, on par with them on AVX-512), bfloat16 ones to oneDNN. Weights are fixed while a
+rollout samples, so a packed copy is made at the first decode step that uses it and kept until the
+block ends, repacked only if the weight or bias changed.
 
 Only layers at least ``min_features`` wide are packed (at the tiny models' width 128 it was mixed:
 two of three layer shapes slower packed, the output head faster; they stay plain, which also
@@ -22,6 +25,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 import torch
+
+from slca_grpo.rollout import native
 
 MIN_FEATURES = 512  # SmolLM2's 576 and up; the tiny models (128) keep the plain product
 MAX_ROWS = 64  # decode steps; a prefill's thousands of rows keep the plain product
@@ -40,13 +45,20 @@ def weight_state(tensors) -> tuple:
     return tuple((t.data_ptr(), t._version) for t in tensors if t is not None)
 
 
-def pack_weight(weight: torch.Tensor, dtype: torch.dtype, rows: int) -> torch.Tensor:
-    """``weight`` [out, in] in ``dtype``, reordered into oneDNN's layout for inputs of about ``rows`` rows."""
+def pack_weight(weight: torch.Tensor, dtype: torch.dtype, rows: int) -> torch.Tensor | native.Panels:
+    """``weight`` [out, in] in ``dtype``, packed for inputs of about ``rows`` rows: float32 into the
+    C kernel's panels where it is built (:mod:`native`), else into oneDNN's layout."""
+    if dtype == torch.float32:
+        panels = native.pack_panels(weight.detach())
+        if panels is not None:
+            return panels
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(dtype), rows)
 
 
-def packed_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def packed_product(x: torch.Tensor, weight: torch.Tensor | native.Panels, bias: torch.Tensor | None) -> torch.Tensor:
     """``x @ weight.T + bias`` for a weight from :func:`pack_weight` (``x`` in its dtype)."""
+    if isinstance(weight, native.Panels):
+        return native.small_product(x, weight, bias)
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
