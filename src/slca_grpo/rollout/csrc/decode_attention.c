@@ -3,11 +3,13 @@
  *
  * PyTorch runs this step as four batched products of a dozen rows each, with the scores, mask,
  * softmax and casts in between as separate passes; at a decode step's shapes the products run at
- * a fraction of the machine's matrix rate. Here each (prompt, key/value head) is one task: its
- * rows' query heads are scored against the prompt's keys and their own, normalised, and summed
- * over the values in one pass over the cache, skipping the prompt's left padding. Float32 only:
- * with bfloat16 keys and values, PyTorch's bfloat16 products (native on CPUs with avx512_bf16 or
- * AMX) measured faster than widening them here.
+ * a fraction of the machine's matrix rate. Here each (prompt, key/value head) is one task: the
+ * prompt's keys are walked once, a block at a time (prefetched ahead: a layer's cache comes from
+ * memory), each block scored against every query head of the prompt's rows while it is in the L1
+ * cache; each row's own keys follow, then one softmax per query head, and the values are summed
+ * the same way; the prompt's left padding is skipped. Float32 only: with bfloat16 keys and values,
+ * PyTorch's bfloat16 products (native on CPUs with avx512_bf16 or AMX) measured faster than
+ * widening them here.
  *
  * Written with GCC/Clang vector extensions (no intrinsics) and compiled for the machine it runs
  * on, so the same source becomes AVX2 or AVX-512 code. Tasks run on OpenMP threads: the runtime
@@ -98,29 +100,44 @@ static inline __attribute__((always_inline)) float one_dot(const float *restrict
     return sum_lanes(acc);
 }
 
+/* The keep flags keep[0..7] as lane masks (all ones where kept). */
+static inline vi kept_lanes(const uint8_t *keep) {
+    typedef uint8_t bytes __attribute__((vector_size(LANES)));
+    bytes flags;
+    memcpy(&flags, keep, sizeof flags);
+    return __builtin_convertvector(flags, vi) != 0;
+}
+
 /* Softmax in place over scores[0, count); where keep[i] is 0 the probability is 0. */
 static void softmax(float *scores, const uint8_t *keep, int64_t count) {
+    const int64_t whole = count - count % LANES;
+    vf tops = splat(-INFINITY);
+    for (int64_t i = 0; i < whole; i += LANES) {
+        const vf s = load_f32(scores + i);
+        tops = choose(kept_lanes(keep + i) & (s > tops), s, tops);
+    }
     float top = -INFINITY;
-    for (int64_t i = 0; i < count; i++)
+    for (int l = 0; l < LANES; l++) top = tops[l] > top ? tops[l] : top;
+    for (int64_t i = whole; i < count; i++)
         if (keep[i] && scores[i] > top) top = scores[i];
     if (top == -INFINITY) {
         memset(scores, 0, count * sizeof(float));
         return;
     }
-    float total = 0.0f;
-    int64_t i = 0;
-    for (; i + LANES <= count; i += LANES) {
-        vf e = exp_lanes(load_f32(scores + i) - splat(top));
-        for (int l = 0; l < LANES; l++) e[l] = keep[i + l] ? e[l] : 0.0f;
+    vf totals = splat(0.0f);
+    for (int64_t i = 0; i < whole; i += LANES) {
+        const vf e = choose(kept_lanes(keep + i), exp_lanes(load_f32(scores + i) - splat(top)), splat(0.0f));
         store_f32(scores + i, e);
-        total += sum_lanes(e);
+        totals += e;
     }
-    for (; i < count; i++) {
+    float total = sum_lanes(totals);
+    for (int64_t i = whole; i < count; i++) {
         scores[i] = keep[i] ? expf(scores[i] - top) : 0.0f;
         total += scores[i];
     }
-    float inverse = 1.0f / total;
-    for (i = 0; i < count; i++) scores[i] *= inverse;
+    const float inverse = 1.0f / total;
+    for (int64_t i = 0; i < whole; i += LANES) store_f32(scores + i, load_f32(scores + i) * splat(inverse));
+    for (int64_t i = whole; i < count; i++) scores[i] *= inverse;
 }
 
 typedef struct {
@@ -136,17 +153,18 @@ typedef struct {
 } Problem;
 
 typedef struct {  /* one thread's scratch */
-    float *scores;  /* [group, prefix + own] */
-    uint8_t *keep;  /* [prefix + own] */
+    float *scores;  /* [rows of a prompt x group, prefix + own] */
+    float *sums;  /* [rows of a prompt x group, dim] */
+    uint8_t *keep;  /* [prefix + own], all ones: for a call without a mask */
+    int64_t *rows;  /* [rows]: the rows of the task's prompt */
 } Scratch;
 
-/* The first prefix position any row of `prompt` attends to (its rows share the left padding). */
-static int64_t prefix_start(const Problem *pr, int64_t prompt) {
+/* The first prefix position any of `rows` attends to (a prompt's rows share its left padding). */
+static int64_t prefix_start(const Problem *pr, const int64_t *rows, int64_t count) {
     if (!pr->mask) return 0;
     int64_t start = pr->prefix;
-    for (int64_t row = 0; row < pr->rows; row++) {
-        if (pr->row_prompt[row] != prompt) continue;
-        const uint8_t *mask = pr->mask + row * (pr->prefix + pr->own);
+    for (int64_t r = 0; r < count; r++) {
+        const uint8_t *mask = pr->mask + rows[r] * (pr->prefix + pr->own);
         int64_t j = 0;
         while (j < start && !mask[j]) j++;
         start = j < start ? j : start;
@@ -154,64 +172,85 @@ static int64_t prefix_start(const Problem *pr, int64_t prompt) {
     return start;
 }
 
-typedef struct {  /* a run of keys and values, `stride` floats apart */
-    const float *keys, *values;
-    int64_t count, stride;
-} Segment;
-
-/* The group's query heads of one row over two runs of keys (the prompt's, then the row's own):
- * scores, softmax, then the sum over values. `keep` says which keys of both the row attends to. */
-static inline __attribute__((always_inline)) void attend(const Problem *pr, const float *restrict queries,
-                                                         const Segment *segments, const uint8_t *restrict keep,
-                                                         float *restrict scores, float *restrict out,
-                                                         const int dim) {
-    const int64_t count = segments[0].count + segments[1].count;
-    const vf scale = splat(pr->scale);
-    for (int64_t q = 0; q < pr->group; q++) {
-        const float *query = queries + q * dim;
-        float *weights = scores + q * count;
-        int64_t j = 0;
-        for (int s = 0; s < 2; s++) {
-            const Segment seg = segments[s];
-            int64_t i = 0;
-            for (; i + 8 <= seg.count; i += 8, j += 8)
-                store_f32(weights + j, eight_dots(query, seg.keys + i * seg.stride, seg.stride, dim) * scale);
-            for (; i < seg.count; i++, j++) weights[j] = one_dot(query, seg.keys + i * seg.stride, dim) * pr->scale;
-        }
-        softmax(weights, keep, count);
-        vf acc[MAX_DIM / LANES];
-        for (int d = 0; d < dim / LANES; d++) acc[d] = splat(0.0f);
-        j = 0;
-        for (int s = 0; s < 2; s++) {
-            const Segment seg = segments[s];
-            for (int64_t i = 0; i < seg.count; i++, j++) {
-                const vf w = splat(weights[j]);
-                const float *values = seg.values + i * seg.stride;
-                for (int d = 0; d < dim / LANES; d++) acc[d] += w * load_f32(values + d * LANES);
-            }
-        }
-        for (int d = 0; d < dim / LANES; d++) store_f32(out + q * dim + d * LANES, acc[d]);
-    }
+/* scores[0, count) = (query . keys[i]) * scale for `count` keys `stride` floats apart. */
+static inline __attribute__((always_inline)) void score_keys(const float *restrict query, const float *restrict keys,
+                                                            int64_t count, int64_t stride, float scale,
+                                                            float *restrict scores, const int dim) {
+    int64_t i = 0;
+    for (; i + 8 <= count; i += 8) store_f32(scores + i, eight_dots(query, keys + i * stride, stride, dim) * splat(scale));
+    for (; i < count; i++) scores[i] = one_dot(query, keys + i * stride, dim) * scale;
 }
 
-/* All rows of one prompt for one key/value head. */
+/* sums[0, dim) += sum over i of weights[i] * values[i], for `count` values `stride` floats apart. */
+static inline __attribute__((always_inline)) void add_values(const float *restrict weights, const float *restrict values,
+                                                            int64_t count, int64_t stride, float *restrict sums,
+                                                            const int dim) {
+    vf acc[MAX_DIM / LANES];
+    for (int d = 0; d < dim / LANES; d++) acc[d] = load_f32(sums + d * LANES);
+    for (int64_t i = 0; i < count; i++) {
+        const vf w = splat(weights[i]);
+        for (int d = 0; d < dim / LANES; d++) acc[d] += w * load_f32(values + i * stride + d * LANES);
+    }
+    for (int d = 0; d < dim / LANES; d++) store_f32(sums + d * LANES, acc[d]);
+}
+
+#define BLOCK 16 /* prompt keys or values taken at a time by all of a task's queries: 4 KB at width 64 */
+#ifndef AHEAD
+#define AHEAD (2 * BLOCK) /* the block this many tokens ahead is fetched while one is used */
+#endif
+
+/* Ask for tokens [from, from + BLOCK) of `count` rows of `dim` floats (they come from memory: a
+ * layer's cache is several MB). */
+static inline void prefetch_block(const float *rows, int64_t from, int64_t count, const int dim) {
+    if (from >= count) return;
+    const char *start = (const char *)(rows + from * dim);
+    const int64_t bytes = (from + BLOCK <= count ? BLOCK : count - from) * dim * (int64_t)sizeof(float);
+    for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(start + at);
+}
+
+/* All rows of one prompt for one key/value head. The prompt's keys and values are shared by all
+ * the rows' query heads, so they are walked once, a block at a time, each block used by every
+ * query while it is in the L1 cache; each row's own keys follow per row. */
 static inline __attribute__((always_inline)) void task(const Problem *pr, const Scratch *scratch, int64_t prompt,
                                                        int64_t head, const int dim) {
-    const int64_t start = prefix_start(pr, prompt), width = pr->prefix + pr->own;
+    int64_t count_rows = 0;
+    for (int64_t row = 0; row < pr->rows; row++)
+        if (pr->row_prompt[row] == prompt) scratch->rows[count_rows++] = row;
+    if (count_rows == 0) return;
+    const int64_t start = prefix_start(pr, scratch->rows, count_rows), width = pr->prefix + pr->own;
+    const int64_t shared = pr->prefix - start, count = shared + pr->own, queries = count_rows * pr->group;
     const int64_t prefix_at = ((prompt * pr->kv_heads + head) * pr->prefix + start) * dim;
-    Segment segments[2] = {{pr->prefix_keys + prefix_at, pr->prefix_values + prefix_at, pr->prefix - start, dim}};
-    for (int64_t row = 0; row < pr->rows; row++) {
-        if (pr->row_prompt[row] != prompt) continue;
-        const int64_t own_at = row * pr->own_row_stride + head * pr->own_head_stride;
-        segments[1] = (Segment){pr->own_keys + own_at, pr->own_values + own_at, pr->own, pr->own_token_stride};
-        const int64_t count = pr->prefix - start + pr->own;
-        if (pr->mask)
-            memcpy(scratch->keep, pr->mask + row * width + start, count);
-        else
-            memset(scratch->keep, 1, count);
-        const int64_t at = (row * pr->kv_heads + head) * pr->group * dim;
-        attend(pr, pr->query + at, segments, scratch->keep, scratch->scores, pr->out + at, dim);
+    const float *prefix_keys = pr->prefix_keys + prefix_at, *prefix_values = pr->prefix_values + prefix_at;
+#define QUERY(q) (pr->query + ((scratch->rows[(q) / pr->group] * pr->kv_heads + head) * pr->group + (q) % pr->group) * dim)
+    for (int64_t i = 0; i < shared; i += BLOCK) {
+        const int64_t n = shared - i < BLOCK ? shared - i : BLOCK;
+        prefetch_block(prefix_keys, i + AHEAD, shared, dim);
+        for (int64_t q = 0; q < queries; q++)
+            score_keys(QUERY(q), prefix_keys + i * dim, n, dim, pr->scale, scratch->scores + q * count + i, dim);
     }
+    for (int64_t q = 0; q < queries; q++) {
+        const int64_t row = scratch->rows[q / pr->group];
+        const int64_t own_at = row * pr->own_row_stride + head * pr->own_head_stride;
+        float *scores = scratch->scores + q * count;
+        score_keys(QUERY(q), pr->own_keys + own_at, pr->own, pr->own_token_stride, pr->scale, scores + shared, dim);
+        softmax(scores, pr->mask ? pr->mask + row * width + start : scratch->keep, count);
+    }
+    memset(scratch->sums, 0, queries * dim * sizeof(float));
+    for (int64_t i = 0; i < shared; i += BLOCK) {
+        const int64_t n = shared - i < BLOCK ? shared - i : BLOCK;
+        prefetch_block(prefix_values, i + AHEAD, shared, dim);
+        for (int64_t q = 0; q < queries; q++)
+            add_values(scratch->scores + q * count + i, prefix_values + i * dim, n, dim, scratch->sums + q * dim, dim);
+    }
+    for (int64_t q = 0; q < queries; q++) {
+        const int64_t row = scratch->rows[q / pr->group];
+        const int64_t own_at = row * pr->own_row_stride + head * pr->own_head_stride;
+        add_values(scratch->scores + q * count + shared, pr->own_values + own_at, pr->own, pr->own_token_stride,
+                   scratch->sums + q * dim, dim);
+        memcpy(pr->out + ((row * pr->kv_heads + head) * pr->group + q % pr->group) * dim, scratch->sums + q * dim,
+               dim * sizeof(float));
+    }
+#undef QUERY
 }
 
 /* One task, with SmolLM2's head width (64) as a constant the compiler unrolls. */
@@ -236,8 +275,10 @@ int slca_prefix_decode_attention(const float *query, const float *prefix_keys, c
     int failed = 0;
 #pragma omp parallel reduction(| : failed)
     {
-        Scratch scratch = {malloc(group * width * sizeof(float)), malloc(width)};
-        const int ready = scratch.scores && scratch.keep;
+        Scratch scratch = {malloc(rows * group * width * sizeof(float)), malloc(rows * group * dim * sizeof(float)),
+                           malloc(width), malloc(rows * sizeof(int64_t))};
+        const int ready = scratch.scores && scratch.sums && scratch.keep && scratch.rows;
+        if (scratch.keep) memset(scratch.keep, 1, width);
         /* Every thread meets the work-sharing loop (OpenMP requires it); one without scratch
          * leaves its tasks undone and the call reports failure. */
 #pragma omp for schedule(dynamic, 1)
@@ -249,7 +290,9 @@ int slca_prefix_decode_attention(const float *query, const float *prefix_keys, c
             run_task(&pr, &scratch, t / kv_heads, t % kv_heads);
         }
         free(scratch.scores);
+        free(scratch.sums);
         free(scratch.keep);
+        free(scratch.rows);
     }
     return failed ? 3 : 0;
 }
