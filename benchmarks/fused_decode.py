@@ -12,11 +12,11 @@ prefilled one by one: what the sampler does for Llama and Qwen2 models at least 
 ``torch-attention`` (that attention in PyTorch's batched products), ``layers`` (the fused step
 switched off), ``padded-prefill`` (the distinct prompts prefilled as one left-padded batch) and
 ``onednn-products`` (float32 weights packed for oneDNN's product instead of the C kernel's,
-``csrc/small_product.c``); each changes that one thing. Prints the median seconds of the phase each
-way, the response tokens each sampled and the ratios to ``fused``, per phase and per token: rounding
-can move a draw (the C attention does not round its scores to bfloat16 as PyTorch's products do), so
-the ways may sample different tokens, and then seconds per token is the fairer ratio. Quote the
-ratios, with the machine.
+``csrc/small_product.c``, and a prefill's rows in the plain product); each changes that one thing.
+Prints the median seconds of the phase each way, the response tokens each sampled and the ratios to
+``fused``, per phase and per token: rounding can move a draw (the C attention does not round its
+scores to bfloat16 as PyTorch's products do), so the ways may sample different tokens, and then
+seconds per token is the fairer ratio. Quote the ratios, with the machine.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from _common import alternate  # noqa: E402
 from slca_grpo.config import ConfigError, load_yaml_config  # noqa: E402
 from slca_grpo.models.device import bf16_autocast  # noqa: E402
 from slca_grpo.presets import resolve_config_path  # noqa: E402
-from slca_grpo.rollout import fused_decode, native, sampling  # noqa: E402
+from slca_grpo.rollout import fused_decode, native, packed_linear, sampling  # noqa: E402
 from slca_grpo.rollout.fused_decode import FusedDecoder  # noqa: E402
 from slca_grpo.trainer.build import build_rl_trainer, rl_models, start_process  # noqa: E402
 from slca_grpo.trainer.run_config import RunConfig  # noqa: E402
@@ -54,7 +54,8 @@ CONTEXTS = {
     "torch-attention": lambda: mock.patch.object(native, "prefix_decode_attention", lambda *args: None),
     # distinct prompts prefilled as one left-padded batch
     "padded-prefill": lambda: mock.patch.object(sampling, "_prefills_one_by_one", lambda *args: False),
-    # float32 weights packed for oneDNN's product (kept apart from the C kernel's panels)
+    # float32 weights packed for oneDNN's product, and a prefill's rows in the plain product (the C
+    # kernel's panels kept apart)
     "onednn-products": lambda: _onednn_products(),
 }
 
@@ -63,6 +64,7 @@ CONTEXTS = {
 def _onednn_products():
     with (
         mock.patch.object(native, "pack_panels", lambda weight: None),
+        mock.patch.object(packed_linear, "_float32_panels", weakref.WeakKeyDictionary()),
         mock.patch.object(fused_decode, "_packed_models", _onednn_packed_models),
     ):
         yield

@@ -3,12 +3,14 @@ they apply, repacked when a weight changes, and the model left as it was."""
 
 from __future__ import annotations
 
+import weakref
+
 import pytest
 import torch
 from decode_helpers import small_tokenizer
 
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
-from slca_grpo.rollout import packed_linear
+from slca_grpo.rollout import native, packed_linear
 from slca_grpo.rollout.packed_linear import packed_linears, packing_available
 from slca_grpo.rollout.sampling import SamplingConfig, sample
 
@@ -57,11 +59,11 @@ def test_sampling_with_packed_weights_gives_the_plain_products_log_probs(wide_mo
         assert [g.token_ids for g in packed] == [g.token_ids for g in plain]
 
 
-def test_prefill_sized_inputs_and_autograd_keep_the_plain_product(wide_model):
+def test_prefill_sized_inputs_keep_the_plain_product_in_bf16_and_autograd_everywhere(wide_model):
     x = torch.randn(1, 100, 576)  # 100 rows > MAX_ROWS
     with packed_linears(wide_model, max_rows=64) as wrapped:
         layer = wrapped[0].module
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
             layer(x)
         rows = torch.randn(4, 1, 576, requires_grad=True)
         out = layer(rows)  # autograd on: the packed ops have no backward
@@ -70,6 +72,24 @@ def test_prefill_sized_inputs_and_autograd_keep_the_plain_product(wide_model):
         with torch.no_grad():
             layer(rows)
         assert wrapped[0].calls == 1
+
+
+@pytest.mark.skipif(native.library() is None, reason="the C kernels could not be built here")
+def test_float32_prefill_sized_inputs_go_to_the_c_kernel(wide_model, monkeypatch):
+    x = torch.randn(1, 100, 576)
+    layer = wide_model.model.layers[0].self_attn.q_proj  # with a bias
+    expected = torch.nn.functional.linear(x, layer.weight, layer.bias)
+    with torch.no_grad(), packed_linears(wide_model, max_rows=64) as wrapped:
+        wrapper = next(w for w in wrapped if w.module is layer)
+        out = layer(x)
+        assert wrapper.calls == 1 and out.shape == (1, 100, layer.out_features)
+        assert torch.allclose(out, expected, atol=1e-4)
+    monkeypatch.setattr(native, "library", lambda: None)  # not built: oneDNN's packing, the plain product
+    monkeypatch.setattr(packed_linear, "_float32_panels", weakref.WeakKeyDictionary())
+    with torch.no_grad(), packed_linears(wide_model, max_rows=64) as wrapped:
+        wrapper = next(w for w in wrapped if w.module is layer)
+        assert torch.equal(layer(x), expected)
+        assert wrapper.calls == 0
 
 
 def test_a_bias_changed_in_place_or_a_weight_replaced_is_packed_again(wide_model):

@@ -58,17 +58,34 @@ def test_rows_of_the_wrong_kind_are_an_error():
         native.small_product(torch.randn(2, 4).bfloat16(), panels, None)
 
 
+def test_joined_weights_multiply_in_one_call_with_their_outputs_side_by_side():
+    first, second, third = torch.nn.Linear(24, 40), torch.nn.Linear(24, 33), torch.nn.Linear(24, 8, bias=False)
+    x = torch.randn(5, 24)
+    joined = packed_linear.pack_linears([first, second, third], torch.float32, 5)
+    bias = torch.cat([first.bias, second.bias, torch.zeros(8)]).detach()
+    expected = torch.cat([first(x), second(x), third(x)], dim=-1).detach()
+    assert torch.allclose(packed_linear.packed_product(x, joined, bias), expected, atol=1e-5)
+    # one packed copy per layer, shared: packing again reuses it until the weight changes
+    assert packed_linear.linear_panels(first) is packed_linear.linear_panels(first)
+    assert joined.parts[0] is packed_linear.linear_panels(first).parts[0]
+    with torch.no_grad():
+        first.weight.mul_(2.0)
+    assert packed_linear.linear_panels(first).parts[0] is not joined.parts[0]
+    with pytest.raises(ValueError, match="one input width"):
+        native.join_panels([native.pack_panels(torch.randn(4, 24)), native.pack_panels(torch.randn(4, 16))])
+
+
 def test_only_float32_weights_are_packed_into_panels():
-    weight = torch.randn(16, 8)
-    assert isinstance(packed_linear.pack_weight(weight, torch.float32, 4), native.Panels)
-    assert not isinstance(packed_linear.pack_weight(weight, torch.bfloat16, 4), native.Panels)
-    assert native.pack_panels(weight.bfloat16()) is None
+    linear = torch.nn.Linear(8, 16)
+    assert isinstance(packed_linear.pack_linears([linear], torch.float32, 4), native.Panels)
+    assert not isinstance(packed_linear.pack_linears([linear], torch.bfloat16, 4), native.Panels)
+    assert native.pack_panels(linear.weight.bfloat16()) is None
     assert native.pack_panels(torch.randn(2, 3, 4)) is None
 
 
 def test_without_the_kernels_float32_weights_go_to_onednn(monkeypatch):
     monkeypatch.setattr(native, "library", lambda: None)
-    weight, x = torch.randn(40, 24), torch.randn(5, 24)
-    packed = packed_linear.pack_weight(weight, torch.float32, 5)
+    linear, x = torch.nn.Linear(24, 40, bias=False), torch.randn(5, 24)
+    packed = packed_linear.pack_linears([linear], torch.float32, 5)
     assert not isinstance(packed, native.Panels)
-    assert torch.allclose(packed_linear.packed_product(x, packed, None), x @ weight.T, atol=1e-5)
+    assert torch.allclose(packed_linear.packed_product(x, packed, None), x @ linear.weight.detach().T, atol=1e-5)

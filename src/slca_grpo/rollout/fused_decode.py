@@ -27,7 +27,7 @@ import torch
 
 from slca_grpo.rollout.kv_cache import ATTENTION_NAME, GrowingLayer, grouped_decode_attention
 from slca_grpo.rollout.native import Panels
-from slca_grpo.rollout.packed_linear import MAX_ROWS, pack_weight, packed_product, packing_available, weight_state
+from slca_grpo.rollout.packed_linear import MAX_ROWS, pack_linears, packed_product, packing_available, weight_state
 
 # As for shared prompts: SmolLM2 (576) and up. The tiny models (128) keep the layers' forward and
 # with it the float32 rounding that their published quick-demo numbers came from.
@@ -112,14 +112,13 @@ def supports_fused_decode(model: torch.nn.Module, *, min_hidden: int | None = No
 
 
 def _pack(linears: list[torch.nn.Linear], dtype: torch.dtype, rows: int) -> _Packed:
-    weight = torch.cat([linear.weight.detach() for linear in linears])
     biases = [linear.bias for linear in linears]
     bias = None
     if any(b is not None for b in biases):
         bias = torch.cat(
             [b.detach() if b is not None else torch.zeros(linear.out_features) for b, linear in zip(biases, linears)]
         ).to(dtype)
-    return _Packed(pack_weight(weight, dtype, rows), bias)
+    return _Packed(pack_linears(linears, dtype, rows), bias)
 
 
 def _packed_weights(model: torch.nn.Module, dtype: torch.dtype, rows: int) -> _Weights:

@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 import threading
 import warnings
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -138,7 +138,7 @@ def library() -> ctypes.CDLL | None:
         loaded.slca_pack_panels.restype = None
         loaded.slca_pack_panels.argtypes = [pointer, size, size, pointer]
         loaded.slca_small_product.restype = None
-        loaded.slca_small_product.argtypes = [pointer, size, size, pointer, size, pointer, pointer]
+        loaded.slca_small_product.argtypes = [pointer, size, size, size, pointer, pointer, pointer, pointer]
         _library = loaded
         return _library
 
@@ -189,15 +189,17 @@ def prefix_decode_attention(
     return out if status == 0 else None
 
 
-@dataclass(frozen=True)
 class Panels:
-    """A float32 weight [out, in] packed by :func:`pack_panels` for :func:`small_product`: the
-    library that packed it (its panel width is that build's) and the packed floats."""
+    """Float32 weights [out, in] packed by :func:`pack_panels` for :func:`small_product`: one, or
+    several of one input width joined by :func:`join_panels` (their outputs side by side). Holds the
+    library that packed them (the panel width is that build's) and the packed floats."""
 
-    kernels: ctypes.CDLL
-    data: torch.Tensor
-    out_features: int
-    in_features: int
+    def __init__(self, kernels: ctypes.CDLL, parts: Sequence[torch.Tensor], widths: Sequence[int], in_features: int):
+        self.kernels, self.parts, self.widths = kernels, tuple(parts), tuple(widths)
+        self.in_features, self.out_features = in_features, sum(self.widths)
+        # The parts' addresses and widths as C arrays, made once: a decode step multiplies ~120 times.
+        self._addresses = (ctypes.c_void_p * len(self.parts))(*[part.data_ptr() for part in self.parts])
+        self._widths = (ctypes.c_int64 * len(self.parts))(*self.widths)
 
 
 def pack_panels(weight: torch.Tensor) -> Panels | None:
@@ -213,12 +215,22 @@ def pack_panels(weight: torch.Tensor) -> Panels | None:
     width = kernels.slca_panel_width()
     data = torch.empty(-(-out_features // width) * width * in_features, dtype=torch.float32)
     kernels.slca_pack_panels(weight.data_ptr(), out_features, in_features, data.data_ptr())
-    return Panels(kernels, data, out_features, in_features)
+    return Panels(kernels, [data], [out_features], in_features)
+
+
+def join_panels(panels: Sequence[Panels]) -> Panels:
+    """Weights of one input width as one: their products in one call, outputs side by side (the
+    packed floats are shared, not copied)."""
+    first = panels[0]
+    if any(p.kernels is not first.kernels or p.in_features != first.in_features for p in panels):
+        raise ValueError("join_panels takes weights of one input width packed by one library")
+    parts = [part for p in panels for part in p.parts]
+    return Panels(first.kernels, parts, [w for p in panels for w in p.widths], first.in_features)
 
 
 def small_product(x: torch.Tensor, panels: Panels, bias: torch.Tensor | None) -> torch.Tensor:
-    """``x @ weight.T + bias`` for float32 ``x`` [..., in] on the CPU and a weight from
-    :func:`pack_panels`; meant for a few rows (a decode step's)."""
+    """``x @ weight.T + bias`` for float32 ``x`` [..., in] on the CPU and weights from
+    :func:`pack_panels` (or :func:`join_panels`: ``bias`` then covers all their outputs)."""
     if x.dtype != torch.float32 or x.device.type != "cpu" or x.shape[-1] != panels.in_features:
         raise ValueError(f"small_product takes float32 CPU rows of {panels.in_features}: {x.dtype} {tuple(x.shape)}")
     x = x.contiguous()
@@ -227,7 +239,7 @@ def small_product(x: torch.Tensor, panels: Panels, bias: torch.Tensor | None) ->
     if bias is not None:
         bias = bias.detach().to(torch.float32).contiguous()
     panels.kernels.slca_small_product(
-        x.data_ptr(), rows, panels.in_features, panels.data.data_ptr(), panels.out_features,
+        x.data_ptr(), rows, panels.in_features, len(panels.parts), panels._addresses, panels._widths,
         None if bias is None else bias.data_ptr(), out.data_ptr(),
     )  # fmt: skip
     return out

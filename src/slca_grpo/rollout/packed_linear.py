@@ -13,14 +13,17 @@ block ends, repacked only if the weight or bias changed.
 
 Only layers at least ``min_features`` wide are packed (at the tiny models' width 128 it was mixed:
 two of three layer shapes slower packed, the output head faster; they stay plain, which also
-keeps the quick demo's float32 numbers as they were), only for inputs of at most ``max_rows``
-rows (prefill keeps the plain path), only without autograd, and only where this build of torch
-has the ops.
+keeps the quick demo's float32 numbers as they were), only without autograd, and only where
+this build of torch has the ops. In bfloat16 only inputs of at most ``max_rows`` rows use the
+packed weight (a prefill keeps the plain product); in float32 the C kernel takes any number, a
+prefill's too: at 840 rows of SmolLM2's shapes it ran 1.15x the plain product (MKL) on an AVX2-only
+CPU and 2.2x on a Zen 5 EPYC with AVX-512 (``benchmarks/small_product.py --rows 840``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -32,6 +35,8 @@ MIN_FEATURES = 512  # SmolLM2's 576 and up; the tiny models (128) keep the plain
 MAX_ROWS = 64  # decode steps; a prefill's thousands of rows keep the plain product
 
 _active: ContextVar[frozenset[int]] = ContextVar("packed_linear_models", default=frozenset())
+# nn.Linear -> (weight state, its float32 panels for the C kernel)
+_float32_panels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def packing_available() -> bool:
@@ -45,18 +50,34 @@ def weight_state(tensors) -> tuple:
     return tuple((t.data_ptr(), t._version) for t in tensors if t is not None)
 
 
-def pack_weight(weight: torch.Tensor, dtype: torch.dtype, rows: int) -> torch.Tensor | native.Panels:
-    """``weight`` [out, in] in ``dtype``, packed for inputs of about ``rows`` rows: float32 into the
-    C kernel's panels where it is built (:mod:`native`), else into oneDNN's layout."""
+def linear_panels(linear: torch.nn.Linear) -> native.Panels | None:
+    """``linear``'s float32 weight packed for the C kernel, made once and kept while the layer lives
+    and its weight is unchanged (shared by the fused decode step and the layers' forward, so a model
+    holds one packed copy), or None where the kernel is not built."""
+    state = weight_state((linear.weight,))
+    cached = _float32_panels.get(linear)
+    if cached is not None and cached[0] == state:
+        return cached[1]
+    panels = native.pack_panels(linear.weight.detach())
+    if panels is not None:
+        _float32_panels[linear] = (state, panels)
+    return panels
+
+
+def pack_linears(linears: Sequence[torch.nn.Linear], dtype: torch.dtype, rows: int) -> torch.Tensor | native.Panels:
+    """The weights of ``linears`` (one input width) joined for one product in ``dtype`` for inputs
+    of about ``rows`` rows: float32 in the C kernel's panels where it is built (:mod:`native`),
+    else in oneDNN's layout."""
     if dtype == torch.float32:
-        panels = native.pack_panels(weight.detach())
-        if panels is not None:
-            return panels
-    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(dtype), rows)
+        panels = [linear_panels(linear) for linear in linears]
+        if all(p is not None for p in panels):
+            return panels[0] if len(panels) == 1 else native.join_panels(panels)
+    weight = torch.cat([linear.weight.detach() for linear in linears])
+    return torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), rows)
 
 
 def packed_product(x: torch.Tensor, weight: torch.Tensor | native.Panels, bias: torch.Tensor | None) -> torch.Tensor:
-    """``x @ weight.T + bias`` for a weight from :func:`pack_weight` (``x`` in its dtype)."""
+    """``x @ weight.T + bias`` for weights from :func:`pack_linears` (``x`` in their dtype)."""
     if isinstance(weight, native.Panels):
         return native.small_product(x, weight, bias)
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
@@ -67,7 +88,7 @@ class _PackedLinear:
 
     def __init__(self, module: torch.nn.Linear, plain: Callable, max_rows: int):
         self.module, self.plain, self.max_rows = module, plain, max_rows
-        self.packed: dict[torch.dtype, tuple[tuple[int, ...], torch.Tensor, torch.Tensor | None]] = {}
+        self.packed: dict[torch.dtype, tuple[tuple, torch.Tensor | native.Panels, torch.Tensor | None]] = {}
         self.calls = 0  # products that used a packed weight (read by tests)
 
     def _dtype(self, x: torch.Tensor) -> torch.dtype | None:
@@ -76,24 +97,26 @@ class _PackedLinear:
         weight = self.module.weight
         return torch.float32 if x.dtype == weight.dtype == torch.float32 else None
 
-    def _weights(self, dtype: torch.dtype, rows: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _weights(self, dtype: torch.dtype, rows: int) -> tuple[torch.Tensor | native.Panels, torch.Tensor | None]:
         weight, bias = self.module.weight, self.module.bias
         state = weight_state((weight, bias))
         cached = self.packed.get(dtype)
         if cached is None or cached[0] != state:
-            packed = pack_weight(weight, dtype, rows)
+            packed = pack_linears([self.module], dtype, rows)
             cached = (state, packed, None if bias is None else bias.detach().to(dtype))
             self.packed[dtype] = cached
         return cached[1], cached[2]
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.numel() // max(1, x.shape[-1])
-        dtype = None
-        if rows <= self.max_rows and not torch.is_grad_enabled() and x.device.type == "cpu":
-            dtype = self._dtype(x)
-        if dtype is None:
+        if torch.is_grad_enabled() or x.device.type != "cpu":
             return self.plain(x)
-        weight, bias = self._weights(dtype, rows)
+        dtype = self._dtype(x)
+        rows = x.numel() // max(1, x.shape[-1])
+        if dtype is None or (rows > self.max_rows and dtype != torch.float32):
+            return self.plain(x)
+        weight, bias = self._weights(dtype, min(rows, self.max_rows))
+        if rows > self.max_rows and not isinstance(weight, native.Panels):
+            return self.plain(x)  # the C kernel takes a prefill's rows; oneDNN's packed product is for a few
         self.calls += 1
         return packed_product(x.to(dtype).contiguous(), weight, bias)
 

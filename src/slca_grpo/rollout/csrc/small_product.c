@@ -8,7 +8,8 @@
  * prefetching the weight a few KB ahead of the loads. The weight is packed once into panels of
  * PANEL output columns, each panel its columns' inputs in order ([input][PANEL]), so a panel is
  * one sequential stream; rows are taken TILE_ROWS at a time with the panel's partial sums in
- * registers. Threads split the panels (OpenMP: the runtime PyTorch already loaded).
+ * registers. Threads split the panels (OpenMP: the runtime PyTorch already loaded), of one weight
+ * or of several multiplied by the same rows in one call.
  *
  * GCC/Clang vector extensions, compiled for the machine it runs on: 8-lane vectors on AVX2,
  * 16-lane on AVX-512. */
@@ -95,30 +96,44 @@ static void tile_rest(int rows, const float *x, int64_t k, const float *panel, c
     }
 }
 
-/* out [m, n] = x [m, k] @ weight.T (+ bias [n]), the weight as slca_pack_panels left it. */
-void slca_small_product(const float *x, int64_t m, int64_t k, const float *panels, int64_t n, const float *bias,
-                        float *out) {
-    int64_t count = (n + PANEL - 1) / PANEL;
+/* out [m, N] = x [m, k] @ [weight_0; ...; weight_{count-1}].T (+ bias [N]), N = ns[0] + ... : the
+ * products of several weights of one input (a layer's query, key and value projections) in one
+ * call, each weight as slca_pack_panels left it, its columns after the previous weight's. */
+void slca_small_product(const float *x, int64_t m, int64_t k, int64_t count, const float *const *weights,
+                        const int64_t *ns, const float *bias, float *out) {
+    int64_t total = 0, all_panels = 0;
+    for (int64_t j = 0; j < count; j++) {
+        total += ns[j];
+        all_panels += (ns[j] + PANEL - 1) / PANEL;
+    }
 #pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < count; p++) {
-        const float *panel = panels + p * k * PANEL;
-        int64_t columns = n - p * PANEL < PANEL ? n - p * PANEL : PANEL;
+    for (int64_t index = 0; index < all_panels; index++) {
+        int64_t j = 0, p = index, column = 0; /* weight j, its panel p, the weight's first column */
+        while (p >= (ns[j] + PANEL - 1) / PANEL) {
+            p -= (ns[j] + PANEL - 1) / PANEL;
+            column += ns[j];
+            j++;
+        }
+        const float *panel = weights[j] + p * k * PANEL;
+        const int64_t first = column + p * PANEL;
+        const int64_t columns = ns[j] - p * PANEL < PANEL ? ns[j] - p * PANEL : PANEL;
         if (columns == PANEL) {
-            const float *panel_bias = bias ? bias + p * PANEL : NULL;
+            const float *panel_bias = bias ? bias + first : NULL;
             int64_t r = 0;
             for (; r + TILE_ROWS <= m; r += TILE_ROWS)
-                tile(TILE_ROWS, x + r * k, k, panel, panel_bias, out + r * n + p * PANEL, n);
-            tile_rest((int)(m - r), x + r * k, k, panel, panel_bias, out + r * n + p * PANEL, n);
-        } else { /* the last panel, part of it past n: through a full-width scratch tile */
+                tile(TILE_ROWS, x + r * k, k, panel, panel_bias, out + r * total + first, total);
+            tile_rest((int)(m - r), x + r * k, k, panel, panel_bias, out + r * total + first, total);
+        } else { /* a weight's last panel, part of it past its columns: through a scratch tile */
             float scratch[TILE_ROWS * PANEL], padded_bias[PANEL] = {0};
-            if (bias) memcpy(padded_bias, bias + p * PANEL, columns * sizeof(float));
+            if (bias) memcpy(padded_bias, bias + first, columns * sizeof(float));
             for (int64_t r = 0; r < m; r += TILE_ROWS) {
                 int rows = m - r < TILE_ROWS ? (int)(m - r) : TILE_ROWS;
                 if (rows == TILE_ROWS)
                     tile(TILE_ROWS, x + r * k, k, panel, bias ? padded_bias : NULL, scratch, PANEL);
                 else
                     tile_rest(rows, x + r * k, k, panel, bias ? padded_bias : NULL, scratch, PANEL);
-                for (int i = 0; i < rows; i++) memcpy(out + (r + i) * n + p * PANEL, scratch + i * PANEL, columns * sizeof(float));
+                for (int i = 0; i < rows; i++)
+                    memcpy(out + (r + i) * total + first, scratch + i * PANEL, columns * sizeof(float));
             }
         }
     }
