@@ -5,19 +5,19 @@ their plain layout, that product runs far under memory speed on a CPU; with the 
 into oneDNN's blocked layout the same product ran ~1.5x faster in bfloat16 (bit-identical on a
 2-core EPYC with avx512_bf16) and ~2x in float32 (equal to rounding), at 16 rows of SmolLM2's
 shapes; a whole decode step 1.12x and 1.32x (``benchmarks/kv_cache.py``, the ``packed`` way).
-Float32 weights now go to the C kernel of :mod:`native` where it is built (its own panels, the
-weight prefetched as it streams from memory: the products of a decode step ~1.5x oneDNN's on an
-AVX2-only CPU, on par with them on AVX-512), bfloat16 ones to oneDNN. Weights are fixed while a
-rollout samples, so a packed copy is made at the first decode step that uses it and kept until the
-block ends, repacked only if the weight or bias changed.
+Float32 weights now go to the C kernel of :mod:`native` where it is built (its own panels, each
+weight prefetched as it streams from memory): a decode step's products 1.4x oneDNN's on an
+emulated AVX2-only CPU and 1.25x on AVX-512, and a prefill's 840 rows 1.2x and 2.3x the plain
+product (MKL), so in float32 it takes any number of rows (``benchmarks/small_product.py``).
+bfloat16 weights go to oneDNN, for inputs of at most ``max_rows`` rows (a prefill keeps the plain
+product). Weights are fixed while a rollout samples: a bfloat16 copy is packed at the first call
+that uses it and kept until the block ends, a float32 one (:func:`linear_panels`) kept while the
+layer lives and shared with the fused decode step; either is repacked when the weight changes.
 
 Only layers at least ``min_features`` wide are packed (at the tiny models' width 128 it was mixed:
 two of three layer shapes slower packed, the output head faster; they stay plain, which also
 keeps the quick demo's float32 numbers as they were), only without autograd, and only where
-this build of torch has the ops. In bfloat16 only inputs of at most ``max_rows`` rows use the
-packed weight (a prefill keeps the plain product); in float32 the C kernel takes any number, a
-prefill's too: at 840 rows of SmolLM2's shapes it ran 1.15x the plain product (MKL) on an AVX2-only
-CPU and 2.2x on a Zen 5 EPYC with AVX-512 (``benchmarks/small_product.py --rows 840``).
+this build of torch has the ops.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import torch
 from slca_grpo.rollout import native
 
 MIN_FEATURES = 512  # SmolLM2's 576 and up; the tiny models (128) keep the plain product
-MAX_ROWS = 64  # decode steps; a prefill's thousands of rows keep the plain product
+MAX_ROWS = 64  # decode steps; in bfloat16 a prefill's hundreds of rows keep the plain product
 
 _active: ContextVar[frozenset[int]] = ContextVar("packed_linear_models", default=frozenset())
 # nn.Linear -> (weight state, its float32 panels for the C kernel)

@@ -3,9 +3,9 @@
  *
  * A decode step multiplies one row per live rollout (a dozen or so) by every weight matrix of
  * the model, and the weights (hundreds of MB) come from memory each step. oneDNN's float32
- * product with packed weights ran at ~115 GFLOP/s at those shapes on an AVX2-only CPU, its loads
- * of the weight waiting on memory; this kernel ran the same products at ~170 GFLOP/s by
- * prefetching the weight a few KB ahead of the loads. The weight is packed once into panels of
+ * product with packed weights ran at ~130 GFLOP/s at those shapes on an (emulated) AVX2-only CPU,
+ * its loads of the weight waiting on memory; this kernel ran the same products at ~190 GFLOP/s by
+ * prefetching the weight a few KB ahead of the loads (benchmarks/small_product.py). The weight is packed once into panels of
  * PANEL output columns, each panel its columns' inputs in order ([input][PANEL]), so a panel is
  * one sequential stream; rows are taken TILE_ROWS at a time with the panel's partial sums in
  * registers. Threads split the panels (OpenMP: the runtime PyTorch already loaded), of one weight
