@@ -50,12 +50,14 @@ def test_a_hand_computed_product_with_a_part_panel_and_bias():
     assert not out[:, 1:width].any()
 
 
-def test_rows_of_the_wrong_kind_are_an_error():
+def test_rows_or_a_bias_of_the_wrong_kind_are_an_error():
     panels = native.pack_panels(torch.randn(8, 4))
     with pytest.raises(ValueError, match="float32 CPU rows of 4"):
         native.small_product(torch.randn(2, 5), panels, None)
     with pytest.raises(ValueError, match="float32 CPU rows of 4"):
         native.small_product(torch.randn(2, 4).bfloat16(), panels, None)
+    with pytest.raises(ValueError, match="bias must be 8 values"):
+        native.small_product(torch.randn(2, 4), panels, torch.randn(7))  # would read past its end
 
 
 def test_joined_weights_multiply_in_one_call_with_their_outputs_side_by_side():

@@ -233,8 +233,10 @@ def small_product(x: torch.Tensor, panels: Panels, bias: torch.Tensor | None) ->
     :func:`pack_panels` (or :func:`join_panels`: ``bias`` then covers all their outputs)."""
     if x.dtype != torch.float32 or x.device.type != "cpu" or x.shape[-1] != panels.in_features:
         raise ValueError(f"small_product takes float32 CPU rows of {panels.in_features}: {x.dtype} {tuple(x.shape)}")
+    if bias is not None and (bias.shape != (panels.out_features,) or bias.device.type != "cpu"):
+        raise ValueError(f"small_product's bias must be {panels.out_features} values on the CPU: {tuple(bias.shape)}")
     x = x.contiguous()
-    rows = x.numel() // panels.in_features
+    rows = x.numel() // max(1, panels.in_features)
     out = torch.empty((*x.shape[:-1], panels.out_features), dtype=torch.float32)
     if bias is not None:
         bias = bias.detach().to(torch.float32).contiguous()
