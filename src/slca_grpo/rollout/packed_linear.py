@@ -111,12 +111,13 @@ class _PackedLinear:
         if torch.is_grad_enabled() or x.device.type != "cpu":
             return self.plain(x)
         dtype = self._dtype(x)
-        rows = x.numel() // max(1, x.shape[-1])
-        if dtype is None or (rows > self.max_rows and dtype != torch.float32):
+        if dtype is None:
             return self.plain(x)
-        weight, bias = self._weights(dtype, min(rows, self.max_rows))
-        if rows > self.max_rows and not isinstance(weight, native.Panels):
-            return self.plain(x)  # the C kernel takes a prefill's rows; oneDNN's packed product is for a few
+        rows = x.numel() // max(1, x.shape[-1])
+        # Only the C kernel (float32) takes a prefill's rows; oneDNN's packed product is for a few.
+        if rows > self.max_rows and (dtype != torch.float32 or linear_panels(self.module) is None):
+            return self.plain(x)
+        weight, bias = self._weights(dtype, rows)
         self.calls += 1
         return packed_product(x.to(dtype).contiguous(), weight, bias)
 

@@ -318,9 +318,11 @@ def run_bench(config, *, rl_steps: int = 2, sft_steps: int = 2, echo: bool = Tru
     )
     if rl_steps and device.type == "cpu":
         if rl_bf16:
-            result.notes.append("decode attention on PyTorch's bf16 products: the C kernel takes float32 caches only")
+            result.notes.append("rollouts on PyTorch's and oneDNN's bf16 products: the C kernels take float32 only")
         elif native.library() is None:
-            result.notes.append("decode attention on PyTorch's path: the C kernel is off or could not be built")
+            result.notes.append(
+                "rollouts on PyTorch's attention and oneDNN's products: the C kernels are off or could not be built"
+            )
     if rl_steps:
         result.rl = bench_rl(config, model, tokenizer, ref_model, train_tasks, machine, rl_steps, echo)
     if sft_steps:
