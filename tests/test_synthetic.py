@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -20,6 +22,7 @@ from slca_grpo.data.synthetic import (
     KINDS,
     SIBLINGS,
     SuiteConfig,
+    ValuePool,
     all_tools,
     domains,
     fabricate_response,
@@ -30,10 +33,15 @@ from slca_grpo.data.synthetic import (
     render_gold,
     task_to_json,
     tools_by_domain,
+    value_leaks,
+    value_pools,
+    value_split,
     write_jsonl,
 )
 from slca_grpo.data.synthetic.catalogue import CHAIN_SPECS, TOOL_SPECS
+from slca_grpo.data.synthetic.leaks import argument_strings, schema_enum_values
 from slca_grpo.data.synthetic.spec import TemplateError, fill
+from slca_grpo.data.synthetic.values import COMPANIES, active_value_split
 from slca_grpo.datatypes import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task, ToolCall, tool_name
 
 SEED = 7
@@ -324,6 +332,163 @@ def test_heldout_phrasings_are_disjoint(suite):
         assert not set(spec.train_phrasings) & set(spec.test_phrasings)
     for chain in CHAIN_SPECS:
         assert not set(chain.train_phrasings) & set(chain.test_phrasings)
+
+
+# --- held-out values --------------------------------------------------------------------------
+
+
+def _catalogue_enums() -> set[str]:
+    return schema_enum_values(all_tools())
+
+
+def _string_values(item: Any) -> list[str]:
+    """The strings of one pool item (a record such as a product holds several)."""
+    return [v for v in (item if isinstance(item, tuple) else (item,)) if isinstance(v, str)]
+
+
+def test_no_gold_argument_value_of_the_test_split_is_a_train_value():
+    big = generate_suite(seed=0, n_train=2000, n_test=300)
+    assert value_leaks(big.train, big.test) == {}
+    # not vacuous: the test split has plenty of values the check looks at
+    enums = _catalogue_enums()
+    counted = {
+        text
+        for task in big.test
+        for call in task.flat_gold_calls
+        for text in argument_strings(call.arguments)
+        if text not in enums and len(text) >= 3 and not re.fullmatch(r"\d{4}-\d{2}-\d{2}|\d{2}:\d{2}", text)
+    }
+    assert len(counted) >= 150
+
+
+def test_value_leaks_reports_a_planted_leak(suite):
+    assert value_leaks(suite.train, suite.test) == {}
+    train_city = next(c.arguments["city"] for t in suite.train for c in t.flat_gold_calls if "city" in c.arguments)
+    target = next(t for t in suite.test if any("city" in c.arguments for c in t.flat_gold_calls))
+    steps = [
+        [ToolCall(c.name, {**c.arguments, "city": train_city}) if "city" in c.arguments else c for c in step]
+        for step in target.gold_calls
+    ]
+    planted = dataclasses.replace(target, gold_calls=steps)
+    others = [t for t in suite.test if t.id != target.id]
+    assert value_leaks(suite.train, [*others, planted]) == {train_city: [target.id]}
+
+
+def test_value_leaks_looks_inside_nested_arguments_and_skips_what_both_splits_share():
+    def task(task_id: str, arguments: dict[str, Any]) -> Task:
+        tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+        tool["function"]["parameters"]["properties"]["mode"] = {"type": "string", "enum": ["fast", "slow"]}
+        return Task(
+            id=task_id,
+            messages=[{"role": "user", "content": "?"}],
+            tools=[tool],
+            gold_calls=[[ToolCall("f", arguments)]],
+        )
+
+    shared = {"date": "2025-03-04", "time": "09:30", "mode": "fast", "units": "celsius", "code": "ab"}
+    train = [task("tr", {**shared, "filters": {"names": ["Alice Smith"], "note": "pay rent"}})]
+    test = [
+        task("te-1", {**shared, "people": [{"name": "Alice Smith"}]}),
+        task("te-2", {"note": "pay rent", "other": "pay rent"}),
+        task("te-3", {"note": "something new"}),
+    ]
+    assert value_leaks(train, test) == {"Alice Smith": ["te-1"], "pay rent": ["te-2"]}
+
+
+def test_every_value_pool_splits_into_disjoint_parts():
+    pools = value_pools()
+    names = set(pools)
+    assert {"values.CITY_NAMES", "values.FIRST_NAMES", "values.COMPANIES", "values.PRODUCTS"} <= names
+    assert {"finance.SYMBOLS", "shopping.CANCEL_REASONS", "utilities.PHRASES", "values.HOTEL_WORDS[0]"} <= names
+    enums = _catalogue_enums()
+    for name, pool in pools.items():
+        train, test = set(pool.train), set(pool.test)
+        assert train | test == set(pool.all), name
+        assert train & test == set(pool.shared), name
+        # a value some schema lists as an enum is in both parts; every other value is in exactly one
+        # (a record such as a product counts by its key, its first field: its category is an enum)
+        enum_items = {item for item in pool.all if (item[0] if isinstance(item, tuple) else item) in enums}
+        assert enum_items == set(pool.shared), name
+        assert len(pool.test) >= 2 and len(pool.train) >= len(pool.test), name
+        for split, part in (("train", pool.train), ("test", pool.test)):
+            with value_split(split):
+                assert active_value_split() == split
+                assert list(pool) == list(part) and len(pool) == len(part), (name, split)
+                assert pool[0] == part[0] and pool[-1] == part[-1] and tuple(pool[:2]) == part[:2]
+                assert all(item in pool for item in part)
+                other = pool.test if split == "train" else pool.train
+                assert not any(item in pool for item in other if item not in pool.shared), (name, split)
+    # the parts are big enough for what samplers draw at once (pick_distinct, parallel calls)
+    assert len(pools["dining._PANTRY"].test) >= 6
+    for name in ("values.CITY_NAMES", "values.BRANDS", "values.DISHES", "finance.SYMBOLS", "values.COMPANIES"):
+        assert len(pools[name].test) >= 3, name
+    for name, pool in pools.items():
+        if all(isinstance(item, str) and " " in item for item in pool.all):  # free texts
+            assert len(pool.test) >= 4 and len(pool.train) >= 8, name
+
+
+def test_value_pools_outside_a_split_are_the_whole_list():
+    pools = value_pools()
+    assert active_value_split() is None
+    for name, pool in pools.items():
+        assert list(pool) == list(pool.all) and len(pool) == len(pool.all), name
+    with value_split("test"):
+        with value_split(None):
+            assert all(list(pool) == list(pool.all) for pool in pools.values())
+        assert all(list(pool) == list(pool.test) for pool in pools.values())
+    assert active_value_split() is None
+    generate_tasks(0, 5, "test")
+    assert active_value_split() is None
+    with pytest.raises(ValueError, match="value split"):
+        with value_split("validation"):
+            pass
+    pool = ValuePool(["a", "b", "c", "d", "e", "f", "g"])
+    assert pool.train == ("a", "b", "d", "e", "g") and pool.test == ("c", "f")
+    with pytest.raises(ValueError, match="not in the pool"):
+        ValuePool(["a", "b"], shared=["z"])
+
+
+def test_lookups_by_key_find_every_value_in_any_split():
+    name, symbol = COMPANIES.train[0]
+    with value_split("test"):
+        assert fabricate_response("lookup_stock_symbol", {"company_name": name})["symbol"] == symbol
+        assert fabricate_response("get_local_time", {"city": "Paris"})["timezone"] == "Europe/Paris"
+
+
+def test_generated_values_come_from_their_splits_part(suite):
+    part_of: dict[str, dict[str, set[str]]] = {}
+    for pool in value_pools().values():
+        for split in ("train", "test"):
+            for item in pool.part(split):
+                for text in _string_values(item):
+                    part_of.setdefault(text, {"train": set(), "test": set()})[split].add(id(pool))
+    checked = 0
+    for split, tasks in (("train", suite.train), ("test", suite.test)):
+        for task in tasks:
+            for call in task.flat_gold_calls:
+                for text in argument_strings(call.arguments):
+                    if text in part_of:
+                        checked += 1
+                        assert part_of[text][split], (task.id, text)
+    assert checked >= 300
+
+
+def test_test_requests_name_no_train_only_value():
+    enums = _catalogue_enums()
+    train_only = {
+        text
+        for pool in value_pools().values()
+        for item in pool.train
+        if item not in pool.test
+        for text in _string_values(item)
+        if text not in enums
+    }
+    pattern = re.compile("|".join(rf"(?<!\w){re.escape(v)}(?!\w)" for v in sorted(train_only, key=len, reverse=True)))
+    assert pattern.search("Book a table in Paris")  # the pattern does match train values
+    for task in generate_tasks(0, 600, "test"):
+        for message in task.messages:
+            match = pattern.search(message["content"])
+            assert match is None, (task.id, match and match.group(0), message["content"])
 
 
 def test_config_errors_name_the_problem():

@@ -335,7 +335,9 @@ def test_bf16_autocasts_rl_rollouts_and_evaluation_and_keeps_float32_weights(tmp
 
     monkeypatch.setattr(AgentLoop, "run", recording_run)
     out_dir = tmp_path / "bf16"
-    train(smoke_config(out_dir, **{"rl.bf16": "true", "sft.bf16": "true", "rl.steps": 2}), echo=False)
+    # Four rollouts a prompt, not the smoke run's three: with three, both steps' groups of the seed-0 tasks tie.
+    overrides = {"rl.bf16": "true", "sft.bf16": "true", "rl.steps": 2, "rollout.group_size": 4}
+    train(smoke_config(out_dir, **overrides), echo=False)
     steps = [m for m in read_metrics(out_dir / "metrics.jsonl") if "reward/score" in m]
     # Gradients flow under bf16. (A step whose groups all tie has zero advantages, and at the first
     # step zero KL: its gradient is exactly zero, as it should be.)

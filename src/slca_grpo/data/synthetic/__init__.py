@@ -27,6 +27,8 @@ from slca_grpo.data.synthetic.generator import (
     generate_tasks,
 )
 from slca_grpo.data.synthetic.gold import gold_messages, render_gold, task_to_json, write_jsonl
+from slca_grpo.data.synthetic.leaks import value_leaks, value_pools
+from slca_grpo.data.synthetic.values import ValuePool, value_split
 
 __all__ = [
     "DEFAULT_HELDOUT_TOOLS",
@@ -36,6 +38,7 @@ __all__ = [
     "SPLITS",
     "SuiteConfig",
     "SyntheticSuite",
+    "ValuePool",
     "all_tools",
     "domains",
     "fabricate_response",
@@ -46,5 +49,8 @@ __all__ = [
     "render_gold",
     "task_to_json",
     "tools_by_domain",
+    "value_leaks",
+    "value_pools",
+    "value_split",
     "write_jsonl",
 ]

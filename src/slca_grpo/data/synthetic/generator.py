@@ -2,6 +2,8 @@
 
 Every task draws from its own ``random.Random`` seeded by (seed, split, index), so the same seed
 gives the same tasks byte for byte, in any process (string seeds hash with SHA-512, not ``hash()``).
+Each task is built inside ``value_split(split)``: its request, gold calls, fixtures and answer draw
+names, places and free text only from the split's part of each value pool (``values.ValuePool``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, TypeVar
 from slca_grpo.data.synthetic import phrasings
 from slca_grpo.data.synthetic.catalogue import CHAIN_SPECS, DEFAULT_HELDOUT_TOOLS, SIBLINGS, SPEC_BY_NAME, TOOL_SPECS
 from slca_grpo.data.synthetic.spec import Args, CatalogueTool, ChainSpec, Response, fill
-from slca_grpo.data.synthetic.values import pick, spoken_list
+from slca_grpo.data.synthetic.values import pick, spoken_list, value_split
 from slca_grpo.datatypes import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task, ToolCall
 
 KINDS = ("single", "distractor", "parallel", "two_step", "irrelevant")
@@ -27,7 +29,8 @@ DEFAULT_KIND_WEIGHTS: dict[str, float] = {
     "two_step": 0.2,
     "irrelevant": 0.15,
 }
-GENERATOR_VERSION = "synthetic-v1"
+# v2: the test split's slot values come from pools disjoint from the train split's.
+GENERATOR_VERSION = "synthetic-v2"
 # Tasks are generated into a list (~4 KB and ~0.3 ms each): a split of this many takes ~4 GB and
 # minutes; more is refused before anything is allocated.
 MAX_SYNTHETIC_TASKS = 1_000_000
@@ -92,7 +95,7 @@ class SuiteConfig:
 
 @dataclass
 class SyntheticSuite:
-    """A train and a test split generated together (held-out phrasings and tools in test)."""
+    """A train and a test split generated together (held-out phrasings, tools and values in test)."""
 
     train: list[Task]
     test: list[Task]
@@ -353,7 +356,8 @@ def generate_tasks(seed: int, n: int, split: str = "train", config: SuiteConfig 
     tasks = []
     for index, kind in enumerate(schedule):
         rng = random.Random(f"{seed}:{split}:{index}")
-        text, steps, fixtures, tools, answer, extra = _BUILDERS[kind](rng, ctx)
+        with value_split(split):
+            text, steps, fixtures, tools, answer, extra = _BUILDERS[kind](rng, ctx)
         messages: list[dict[str, Any]] = []
         if rng.random() < config.system_prompt_rate:
             messages.append({"role": "system", "content": pick(rng, phrasings.SYSTEM_PROMPTS)})

@@ -25,6 +25,7 @@ from slca_grpo.data.synthetic.values import (
     CURRENCIES,
     EXCHANGES,
     USD_RATES,
+    ValuePool,
     iso_date,
     make_id,
     money,
@@ -33,8 +34,25 @@ from slca_grpo.data.synthetic.values import (
     price_str,
 )
 
-SYMBOLS = tuple(symbol for _, symbol in COMPANIES)
-_EXCHANGE_OF = {symbol: EXCHANGES[i % len(EXCHANGES)] for i, (_, symbol) in enumerate(COMPANIES)}
+# Tickers split like their companies (same positions); look-ups by name or ticker use every company.
+SYMBOLS: ValuePool[str] = ValuePool(symbol for _, symbol in COMPANIES.all)
+_EXCHANGE_OF = {symbol: EXCHANGES[i % len(EXCHANGES)] for i, (_, symbol) in enumerate(COMPANIES.all)}
+TRANSFER_NOTES: ValuePool[str] = ValuePool(
+    (
+        "rent",
+        "holiday savings",
+        "emergency fund",
+        "monthly budget",
+        "car repairs",
+        "school fees",
+        "wedding gift",
+        "tax bill",
+        "new laptop",
+        "gym membership",
+        "home repairs",
+        "birthday present",
+    )
+)
 
 
 def _rate(base: str, quote: str) -> float:
@@ -73,7 +91,7 @@ def _lookup_args(rng: random.Random) -> Args:
 
 
 def _lookup_respond(args: Args, rng: random.Random) -> Response:
-    symbol = next((s for name, s in COMPANIES if name.lower() == str(args["company_name"]).strip().lower()), None)
+    symbol = next((s for name, s in COMPANIES.all if name.lower() == str(args["company_name"]).strip().lower()), None)
     if symbol is None:  # an unknown company still gets a plausible ticker
         letters = "".join(ch for ch in str(args["company_name"]).upper() if ch.isalpha())
         symbol = (letters[:4] or "XXXX").ljust(4, "X")
@@ -159,7 +177,7 @@ def _transfer_args(rng: random.Random) -> Args:
     source, target = pick_distinct(rng, ACCOUNT_TYPES[:2], 2)
     args: Args = {"from_account": source, "to_account": target, "amount": _amount(rng)}
     if maybe(rng, 0.3):
-        args["note"] = pick(rng, ("rent", "holiday savings", "emergency fund", "monthly budget"))
+        args["note"] = pick(rng, TRANSFER_NOTES)
     return args
 
 

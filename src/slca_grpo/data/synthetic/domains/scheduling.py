@@ -27,6 +27,7 @@ from slca_grpo.data.synthetic.values import (
     CALENDARS,
     EVENT_TITLES,
     REMINDER_TEXTS,
+    ValuePool,
     add_minutes,
     clock_time,
     distinct_dates,
@@ -37,7 +38,23 @@ from slca_grpo.data.synthetic.values import (
 )
 
 DURATIONS = (15, 30, 45, 60, 90, 120)
-LOCATIONS = ("Room 4B", "the main office", "Café Central", "Zoom", "the clinic", "home")
+LOCATIONS: ValuePool[str] = ValuePool(
+    (
+        "Room 4B",
+        "the main office",
+        "Café Central",
+        "Zoom",
+        "the clinic",
+        "home",
+        "Conference room A",
+        "the public library",
+        "the community centre",
+        "Studio 3",
+        "the town hall",
+        "the rooftop terrace",
+    ),
+    shared=("home",),  # also a product category (search_products' enum)
+)
 
 
 def _minutes_surface(value: object) -> str:

@@ -30,6 +30,7 @@ from slca_grpo.data.synthetic.values import (
     ORDER_STATUSES,
     PRODUCT_CATEGORIES,
     PRODUCTS,
+    ValuePool,
     iso_date,
     make_id,
     money,
@@ -39,7 +40,23 @@ from slca_grpo.data.synthetic.values import (
 
 SORT_ORDERS = ("relevance", "price_low_to_high", "rating")
 PARCEL_STATUSES = ("label_created", "in_transit", "out_for_delivery", "delivered", "exception")
-CANCEL_REASONS = ("ordered by mistake", "found a better price", "no longer need it", "changed my mind")
+# Completes "I want to cancel it because I ...".
+CANCEL_REASONS: ValuePool[str] = ValuePool(
+    (
+        "ordered by mistake",
+        "found a better price",
+        "no longer need it",
+        "changed my mind",
+        "picked the wrong size",
+        "bought it in a shop instead",
+        "ordered the wrong colour",
+        "got one as a gift",
+        "was charged twice",
+        "can't wait that long for delivery",
+        "want a different model",
+        "moved to a new address",
+    )
+)
 
 
 def _order_id(rng: random.Random) -> str:
@@ -62,7 +79,7 @@ def _search_args(rng: random.Random, with_options: bool = True) -> Args:
 
 
 def _search_respond(args: Args, rng: random.Random) -> Response:
-    typical = next((p[2] for p in PRODUCTS if p[0] == args["query"]), 50.0)
+    typical = next((p[2] for p in PRODUCTS.all if p[0] == args["query"]), 50.0)
     ceiling = float(args.get("max_price", typical * 1.6))
     products = []
     for brand in rng.sample(list(BRANDS), rng.randint(2, 3)):

@@ -25,6 +25,7 @@ from slca_grpo.data.synthetic.spec import (
     string,
 )
 from slca_grpo.data.synthetic.values import (
+    AIRLINE_CODES,
     AIRLINES,
     CABINS,
     CITY_NAMES,
@@ -212,7 +213,7 @@ def _book_hotel_summary(args: Args, r: Response) -> str:
 
 
 def _status_args(rng: random.Random) -> Args:
-    args: Args = {"flight_number": f"{pick(rng, ('SW', 'AN', 'BJ', 'PA', 'MR', 'CL'))}{rng.randint(100, 2999)}"}
+    args: Args = {"flight_number": f"{pick(rng, AIRLINE_CODES)}{rng.randint(100, 2999)}"}
     if maybe(rng, 0.4):
         args["date"] = iso_date(rng)
     return args

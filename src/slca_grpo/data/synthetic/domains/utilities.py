@@ -17,7 +17,7 @@ from slca_grpo.data.synthetic.spec import (
     obj,
     string,
 )
-from slca_grpo.data.synthetic.values import CITY_BY_NAME, CITY_NAMES, make_id, pick, pick_distinct
+from slca_grpo.data.synthetic.values import CITY_BY_NAME, CITY_NAMES, ValuePool, make_id, pick, pick_distinct
 
 LANGUAGES = ("English", "French", "Spanish", "German", "Italian", "Portuguese")
 # Real translations, so the fabricated responses are correct ones.
@@ -64,15 +64,74 @@ TRANSLATIONS: dict[str, dict[str, str]] = {
         "Italian": "La riunione inizia a mezzogiorno",
         "Portuguese": "A reunião começa ao meio-dia",
     },
+    "Can I have the bill, please?": {
+        "French": "Puis-je avoir l'addition, s'il vous plaît ?",
+        "Spanish": "¿Me trae la cuenta, por favor?",
+        "German": "Kann ich bitte die Rechnung haben?",
+        "Italian": "Posso avere il conto, per favore?",
+        "Portuguese": "Pode me trazer a conta, por favor?",
+    },
+    "Where is the nearest pharmacy?": {
+        "French": "Où est la pharmacie la plus proche ?",
+        "Spanish": "¿Dónde está la farmacia más cercana?",
+        "German": "Wo ist die nächste Apotheke?",
+        "Italian": "Dov'è la farmacia più vicina?",
+        "Portuguese": "Onde fica a farmácia mais próxima?",
+    },
+    "I don't understand": {
+        "French": "Je ne comprends pas",
+        "Spanish": "No entiendo",
+        "German": "Ich verstehe nicht",
+        "Italian": "Non capisco",
+        "Portuguese": "Eu não entendo",
+    },
+    "Do you speak English?": {
+        "French": "Parlez-vous anglais ?",
+        "Spanish": "¿Habla usted inglés?",
+        "German": "Sprechen Sie Englisch?",
+        "Italian": "Parla inglese?",
+        "Portuguese": "Você fala inglês?",
+    },
+    "I have a reservation": {
+        "French": "J'ai une réservation",
+        "Spanish": "Tengo una reserva",
+        "German": "Ich habe eine Reservierung",
+        "Italian": "Ho una prenotazione",
+        "Portuguese": "Eu tenho uma reserva",
+    },
+    "What time does the museum open?": {
+        "French": "À quelle heure ouvre le musée ?",
+        "Spanish": "¿A qué hora abre el museo?",
+        "German": "Wann öffnet das Museum?",
+        "Italian": "A che ora apre il museo?",
+        "Portuguese": "A que horas abre o museu?",
+    },
 }
-TIMER_LABELS = ("pasta", "laundry", "tea", "break", "oven", "parking meter")
+# The phrases a request asks for, split by position; the phrase book above answers any of them.
+PHRASES: ValuePool[str] = ValuePool(TRANSLATIONS)
+TIMER_LABELS: ValuePool[str] = ValuePool(
+    (
+        "pasta",
+        "laundry",
+        "tea",
+        "break",
+        "oven",
+        "parking meter",
+        "bread dough",
+        "homework",
+        "nap",
+        "pizza",
+        "meditation",
+        "cookies",
+    )
+)
 
 
 # --- translate_text ---
 
 
 def _translate_args(rng: random.Random) -> Args:
-    text = pick(rng, tuple(TRANSLATIONS))
+    text = pick(rng, PHRASES)
     args: Args = {"text": text, "target_language": pick(rng, LANGUAGES[1:])}
     if maybe(rng, 0.25):
         args["source_language"] = "English"
