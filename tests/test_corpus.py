@@ -12,12 +12,12 @@ import pytest
 
 from slca_grpo.data.corpus import (
     CorpusConfig,
-    _fresh_code,
     _shift_dates_and_times,
     document,
     freshen_task_text,
 )
-from slca_grpo.data.synthetic import DEFAULT_HELDOUT_TOOLS, generate_tasks, render_gold
+from slca_grpo.data.invented_tools import fresh_code
+from slca_grpo.data.synthetic import DEFAULT_HELDOUT_TOOLS, generate_tasks, render_gold, value_pools
 from slca_grpo.data.synthetic import phrasings as shared_phrasings
 from slca_grpo.data.synthetic.catalogue import CHAIN_SPECS, TOOL_SPECS
 from slca_grpo.data.synthetic.values import CITY_NAMES, MONTHS
@@ -122,11 +122,11 @@ def test_task_documents_carry_fresh_values_not_catalogue_ones(corpus: list[tuple
 def test_fresh_codes_keep_their_shape() -> None:
     rng = random.Random(0)
     for value in ("ORD-CIV8ED", "SW477", "CPLF", "a.b@x.com"):
-        fresh = _fresh_code(value, rng)
+        fresh = fresh_code(value, rng)
         assert len(fresh) == len(value) and fresh != value
         assert [c.isdigit() for c in fresh] == [c.isdigit() for c in value]
         assert [c.isupper() for c in fresh] == [c.isupper() for c in value]
-    assert _fresh_code("ORD-CIV8ED", rng).startswith("ORD-")
+    assert fresh_code("ORD-CIV8ED", rng).startswith("ORD-")
 
 
 def test_dates_and_times_move_together_in_every_written_form() -> None:
@@ -175,3 +175,34 @@ def test_a_bad_mix_is_one_clear_error() -> None:
         CorpusConfig(mix=(("novel", 1.0),))
     with pytest.raises(ValueError, match="warmup_mix weights"):
         CorpusConfig(warmup_mix=(("task", 0.0),))
+
+
+def _test_only_values() -> set[str]:
+    """Test-split pool values no pool has in its train part, and no invented word could spell
+    (``invented_word`` alternates consonants and vowels, so it may write "Rome" by chance)."""
+    pools = value_pools().values()
+    train = {value for pool in pools for value in pool.train}
+    invented = re.compile(r"[bcdfghjklmnprstvwz]?([aeiou][bcdfghjklmnprstvwz])*[aeiou]?", re.I)
+    return {
+        value
+        for pool in pools
+        for value in pool.test
+        if isinstance(value, str) and value not in train and len(value) >= 4 and not invented.fullmatch(value)
+    }
+
+
+def _whole_words(values: set[str], text: str) -> list[str]:
+    return sorted(value for value in values if re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text))
+
+
+def test_the_corpus_holds_no_test_split_value(corpus: list[tuple[str, str]]) -> None:
+    """Values of the test split's pools (names, places, texts) never appear, as whole words."""
+    test_only = _test_only_values()
+    assert len(test_only) > 100
+    assert not _whole_words(test_only, "\n".join(doc for _, doc in corpus))
+
+
+def test_the_value_check_finds_test_split_values() -> None:
+    """The check above can fail: test-split tasks trip it."""
+    text = "\n".join(render_gold(task) for task in generate_tasks(0, 60, "test"))
+    assert len(_whole_words(_test_only_values(), text)) >= 10

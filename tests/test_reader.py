@@ -10,6 +10,7 @@ import torch
 import slca_grpo.models as models
 from slca_grpo.data.corpus import CorpusConfig, document
 from slca_grpo.models import READER, load_model, reader_path
+from slca_grpo.models.tiny import TinyModelConfig
 from slca_grpo.trainer.pretrain import READER_SHAPE, PretrainConfig, drill_accuracy
 
 
@@ -31,9 +32,13 @@ def test_the_reader_loads_by_name_with_its_documented_shape(reader):
     assert not model.training
 
 
-def test_the_shipped_build_records_the_config_that_rebuilds_it():
+def test_the_shipped_build_records_its_config():
+    """The shipped folder says how it was built (docs/models.md), in settings the code still reads."""
     recorded = json.loads((reader_path() / "pretrain_config.json").read_text())
-    assert recorded == json.loads(json.dumps(PretrainConfig(bf16=True).to_dict()))
+    config = PretrainConfig(**{k: v for k, v in recorded.items() if k not in ("model", "corpus")})
+    assert TinyModelConfig(**recorded["model"]) == READER_SHAPE
+    assert CorpusConfig(**recorded["corpus"]).seed == config.seed == 0
+    assert config.steps * config.rows_per_step * config.seq_len > 10_000_000
 
 
 def test_the_reader_copies_fresh_values(reader):
@@ -68,3 +73,11 @@ def test_corpus_documents_differ_from_the_probe_set():
         document(index, CorpusConfig(seed=config.corpus.seed + 1_000_003, warmup_docs=0))[1] for index in range(50)
     }
     assert not train & probe
+
+
+def test_corpus_documents_fit_the_pretraining_rows(reader):
+    """Documents are packed whole: none may be longer than a row (it would be cut)."""
+    _, tokenizer = reader
+    config = PretrainConfig()
+    lengths = [len(tokenizer(document(index, config.corpus)[1])["input_ids"]) for index in range(0, 6000, 20)]
+    assert max(lengths) < config.seq_len

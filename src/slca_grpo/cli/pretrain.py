@@ -13,17 +13,19 @@ def register(subparsers: Any) -> None:
         "pretrain",
         help="pretrain a small base model on the generated copy-heavy corpus (how the shipped 'reader' was built)",
         description="Pretrain a small Qwen2-style base model and its tokenizer on a corpus generated here "
-        "(train-split synthetic tasks with fresh values, copy and conversion drills, invented tools). "
-        "Defaults rebuild the shipped 'reader' model (docs/models.md, The reader). Rerun with --resume "
-        "to continue an interrupted build.",
+        "(train-split synthetic tasks with disguised tools and fresh values, requests for invented tools, "
+        "copy and conversion drills). The defaults are the next build of the 'reader' model; the shipped "
+        "reader's own settings are in its pretrain_config.json (docs/models.md, The reader). Rerun with "
+        "--resume to continue an interrupted build.",
     )
     parser.add_argument("--out", default="runs/reader", help="output folder (default: runs/reader)")
-    parser.add_argument("--steps", type=int, help="optimizer steps (default: 3000, the shipped reader's)")
+    parser.add_argument("--steps", type=int, help="optimizer steps (default: 3000)")
     parser.add_argument("--seed", type=int, default=0, help="corpus and initialisation seed (default: 0)")
     parser.add_argument(
         "--bf16",
         action="store_true",
-        help="bfloat16 autocast: ~1.5x faster on CPUs with native bf16 (AMX, avx512_bf16), far slower elsewhere",
+        help="bfloat16 autocast: ~1.5x faster on CPUs with native bf16 (AMX, avx512_bf16), far slower elsewhere "
+        "(off by default)",
     )
     parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     parser.add_argument(

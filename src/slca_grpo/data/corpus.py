@@ -1,20 +1,24 @@
-"""The pretraining corpus of the shipped "reader" model: documents where copying is what pays.
+"""The pretraining corpus of the shipped "reader" model: documents where reading is what pays.
 
 Every document is a ChatML conversation (the format the model will be used in), drawn from its own
-``random.Random`` seeded by ``(seed, index)``, so document ``i`` is the same text in any process:
+``random.Random`` seeded by ``(seed, index)``, so document ``i`` is the same text in any process.
+Every document that offers tools offers tools the model cannot have memorised
+(:mod:`slca_grpo.data.invented_tools`), 2-5 of them as the evaluations do, so choosing a tool and
+filling its arguments can only be learnt by reading the schema in the prompt:
 
-- ``task``: a gold trajectory of a fresh *train-split* synthetic task whose values are made fresh:
-  strings from the catalogue's word lists become invented words, ids and codes get new characters
-  of the same shape, all dates and times of the task are shifted together (so durations and
-  check-out dates stay consistent). A model cannot memorise such values; it has to copy them.
+- ``task``: a gold trajectory of a fresh *train-split* synthetic task (natural phrasings, the five
+  task kinds) with its tools *disguised*: every tool renamed to invented words, about half of the
+  parameters too, descriptions kept. Its values are made fresh: strings from the suite's value
+  pools become invented words, ids and codes get new characters of the same shape, all dates and
+  times of the task are shifted together (so durations and check-out dates stay consistent).
+- ``invented``: a request for invented tools (invented nouns, names, descriptions, parameter
+  labels and names, types, enums, nested objects, arrays, optional parameters): one call, two
+  parallel calls, two steps where the second copies an id from the first one's response, or a
+  polite refusal when no tool fits.
 - ``drill``: several short exchanges that exercise copying on its own: repeat a value, pick one of
-  several named values, fill a call's JSON arguments from a list, convert a spelt-out date or a
-  12-hour time.
-- ``invented``: a call to an invented tool (invented name, description and parameters) chosen from
-  two to four invented tools by the words of the request, so the model learns to read a schema it
-  has never seen rather than to recall the catalogue's.
+  several named values, fill a JSON object from a list, convert a spelt-out date or a 12-hour time.
 
-Only train-split tools and phrasings are used; the test split's tools and phrasings never appear
+Only the train split's tools, phrasings and value pools are used; the test split's never appear
 (``tests/test_corpus.py`` checks the text), so held-out evaluation stays held out.
 """
 
@@ -29,17 +33,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from slca_grpo.chat.template import render_chat
-from slca_grpo.data.synthetic import DEFAULT_KIND_WEIGHTS, SuiteConfig, generate_tasks, render_gold
+from slca_grpo.data.invented_tools import (
+    InventedTool,
+    Param,
+    disguise,
+    fresh_code,
+    invented_tool,
+    invented_word,
+    random_code,
+    random_value,
+)
+from slca_grpo.data.synthetic import DEFAULT_KIND_WEIGHTS, SuiteConfig, generate_tasks, gold_messages
 from slca_grpo.data.synthetic.values import MONTHS
 
 KINDS = ("task", "drill", "invented")
-DEFAULT_MIX = {"task": 0.5, "drill": 0.3, "invented": 0.2}
+DEFAULT_MIX = {"task": 0.4, "drill": 0.25, "invented": 0.35}
 # The first documents lean on drills: copying is learnt first, on short copy-dense text, and the
 # tasks' long tool schemas come after (a curriculum for the induction circuit).
-WARMUP_MIX = {"task": 0.05, "drill": 0.85, "invented": 0.1}
+WARMUP_MIX = {"task": 0.05, "drill": 0.75, "invented": 0.2}
 
-_CONSONANTS = "bcdfghjklmnprstvwz"
-_VOWELS = "aeiou"
 _KEEP_WORDS = frozenset({"a", "an", "the", "of", "with", "and", "to", "in", "on", "at", "for", "my", "by", "from"})
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _MONTH_NAMES = "|".join(MONTHS)
@@ -60,7 +72,7 @@ class CorpusConfig:
     mix: tuple[tuple[str, float], ...] = tuple(DEFAULT_MIX.items())
     warmup_mix: tuple[tuple[str, float], ...] = tuple(WARMUP_MIX.items())
     warmup_docs: int = 30000
-    tools_per_task: tuple[int, int] = (2, 3)
+    tools_per_task: tuple[int, int] = (2, 5)
 
     def __post_init__(self) -> None:
         for name in ("mix", "warmup_mix"):
@@ -75,16 +87,6 @@ class CorpusConfig:
         object.__setattr__(self, "tools_per_task", tuple(self.tools_per_task))
 
 
-def invented_word(rng: random.Random, length: int | None = None, capital: bool = False) -> str:
-    """A pronounceable made-up word (``"tovarim"``): a value no word list holds."""
-    length = length or rng.randint(4, 9)
-    letters = []
-    for position in range(length):
-        letters.append(rng.choice(_VOWELS if position % 2 else _CONSONANTS))
-    word = "".join(letters)
-    return word.capitalize() if capital else word
-
-
 def _fresh_words(value: str, rng: random.Random) -> str:
     """The same words' shape with invented words: ``"Lunch with the landlord"`` → ``"Pemol with the tusavork"``."""
 
@@ -95,24 +97,6 @@ def _fresh_words(value: str, rng: random.Random) -> str:
         return invented_word(rng, max(3, min(10, len(word) + rng.randint(-2, 2))), capital=word[0].isupper())
 
     return re.sub(r"[A-Za-zÀ-ÿ]+", swap, value)
-
-
-def _fresh_code(value: str, rng: random.Random) -> str:
-    """Same shape, new characters: ``"ORD-CIV8ED"`` → ``"ORD-KQP2ZA"`` (a dash-separated prefix stays)."""
-    prefix, dash, rest = value.partition("-")
-    if not dash or not prefix.isalpha():
-        prefix, dash, rest = "", "", value
-    out = []
-    for char in rest:
-        if char.isdigit():
-            out.append(rng.choice("0123456789"))
-        elif char.isupper():
-            out.append(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
-        elif char.islower():
-            out.append(rng.choice("abcdefghijklmnopqrstuvwxyz"))
-        else:
-            out.append(char)
-    return prefix + dash + "".join(out)
 
 
 def _is_code(value: str) -> bool:
@@ -211,7 +195,7 @@ def freshen_task_text(text: str, request: str, values: list[str], enums: set[str
             continue
         if _ISO_DATE.fullmatch(value) or _CLOCK_24.fullmatch(value):
             continue  # dates and times move with the whole task below
-        replacements[value] = _fresh_code(value, rng) if _is_code(value) else _fresh_words(value, rng)
+        replacements[value] = fresh_code(value, rng) if _is_code(value) else _fresh_words(value, rng)
     if replacements:
         pattern = re.compile("|".join(rf"(?<!\w){re.escape(v)}(?!\w)" for v in replacements))
         text = pattern.sub(lambda match: replacements[match.group(0)], text)
@@ -219,14 +203,15 @@ def freshen_task_text(text: str, request: str, values: list[str], enums: set[str
 
 
 def task_document(rng: random.Random, config: CorpusConfig) -> str:
-    """A gold trajectory of one fresh train-split task with fresh values."""
+    """A gold trajectory of one fresh train-split task, its tools disguised and its values fresh."""
     # One task per call: the kind is drawn here (a one-task schedule would always be the same kind).
     kinds, weights = zip(*DEFAULT_KIND_WEIGHTS.items())
     suite = SuiteConfig(
         kind_weights={rng.choices(kinds, weights=weights)[0]: 1.0}, tools_per_task=config.tools_per_task
     )
     task = generate_tasks(rng.randrange(2**31), 1, "train", suite)[0]
-    text = render_gold(task)
+    messages, tools = disguise(gold_messages(task), task.tools, rng)
+    text = render_chat(messages, tools, add_generation_prompt=False)
     cut = text.index("<|im_start|>user")
     values = [v for call in task.flat_gold_calls for v in _string_values(call.arguments)]
     return text[:cut] + freshen_task_text(text[cut:], task.question, values, _enum_values(task.tools), rng)
@@ -240,36 +225,20 @@ _KEYS = (
 )  # fmt: skip
 
 
-def _random_value(rng: random.Random) -> str:
-    kind = rng.random()
-    if kind < 0.3:
-        return invented_word(rng, capital=True)
-    if kind < 0.45:
-        return f"{invented_word(rng, capital=True)} {invented_word(rng, capital=rng.random() < 0.5)}"
-    if kind < 0.7:
-        prefix = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(rng.randint(2, 4)))
-        return _fresh_code(prefix + "-" + "X9" * rng.randint(2, 4), rng)
-    if kind < 0.85:
-        return str(rng.randint(10, 99999))
-    if kind < 0.95:
-        return (dt.date(2020, 1, 1) + dt.timedelta(days=rng.randrange(4000))).isoformat()
-    return f"{invented_word(rng)}.{invented_word(rng)}@{invented_word(rng)}.com"
-
-
 def _exchange(user: str, assistant: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
 
 
 def _repeat(rng: random.Random) -> list[dict[str, str]]:
     # One to four values: a long copied span gives the induction circuit a target at every token.
-    value = rng.choice((" ", ", ", " / ")).join(_random_value(rng) for _ in range(rng.randint(1, 4)))
+    value = rng.choice((" ", ", ", " / ")).join(random_value(rng) for _ in range(rng.randint(1, 4)))
     ask = rng.choice(("Repeat exactly: {v}", "Say {v} back to me.", "Echo this: {v}", "Write down {v}"))
     return _exchange(ask.format(v=value), value)
 
 
 def _named_values(rng: random.Random) -> dict[str, str]:
     keys = rng.sample(_KEYS, rng.randint(2, 5))
-    return {key: _random_value(rng) for key in keys}
+    return {key: random_value(rng) for key in keys}
 
 
 def _recall(rng: random.Random) -> list[dict[str, str]]:
@@ -305,7 +274,7 @@ def _convert(rng: random.Random) -> list[dict[str, str]]:
 
 # One exchange of each kind of drill (``drill(rng) -> [user, assistant]``), and how often each is drawn.
 DRILLS = {"repeat": _repeat, "recall": _recall, "fill": _fill, "convert": _convert}
-_DRILL_WEIGHTS = (0.4, 0.25, 0.2, 0.15)
+_DRILL_WEIGHTS = (0.25, 0.3, 0.3, 0.15)
 
 
 def drill_document(rng: random.Random, config: CorpusConfig) -> str:
@@ -318,56 +287,89 @@ def drill_document(rng: random.Random, config: CorpusConfig) -> str:
 
 # --- invented tools ---
 
-_VERBS = ("get", "find", "check", "create", "update", "list", "cancel", "book", "send", "search", "set", "add")
+
+def _call_turns(
+    calls: list[tuple[InventedTool, dict[str, Any]]], rng: random.Random, start: int
+) -> list[dict[str, Any]]:
+    """One assistant turn making ``calls`` and their tool responses (each echoes its arguments and adds an id)."""
+    turn = {"role": "assistant", "content": "", "tool_calls": []}
+    responses = []
+    for offset, (tool, arguments) in enumerate(calls):
+        call_id = f"call_{start + offset}"
+        turn["tool_calls"].append(
+            {"id": call_id, "type": "function", "function": {"name": tool.name, "arguments": arguments}}
+        )
+        result = {"status": "ok", tool.noun: {**arguments, "id": random_code(rng)}}
+        responses.append({"role": "tool", "tool_call_id": call_id, "name": tool.name, "content": json.dumps(result)})
+    return [turn, *responses]
 
 
-def _invented_tool(rng: random.Random) -> tuple[dict[str, Any], str, list[str]]:
-    verb = rng.choice(_VERBS)
-    noun = invented_word(rng)
-    params = [invented_word(rng, rng.randint(4, 7)) for _ in range(rng.randint(1, 3))]
-    description = f"{verb.capitalize()} a {noun} by its {', '.join(params)}"
-    schema = {
-        "type": "function",
-        "function": {
-            "name": f"{verb}_{noun}",
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": {p: {"type": "string", "description": f"The {noun}'s {p}"} for p in params},
-                "required": params,
-            },
-        },
-    }
-    return schema, noun, params
+def _ask(tool: InventedTool, details: str, rng: random.Random) -> str:
+    template = rng.choice(
+        (
+            "Please {v} the {n} with {d}.",
+            "{v} a {n}: {d}",
+            "I need to {v} my {n}, {d}.",
+            "Could you {v} a {n} for me? Use {d}.",
+            "{d} -- {v} that {n}, please.",
+        )
+    )
+    return template.format(v=tool.verb, n=tool.noun, d=details)
+
+
+def _id_of(message: dict[str, Any], noun: str) -> str:
+    return json.loads(message["content"])[noun]["id"]
 
 
 def invented_document(rng: random.Random, config: CorpusConfig) -> str:
-    """Two to four invented tools; the request asks for one of them by its words and values."""
-    tools = [_invented_tool(rng) for _ in range(rng.randint(2, 4))]
-    schema, noun, params = rng.choice(tools)
-    name = schema["function"]["name"]
-    verb = name.split("_", 1)[0]
-    arguments = {p: _random_value(rng) for p in params}
-    details = " and ".join(f"{p} {v}" for p, v in arguments.items())
-    request = rng.choice(
-        (
-            "Please {verb} the {noun} with {details}.",
-            "{verb} a {noun}: {details}",
-            "I need to {verb} my {noun}: {details}",
+    """A request for invented tools, read off their schemas: one call, parallel calls, two steps or none."""
+    nouns: set[str] = set()
+    low, high = config.tools_per_task
+    tools = [invented_tool(rng, nouns) for _ in range(max(2, rng.randint(low, high)))]
+    variant = rng.choices(("single", "parallel", "two_step", "irrelevant"), weights=(0.4, 0.2, 0.25, 0.15))[0]
+    first, second = rng.sample(tools, 2)
+    if variant == "irrelevant":
+        stranger = invented_tool(rng, nouns)
+        request = _ask(stranger, stranger.request_details(stranger.sample_arguments(rng), rng), rng)
+        answer = rng.choice(
+            (
+                "Sorry, none of the available tools can {v} a {n}.",
+                "I can't {v} a {n} with the tools I have.",
+            )
+        ).format(v=stranger.verb, n=stranger.noun)
+        messages = [{"role": "user", "content": request}, {"role": "assistant", "content": answer}]
+        return render_chat(messages, [t.schema() for t in tools], add_generation_prompt=False)
+    arguments = first.sample_arguments(rng)
+    request = _ask(first, first.request_details(arguments, rng), rng)
+    if variant == "single":
+        turns = _call_turns([(first, arguments)], rng, 0)
+        answer = f"Done: the {first.noun} is {_id_of(turns[1], first.noun)}."
+    elif variant == "parallel":
+        others = second.sample_arguments(rng)
+        request += rng.choice((" Also, ", " And ", " Then also ")) + _ask(
+            second, second.request_details(others, rng), rng
         )
-    ).format(verb=verb, noun=noun, details=details)
-    response = {"status": "ok", noun: {**arguments, "id": _fresh_code("ID-X9X9X9", rng)}}
+        turns = _call_turns([(first, arguments), (second, others)], rng, 0)
+        answer = f"Done: {first.noun} {_id_of(turns[1], first.noun)} and {second.noun} {_id_of(turns[2], second.noun)}."
+    else:
+        # The second call needs the first one's id: an argument copied from a tool response.
+        link = f"{first.noun}_id"
+        second.required.insert(
+            0, Param(link, f"{first.noun} id", "code", {"type": "string", "description": f"Id of the {first.noun}"})
+        )
+        others = second.sample_arguments(rng)
+        follow = second.request_details({k: v for k, v in others.items() if k != link}, rng) or "it"
+        request += f" Then {second.verb} a {second.noun} for that {first.noun} with {follow}."
+        turns = _call_turns([(first, arguments)], rng, 0)
+        others[link] = _id_of(turns[1], first.noun)
+        turns += _call_turns([(second, others)], rng, 1)
+        answer = f"Done: {first.noun} {others[link]}, then {second.noun} {_id_of(turns[3], second.noun)}."
     messages = [
         {"role": "user", "content": request[0].upper() + request[1:]},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": name, "arguments": arguments}}],
-        },
-        {"role": "tool", "tool_call_id": "call_0", "name": name, "content": json.dumps(response)},
-        {"role": "assistant", "content": f"Done: the {noun} with {details} ({verb}) is ok."},
+        *turns,
+        {"role": "assistant", "content": answer},
     ]
-    return render_chat(messages, [t for t, _, _ in tools], add_generation_prompt=False)
+    return render_chat(messages, [t.schema() for t in tools], add_generation_prompt=False)
 
 
 _BUILDERS = {"task": task_document, "drill": drill_document, "invented": invented_document}

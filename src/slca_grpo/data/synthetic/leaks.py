@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from slca_grpo.data.synthetic import values
+from slca_grpo.data.synthetic.catalogue import all_tools
+from slca_grpo.data.synthetic.domains import DOMAIN_MODULES
 from slca_grpo.data.synthetic.values import ValuePool
 from slca_grpo.datatypes import Task
 
@@ -66,8 +68,6 @@ def value_leaks(train: Iterable[Task], test: Iterable[Task]) -> dict[str, list[s
     Enums are collected from the catalogue and from every task's offered tools. An empty dict means
     every counted test value is new. Keys are sorted; ids keep the order of ``test``.
     """
-    from slca_grpo.data.synthetic.catalogue import all_tools
-
     train, test = list(train), list(test)
     exempt = schema_enum_values(all_tools())
     exempt |= schema_enum_values(tool for task in (*train, *test) for tool in task.tools)
@@ -87,8 +87,6 @@ def value_leaks(train: Iterable[Task], test: Iterable[Task]) -> dict[str, list[s
 
 def value_pools() -> dict[str, ValuePool[Any]]:
     """Every value pool of the suite by name (``values.CITY_NAMES``, ``travel.HOTEL_WORDS[0]``, ...)."""
-    from slca_grpo.data.synthetic.domains import DOMAIN_MODULES
-
     found: dict[int, tuple[str, ValuePool[Any]]] = {}
     for module in (values, *DOMAIN_MODULES):
         short = module.__name__.rsplit(".", 1)[-1]

@@ -1,0 +1,270 @@
+"""Tools nobody has seen: invented names, descriptions, parameters, types, enums and nesting.
+
+The reader's corpus (:mod:`slca_grpo.data.corpus`) offers these tools, or disguises the synthetic
+suite's tools with invented names (:func:`disguise`), so that picking a tool and filling its
+arguments can only be done by reading the schema in the prompt, never by recalling a catalogue.
+Everything draws from an explicit ``random.Random``.
+
+An invented tool acts on a *noun* (``"tovarim"``). Each parameter has a *label*, the word a
+request uses for it (``"the pemol"``): the parameter's name is the label itself or another invented
+word, and its description always says the label, so the request's words lead to the name only
+through the schema.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import random
+import string
+from dataclasses import dataclass, field
+from typing import Any
+
+_CONSONANTS = "bcdfghjklmnprstvwz"
+_VOWELS = "aeiou"
+VERBS = ("get", "find", "check", "create", "update", "list", "cancel", "book", "send", "search", "set", "add")
+_PARAM_TYPES = ("string", "string", "string", "code", "integer", "number", "boolean", "enum", "object", "array")
+
+
+def invented_word(rng: random.Random, length: int | None = None, capital: bool = False) -> str:
+    """A pronounceable made-up word (``"tovarim"``): a value no word list holds."""
+    length = length or rng.randint(4, 9)
+    word = "".join(rng.choice(_VOWELS if position % 2 else _CONSONANTS) for position in range(length))
+    return word.capitalize() if capital else word
+
+
+def fresh_code(value: str, rng: random.Random) -> str:
+    """Same shape, new characters: ``"ORD-CIV8ED"`` → ``"ORD-KQP2ZA"`` (a dash-separated prefix stays)."""
+    prefix, dash, rest = value.partition("-")
+    if not dash or not prefix.isalpha():
+        prefix, dash, rest = "", "", value
+    out = []
+    for char in rest:
+        if char.isdigit():
+            out.append(rng.choice(string.digits))
+        elif char.isupper():
+            out.append(rng.choice(string.ascii_uppercase))
+        elif char.islower():
+            out.append(rng.choice(string.ascii_lowercase))
+        else:
+            out.append(char)
+    return prefix + dash + "".join(out)
+
+
+def random_code(rng: random.Random) -> str:
+    prefix = "".join(rng.choice(string.ascii_uppercase) for _ in range(rng.randint(2, 4)))
+    return fresh_code(prefix + "-" + "X9" * rng.randint(2, 4), rng)
+
+
+def random_value(rng: random.Random) -> str:
+    """A fresh string value: a word or two, a code, a number, a date or an e-mail address."""
+    kind = rng.random()
+    if kind < 0.3:
+        return invented_word(rng, capital=True)
+    if kind < 0.45:
+        return f"{invented_word(rng, capital=True)} {invented_word(rng, capital=rng.random() < 0.5)}"
+    if kind < 0.7:
+        return random_code(rng)
+    if kind < 0.85:
+        return str(rng.randint(10, 99999))
+    if kind < 0.95:
+        return (dt.date(2020, 1, 1) + dt.timedelta(days=rng.randrange(4000))).isoformat()
+    return f"{invented_word(rng)}.{invented_word(rng)}@{invented_word(rng)}.com"
+
+
+@dataclass
+class Param:
+    """One parameter: its name in the schema, the label a request calls it by, its kind and schema."""
+
+    name: str
+    label: str
+    kind: str
+    schema: dict[str, Any]
+    children: list[Param] = field(default_factory=list)
+
+    def sample(self, rng: random.Random) -> Any:
+        if self.kind == "integer":
+            return rng.randint(self.schema.get("minimum", 1), self.schema.get("maximum", 500))
+        if self.kind == "number":
+            return round(rng.uniform(0.5, 999.0), 2)
+        if self.kind == "boolean":
+            return rng.random() < 0.5
+        if self.kind == "enum":
+            return rng.choice(self.schema["enum"])
+        if self.kind == "code":
+            return random_code(rng)
+        if self.kind == "object":
+            return {child.name: child.sample(rng) for child in self.children}
+        if self.kind == "array":
+            return [invented_word(rng, capital=True) for _ in range(rng.randint(2, 3))]
+        return random_value(rng)
+
+    def phrase(self, value: Any, rng: random.Random) -> str:
+        """How a request says this parameter and its value: ``"pemol Zorat"``, ``"the vaki set to yes"``."""
+        if self.kind == "object":
+            return " and ".join(f"{self.label} {child.phrase(value[child.name], rng)}" for child in self.children)
+        if self.kind == "boolean":
+            return f"{self.label} {'yes' if value else 'no'}"
+        if self.kind == "array":
+            return f"{self.label} {', '.join(value[:-1])} and {value[-1]}"
+        return rng.choice(("{l} {v}", "the {l} {v}", "{l} set to {v}", "{l} = {v}")).format(l=self.label, v=value)
+
+
+def _unused_word(rng: random.Random, taken: set[str], low: int, high: int) -> str:
+    word = invented_word(rng, rng.randint(low, high))
+    while word in taken:
+        word = invented_word(rng, rng.randint(low, high))
+    taken.add(word)
+    return word
+
+
+def _param(rng: random.Random, noun: str, taken: set[str], depth: int = 0) -> Param:
+    """A new parameter; ``taken`` holds the labels and names already used by the tool (it grows)."""
+    label = _unused_word(rng, taken, 4, 7)
+    # The name is the label half the time; otherwise only the description connects them.
+    name = label if rng.random() < 0.5 else _unused_word(rng, taken, 3, 8)
+    kind = rng.choice(_PARAM_TYPES[:-2] if depth else _PARAM_TYPES)
+    what = rng.choice(("The {n}'s {l}", "{L} of the {n}", "Which {l} to use", "The {l} (as the user says it)"))
+    description = what.format(n=noun, l=label, L=label.capitalize())
+    schema: dict[str, Any] = {"type": "string", "description": description}
+    children: list[Param] = []
+    if kind == "integer":
+        schema = {"type": "integer", "description": description}
+        if rng.random() < 0.4:
+            schema.update(minimum=1, maximum=rng.choice((9, 50, 500, 9999)))
+    elif kind == "number":
+        schema = {"type": "number", "description": description}
+    elif kind == "boolean":
+        schema = {"type": "boolean", "description": description}
+    elif kind == "enum":
+        schema["enum"] = [invented_word(rng, rng.randint(3, 7)) for _ in range(rng.randint(2, 5))]
+    elif kind == "code":
+        schema["description"] = description + rng.choice(("", " (an id)", ", e.g. 'AB-12CD'"))
+    elif kind == "object":
+        inner: set[str] = set(taken)
+        children = [_param(rng, noun, inner, depth + 1) for _ in range(2)]
+        schema = {
+            "type": "object",
+            "description": description,
+            "properties": {child.name: child.schema for child in children},
+            "required": [child.name for child in children],
+        }
+    elif kind == "array":
+        schema = {"type": "array", "description": description, "items": {"type": "string"}}
+    return Param(name, label, kind, schema, children)
+
+
+@dataclass
+class InventedTool:
+    """An invented tool: its noun and verb (what a request asks for), parameters and schema."""
+
+    name: str
+    verb: str
+    noun: str
+    required: list[Param]
+    optional: list[Param]
+
+    @property
+    def params(self) -> list[Param]:
+        return [*self.required, *self.optional]
+
+    description: str = ""
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object",
+                    "properties": {p.name: p.schema for p in self.params},
+                    "required": [p.name for p in self.required],
+                },
+            },
+        }
+
+    def sample_arguments(self, rng: random.Random) -> dict[str, Any]:
+        chosen = [*self.required, *(p for p in self.optional if rng.random() < 0.4)]
+        return {p.name: p.sample(rng) for p in chosen}
+
+    def request_details(self, arguments: dict[str, Any], rng: random.Random) -> str:
+        by_name = {p.name: p for p in self.params}
+        return " and ".join(by_name[name].phrase(value, rng) for name, value in arguments.items())
+
+
+def invented_tool(rng: random.Random, nouns: set[str] | None = None) -> InventedTool:
+    """A new tool acting on a noun not in ``nouns`` (which it joins)."""
+    nouns = nouns if nouns is not None else set()
+    noun = invented_word(rng)
+    while noun in nouns:
+        noun = invented_word(rng)
+    nouns.add(noun)
+    verb = rng.choice(VERBS)
+    # Half the names say the noun; the other half are opaque, and only the description tells.
+    name = f"{verb}_{noun}" if rng.random() < 0.5 else f"{invented_word(rng, 4)}_{invented_word(rng, 5)}_{verb}"
+    taken: set[str] = {noun}
+    required = [_param(rng, noun, taken) for _ in range(rng.randint(1, 3))]
+    optional = [_param(rng, noun, taken) for _ in range(rng.choice((0, 0, 1, 2)))]
+    labels = " and ".join(p.label for p in required)
+    description = rng.choice(
+        (
+            "{V} a {n}.",
+            "{V} a {n} by its {labels}.",
+            "{V} the {n} that the user names; needs the {labels}.",
+            "Use this to {v} a {n}.",
+        )
+    ).format(V=verb.capitalize(), v=verb, n=noun, labels=labels)
+    return InventedTool(name, verb, noun, required, optional, description)
+
+
+# --- disguising the synthetic suite's tools ---
+
+
+def disguise(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], rng: random.Random, rename_params: float = 0.5
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The same conversation with every tool renamed (and some parameters): names carry no memory.
+
+    Descriptions stay, so the request still leads to the right tool and argument, but only through
+    the schema. Returns new ``(messages, tools)``; the inputs are not changed.
+    """
+    tools = copy.deepcopy(tools)
+    names: dict[str, str] = {}
+    params: dict[str, dict[str, str]] = {}
+    used: set[str] = set()
+    for tool in tools:
+        function = tool["function"]
+        old = function["name"]
+        verb = old.split("_", 1)[0]
+        new = f"{verb}_{invented_word(rng)}" if rng.random() < 0.5 else f"{invented_word(rng, 5)}_{invented_word(rng)}"
+        while new in used:
+            new += invented_word(rng, 2)
+        used.add(new)
+        names[old] = function["name"] = new
+        properties = function.get("parameters", {}).get("properties", {})
+        renamed = {
+            key: invented_word(rng, rng.randint(4, 8)) if rng.random() < rename_params else key for key in properties
+        }
+        if len(set(renamed.values())) < len(renamed):
+            renamed = {key: key for key in properties}
+        params[new] = renamed
+        function["parameters"]["properties"] = {renamed[k]: v for k, v in properties.items()}
+        if "required" in function["parameters"]:
+            function["parameters"]["required"] = [renamed.get(k, k) for k in function["parameters"]["required"]]
+    out = []
+    for message in copy.deepcopy(messages):
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            for call in message["tool_calls"]:
+                function = call.get("function", call)
+                function["name"] = names.get(function["name"], function["name"])
+                mapping = params.get(function["name"], {})
+                arguments = function.get("arguments")
+                if isinstance(arguments, str):
+                    arguments = json.loads(arguments)
+                function["arguments"] = {mapping.get(k, k): v for k, v in (arguments or {}).items()}
+        elif message.get("role") == "tool" and message.get("name") in names:
+            message["name"] = names[message["name"]]
+        out.append(message)
+    return out, tools
