@@ -22,10 +22,12 @@ this build of torch has the ops.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import NamedTuple
 
 import torch
 
@@ -42,6 +44,23 @@ _float32_panels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def packing_available() -> bool:
     ops = getattr(torch.ops, "mkldnn", None)
     return bool(torch.backends.mkldnn.is_available()) and ops is not None and hasattr(ops, "_linear_pointwise")
+
+
+@functools.cache
+def onednn_packs(dtype: torch.dtype) -> bool:
+    """Whether oneDNN packs weights in ``dtype`` on this CPU: bfloat16 packing needs AVX-512
+    BW/VL/DQ or AVX-NE-CONVERT, and on an AVX2-only CPU oneDNN refuses it (asked once, of oneDNN)."""
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(8, 8, dtype=dtype), 1)
+    except RuntimeError:
+        return False
+    return True
+
+
+class PlainWeight(NamedTuple):
+    """Joined weights that oneDNN could not pack, for a plain product in their dtype."""
+
+    weight: torch.Tensor
 
 
 def weight_state(tensors) -> tuple:
@@ -64,22 +83,30 @@ def linear_panels(linear: torch.nn.Linear) -> native.Panels | None:
     return panels
 
 
-def pack_linears(linears: Sequence[torch.nn.Linear], dtype: torch.dtype, rows: int) -> torch.Tensor | native.Panels:
+def pack_linears(
+    linears: Sequence[torch.nn.Linear], dtype: torch.dtype, rows: int
+) -> torch.Tensor | native.Panels | PlainWeight:
     """The weights of ``linears`` (one input width) joined for one product in ``dtype`` for inputs
     of about ``rows`` rows: float32 in the C kernel's panels where it is built (:mod:`native`),
-    else in oneDNN's layout."""
+    else in oneDNN's layout, or plain where oneDNN cannot pack ``dtype`` on this CPU."""
     if dtype == torch.float32:
         panels = [linear_panels(linear) for linear in linears]
         if all(p is not None for p in panels):
             return panels[0] if len(panels) == 1 else native.join_panels(panels)
     weight = torch.cat([linear.weight.detach() for linear in linears])
+    if not onednn_packs(dtype):
+        return PlainWeight(weight.to(dtype))
     return torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), rows)
 
 
-def packed_product(x: torch.Tensor, weight: torch.Tensor | native.Panels, bias: torch.Tensor | None) -> torch.Tensor:
+def packed_product(
+    x: torch.Tensor, weight: torch.Tensor | native.Panels | PlainWeight, bias: torch.Tensor | None
+) -> torch.Tensor:
     """``x @ weight.T + bias`` for weights from :func:`pack_linears` (``x`` in their dtype)."""
     if isinstance(weight, native.Panels):
         return native.small_product(x, weight, bias)
+    if isinstance(weight, PlainWeight):
+        return torch.nn.functional.linear(x, weight.weight, bias)
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
@@ -111,7 +138,7 @@ class _PackedLinear:
         if torch.is_grad_enabled() or x.device.type != "cpu":
             return self.plain(x)
         dtype = self._dtype(x)
-        if dtype is None:
+        if dtype is None or (dtype != torch.float32 and not onednn_packs(dtype)):
             return self.plain(x)
         rows = x.numel() // max(1, x.shape[-1])
         # Only the C kernel (float32) takes a prefill's rows; oneDNN's packed product is for a few.
