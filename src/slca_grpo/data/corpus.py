@@ -28,7 +28,6 @@ import datetime as dt
 import json
 import random
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +43,7 @@ from slca_grpo.data.invented_tools import (
     random_value,
 )
 from slca_grpo.data.synthetic import DEFAULT_KIND_WEIGHTS, SuiteConfig, generate_tasks, gold_messages
+from slca_grpo.data.synthetic.leaks import argument_strings, schema_enum_values
 from slca_grpo.data.synthetic.values import MONTHS
 
 KINDS = ("task", "drill", "invented")
@@ -157,34 +157,6 @@ def _shift_dates_and_times(text: str, days: int, minutes: int) -> str:
     return _ANY_DATE_OR_TIME.sub(any_form, text)
 
 
-def _string_values(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, list):
-        for item in value:
-            yield from _string_values(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _string_values(item)
-
-
-def _enum_values(tools: list[dict[str, Any]]) -> set[str]:
-    found: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if isinstance(node.get("enum"), list):
-                found.update(v for v in node["enum"] if isinstance(v, str))
-            for child in node.values():
-                walk(child)
-        elif isinstance(node, list):
-            for child in node:
-                walk(child)
-
-    walk(tools)
-    return found
-
-
 def freshen_task_text(text: str, request: str, values: list[str], enums: set[str], rng: random.Random) -> str:
     """The conversation after the system prompt with the request's values made fresh (see module doc)."""
     replacements: dict[str, str] = {}
@@ -213,8 +185,8 @@ def task_document(rng: random.Random, config: CorpusConfig) -> str:
     messages, tools = disguise(gold_messages(task), task.tools, rng)
     text = render_chat(messages, tools, add_generation_prompt=False)
     cut = text.index("<|im_start|>user")
-    values = [v for call in task.flat_gold_calls for v in _string_values(call.arguments)]
-    return text[:cut] + freshen_task_text(text[cut:], task.question, values, _enum_values(task.tools), rng)
+    values = [v for call in task.flat_gold_calls for v in argument_strings(call.arguments)]
+    return text[:cut] + freshen_task_text(text[cut:], task.question, values, schema_enum_values(task.tools), rng)
 
 
 # --- drills ---
