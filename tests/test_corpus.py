@@ -173,6 +173,9 @@ def test_conversion_drills_are_right(corpus: list[tuple[str, str]]) -> None:
 def test_a_bad_mix_is_one_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown corpus document kind"):
         CorpusConfig(mix=(("novel", 1.0),))
+    for bad in ((0, 3), (5, 2), (1, 100000)):
+        with pytest.raises(ValueError, match="corpus tools_per_task must satisfy"):
+            CorpusConfig(tools_per_task=bad)
     with pytest.raises(ValueError, match="warmup_mix weights"):
         CorpusConfig(warmup_mix=(("task", 0.0),))
 

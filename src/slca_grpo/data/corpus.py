@@ -51,6 +51,8 @@ DEFAULT_MIX = {"task": 0.4, "drill": 0.25, "invented": 0.35}
 # The first documents lean on drills: copying is learnt first, on short copy-dense text, and the
 # tasks' long tool schemas come after (a curriculum for the induction circuit).
 WARMUP_MIX = {"task": 0.05, "drill": 0.75, "invented": 0.2}
+# Five tools make the longest documents (~1,800 tokens); more would not fit a 2,048-token row.
+MAX_TOOLS_PER_DOCUMENT = 6
 
 _KEEP_WORDS = frozenset({"a", "an", "the", "of", "with", "and", "to", "in", "on", "at", "for", "my", "by", "from"})
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
@@ -85,6 +87,12 @@ class CorpusConfig:
             if any(weight < 0 for _, weight in mix) or sum(weight for _, weight in mix) <= 0:
                 raise ValueError(f"corpus {name} weights must be non-negative with a positive sum, got {dict(mix)}")
         object.__setattr__(self, "tools_per_task", tuple(self.tools_per_task))
+        low, high = self.tools_per_task
+        if not 1 <= low <= high <= MAX_TOOLS_PER_DOCUMENT:
+            raise ValueError(
+                f"corpus tools_per_task must satisfy 1 <= low <= high <= {MAX_TOOLS_PER_DOCUMENT} "
+                f"(documents must fit a 2,048-token row), got {self.tools_per_task}"
+            )
 
 
 def _fresh_words(value: str, rng: random.Random) -> str:
