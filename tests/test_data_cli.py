@@ -191,9 +191,11 @@ def test_split_dedupes_and_train_and_test_share_no_question(tmp_path, capsys):
 
 
 def test_training_configs_take_any_format_and_refuse_benchmarks_for_training(tmp_path):
-    train, test = load_data(DataConfig(train=str(FIXTURES / "toolace.json"), test="bfcl:simple_python", n_test=3))
+    config = DataConfig(train=str(FIXTURES / "toolace.json"), test="bfcl:simple_python", n_test=3)
+    train, test, probe = load_data(config)
+    assert probe == []  # at most a quarter of two tasks
     assert [t.id for t in train] == ["toolace-1", "toolace-2"] and [t.id for t in test][:1] == ["simple_python_0"]
-    train, _ = load_data(DataConfig(train=str(FIXTURES / "hermes.json"), train_format="hermes", test="synthetic"))
+    train = load_data(DataConfig(train=str(FIXTURES / "hermes.json"), train_format="hermes", test="synthetic")).train
     assert len(train) == 2
     with pytest.raises(ConfigError, match=re.escape("data.train: bfcl:simple_python: bfcl is a benchmark")):
         load_data(DataConfig(train="bfcl:simple_python", test="synthetic"))

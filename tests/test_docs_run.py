@@ -223,7 +223,7 @@ CHEAP = [
         "docs/verl.md",
         "slca verl data demo-quick --out data/verl-small --set data.n_train=64",
         [],
-        "train.parquet: 64 rows",
+        "train.parquet: 48 rows",
     ),
     (
         "docs/training.md",

@@ -335,8 +335,9 @@ def test_bf16_autocasts_rl_rollouts_and_evaluation_and_keeps_float32_weights(tmp
 
     monkeypatch.setattr(AgentLoop, "run", recording_run)
     out_dir = tmp_path / "bf16"
-    # Four rollouts a prompt, not the smoke run's three: with three, both steps' groups of the seed-0 tasks tie.
-    overrides = {"rl.bf16": "true", "sft.bf16": "true", "rl.steps": 2, "rollout.group_size": 4}
+    # Four rollouts a prompt, not the smoke run's three, on every task (no probe set): otherwise both
+    # steps' groups of the seed-0 tasks tie.
+    overrides = {"rl.bf16": "true", "sft.bf16": "true", "rl.steps": 2, "rollout.group_size": 4, "data.probe_tasks": 0}
     train(smoke_config(out_dir, **overrides), echo=False)
     steps = [m for m in read_metrics(out_dir / "metrics.jsonl") if "reward/score" in m]
     # Gradients flow under bf16. (A step whose groups all tie has zero advantages, and at the first
@@ -560,9 +561,12 @@ def test_demo_evaluates_the_shared_start_once(tmp_path, monkeypatch):
         "train.eval_every=0",
     )
     report = run_demo(tmp_path, quick=True, model="tiny", overrides=overrides, echo=False)
-    assert len(calls) == 3  # the start once, then each estimator's end
-    starts = [json.loads((tmp_path / e / "summary.json").read_text())["evals"][0] for e in ("grpo", "slca")]
+    assert len(calls) == 6  # held-out and probe set: the start once, then each estimator's end
+    summaries = [json.loads((tmp_path / e / "summary.json").read_text()) for e in ("grpo", "slca")]
+    starts = [summary["evals"][0] for summary in summaries]
     assert starts[0]["step"] == -1 and starts[0] == starts[1] == report["start_eval"]
+    probes = [summary["probes"][0] for summary in summaries]
+    assert probes[0]["step"] == -1 and probes[0] == probes[1] == report["start_probe"]
 
 
 def test_each_evaluation_of_a_run_uses_fresh_simulator_sessions(tmp_path, monkeypatch):
@@ -580,7 +584,8 @@ def test_each_evaluation_of_a_run_uses_fresh_simulator_sessions(tmp_path, monkey
 
     monkeypatch.setattr(AgentLoop, "run", spy)
     train(smoke_config(tmp_path / "run", **{"train.eval_every": 1, "rl.steps": 2}), echo=False)
-    assert len(prefixes) == 3 and len(set(prefixes)) == 3  # start, after step 0, after step 1
+    # held-out: start, after step 0, after step 1; probe set: start, after the last step
+    assert len(prefixes) == 5 and len(set(prefixes)) == 5
     assert indomain.evaluate_loop.__kwdefaults__["session_prefix"] == "eval"
 
 

@@ -110,15 +110,15 @@ def test_the_slca_section_is_checked_and_filled_from_defaults():
         read_section({"slca": {"reward": {"summary_noise_std": 0.1}}})
 
 
-def test_slca_verl_data_writes_train_and_test_files(tmp_path, capsys):
+def test_slca_verl_data_writes_train_test_and_probe_files(tmp_path, capsys):
     code = main(
-        ["verl", "data", "demo-quick-tiny", "--out", str(tmp_path), "--set", "data.n_train=6", "--set", "data.n_test=2"]
+        ["verl", "data", "demo-quick-tiny", "--out", str(tmp_path), "--set", "data.n_train=8", "--set", "data.n_test=2"]
     )
     assert code == 0, capsys.readouterr().err
-    train = pq.read_table(tmp_path / "train.parquet").to_pylist()
-    test = pq.read_table(tmp_path / "test.parquet").to_pylist()
-    assert (len(train), len(test)) == (6, 2)
+    train, test, probe = (pq.read_table(tmp_path / f"{s}.parquet").to_pylist() for s in ("train", "test", "probe"))
+    assert (len(train), len(test), len(probe)) == (6, 2, 2)  # a quarter of the 8 training tasks is the probe set
     assert {row["extra_info"]["split"] for row in train} == {"train"}
+    assert not {row["extra_info"]["task_id"] for row in train} & {row["extra_info"]["task_id"] for row in probe}
     assert main(["verl", "data", "no-such-preset", "--out", str(tmp_path)]) == 2
 
 

@@ -77,7 +77,7 @@ def run_demo(
     sft_seconds = time.perf_counter() - started
 
     run_dirs = []
-    start_eval = None  # every estimator starts from the same checkpoint: evaluate it once
+    start_eval = start_probe = None  # every estimator starts from the same checkpoint: evaluate it once
     for estimator in estimators:
         config = copy.deepcopy(base)
         config.model.name = str(sft_dir)
@@ -90,8 +90,9 @@ def run_demo(
                 f" × G={config.rollout.group_size}",
                 flush=True,
             )
-        summary = train(config, echo=echo, start_eval=start_eval)
+        summary = train(config, echo=echo, start_eval=start_eval, start_probe=start_probe)
         start_eval = start_eval or next((e for e in summary.get("evals", []) if e.get("step") == -1), None)
+        start_probe = start_probe or next((e for e in summary.get("probes", []) if e.get("step") == -1), None)
         run_dirs.append(out_dir / estimator)
 
     report = compare_runs(run_dirs, out_dir)

@@ -25,6 +25,10 @@ TABLE_COLUMNS = (
     ("train_truncated", "Truncated (train) %", 100.0),  # the run's rollout/truncated, mean over its steps
 )
 TRAIN_TRUNCATED = "rollout/truncated"
+# The probe set's outcomes (training-distribution tasks no update trains on, evaluated greedily
+# every train.probe_every RL steps): the learning curve. Labels and scales beside TABLE_COLUMNS'.
+PROBE_METRICS = ("r_tool", "score", "success@0.7", "arg_match", "truncated")
+PROBE_COLUMNS = {"r_tool": ("R_tool", 1.0), "score": ("Score", 1.0)}
 
 
 COUNT_KEYS = frozenset({"calls", "redundant_calls", "generated_tokens", "r_sum"})
@@ -111,11 +115,16 @@ def moving_average(values: Sequence[float], window: int | None = None) -> list[f
 
 
 def plot_curves(runs: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """Training reward, held-out Success@0.9 and held-out Name-F1 per step, one line per run."""
+    """Training reward, probe-set R_tool, held-out Success@0.9 and held-out Name-F1 per step, one
+    line per run."""
     plt = agg_pyplot()
 
-    figure, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4))
+    figure, (left, probe, middle, right) = plt.subplots(1, 4, figsize=(19, 4))
     for run in runs:
+        probes = run["summary"].get("probes", [])
+        if probes:
+            done = [p["step"] + 1 for p in probes]
+            probe.plot(done, [p.get("r_tool", 0.0) for p in probes], marker="o", label=run["name"])
         steps = [m["step"] for m in run["metrics"] if "reward/score" in m]
         scores = [m["reward/score"] for m in run["metrics"] if "reward/score" in m]
         if scores:
@@ -128,9 +137,11 @@ def plot_curves(runs: Sequence[dict[str, Any]], path: str | Path) -> Path:
     left.set(title="Training reward (HierR score, smoothed)", xlabel="RL step", ylabel="score")
     middle.set(title="Held-out Success@0.9", xlabel="RL steps done", ylabel="%")
     right.set(title="Held-out Name-F1", xlabel="RL steps done", ylabel="%")
-    for axis in (left, middle, right):
+    probe.set(title="Probe set R_tool (fixed tasks, greedy)", xlabel="RL steps done", ylabel="R_tool")
+    for axis in (left, probe, middle, right):
         axis.grid(alpha=0.3)
-        axis.legend()
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend()
     figure.tight_layout()
     path = Path(path)
     figure.savefig(path, dpi=110)
@@ -203,6 +214,31 @@ def slot_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def probe_table(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Markdown lines: the probe set's metrics before RL and after each run's last step; none
+    when the runs evaluated no probe set."""
+    finals = [(run["name"], run["summary"].get("final_probe") or {}) for run in runs]
+    start = next((p for run in runs for p in run["summary"].get("probes", []) if p.get("step") == -1), None)
+    if not any(final for _, final in finals):
+        return []
+    labels = {key: label for key, label, _ in TABLE_COLUMNS} | {k: label for k, (label, _) in PROBE_COLUMNS.items()}
+    scales = {key: scale for key, _, scale in TABLE_COLUMNS} | {k: scale for k, (_, scale) in PROBE_COLUMNS.items()}
+    size = next((p.get("n") for p in [start, *(f for _, f in finals)] if p and p.get("n")), "–")
+    lines = [
+        "",
+        f"Probe set ({size} training-distribution tasks no update trains on, greedy; the learning curve is in "
+        "curves.png):",
+        "",
+        "| Method | " + " | ".join(labels[m] + (" %" if scales[m] == 100.0 else "") for m in PROBE_METRICS) + " |",
+        "|---|" + "---:|" * len(PROBE_METRICS),
+    ]
+    for name, record in ([("start (before RL)", start)] if start else []) + finals:
+        values = [(record.get(m), scales[m]) for m in PROBE_METRICS]
+        cells = ["–" if v is None else (f"{v * scale:.2f}" if scale != 1.0 else f"{v:.3f}") for v, scale in values]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str, Any]:
     rows: list[tuple[str, dict[str, Any]]] = []
     if runs and runs[0]["summary"].get("evals"):
@@ -218,6 +254,7 @@ def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str
                 "name": run["name"],
                 "dir": run["dir"],
                 "final_eval": run["summary"].get("final_eval", {}),
+                "final_probe": run["summary"].get("final_probe", {}),
                 "train_truncated": share,
                 "grad_norm_std": run["summary"].get("grad_norm_std"),
                 "grad_norm_mean": run["summary"].get("grad_norm_mean"),
@@ -225,6 +262,7 @@ def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str
             for run, share in zip(runs, truncation)
         ],
         "start_eval": rows[0][1] if rows and rows[0][0].startswith("start") else None,
+        "start_probe": next((p for run in runs for p in run["summary"].get("probes", []) if p.get("step") == -1), None),
     }
     (out_dir / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     extra = ["", "| Method | grad-norm mean | grad-norm std |", "|---|---:|---:|"]
@@ -232,6 +270,7 @@ def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str
         f"| {r['name']} | {r['grad_norm_mean'] or 0:.4f} | {r['grad_norm_std'] or 0:.4f} |" for r in report["runs"]
     ]
     extra += slot_table(rows)
+    extra += probe_table(runs)
     (out_dir / "report.md").write_text(
         "# Held-out evaluation\n\n" + markdown_table(rows) + "\n".join(extra) + "\n", encoding="utf-8"
     )

@@ -36,9 +36,11 @@ def run_data(args: argparse.Namespace) -> int:
 
     try:
         config = load_yaml_config(RunConfig, resolve_config_path(args.config), args.overrides)
-        train, test = load_data(config.data)
+        train, test, probe = load_data(config.data)
         out = Path(args.out)
-        for split, tasks in (("train", train), ("test", test)):
+        # The probe set (data.probe_tasks, kept out of train) as its own file: a validation set
+        # from the training distribution.
+        for split, tasks in (("train", train), ("test", test), ("probe", probe)):
             if tasks:
                 count = write_tasks_parquet(tasks, out / f"{split}.parquet", data_source=args.data_source, split=split)
                 print(f"{out / f'{split}.parquet'}: {count} rows")

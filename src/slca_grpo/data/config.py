@@ -24,10 +24,14 @@ class DataConfig:
     # synthetic: the mix of task kinds, kind -> weight (e.g. {two_step: 1}); empty: the default mix.
     kinds: dict[str, float] = field(default_factory=dict)
     skip_bad_rows: bool = False
+    # Training tasks set aside as the probe set: no SFT or RL update trains on them, and the run
+    # evaluates them every train.probe_every RL steps (its learning curve). At most a quarter of
+    # the training tasks are set aside; 0: none.
+    probe_tasks: int = 32
 
     def __post_init__(self) -> None:
         at_least(self, 1, "n_train")
-        at_least(self, 0, "n_test")
+        at_least(self, 0, "n_test", "probe_tasks")
         self._check_synthetic_sizes()
         for key in ("train_format", "test_format"):
             _check_format(key, getattr(self, key))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slca_grpo.report import TABLE_COLUMNS, TRAIN_TRUNCATED
+from slca_grpo.report import PROBE_COLUMNS, TABLE_COLUMNS, TRAIN_TRUNCATED
 
 # Held-out outcomes: each is compared seed by seed and tested.
 STUDY_METRICS = ("success@0.7", "success@0.9", "name_f1", "arg_match", "process", "r_sum")
@@ -35,8 +35,10 @@ def study_metrics(runs: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
 def metric_label(metric: str) -> str:
     if metric.startswith(STEP_PREFIX):
         return f"Step {metric[len(STEP_PREFIX) :]}"
-    return LABELS[metric]
+    return LABELS[metric] if metric in LABELS else PROBE_COLUMNS[metric][0]
 
 
 def metric_scale(metric: str) -> float:
-    return 100.0 if metric.startswith(STEP_PREFIX) else SCALES[metric]
+    if metric.startswith(STEP_PREFIX):
+        return 100.0
+    return SCALES[metric] if metric in SCALES else PROBE_COLUMNS[metric][1]

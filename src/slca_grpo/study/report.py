@@ -18,7 +18,7 @@ import yaml
 
 from slca_grpo.config import ConfigError
 from slca_grpo.provenance import describe, pairing_key, read_provenance
-from slca_grpo.report import load_run, moving_average, train_truncation
+from slca_grpo.report import PROBE_METRICS, load_run, moving_average, train_truncation
 from slca_grpo.study.metrics import (
     GRAD_COSINE,
     HELD_OUT_TRUNCATED,
@@ -52,6 +52,7 @@ def run_record(path: Path) -> dict[str, Any]:
         "start": start,
         "final": summary.get("final_eval", {}),
         "evals": {int(e["step"]) + 1: e for e in evals},  # keyed by RL steps done
+        "probes": {int(p["step"]) + 1: p for p in summary.get("probes", [])},
         "training": {key: per_step(metrics, key) for key in TRAINING_KEYS},
         "grad_cosine": sum(cosines) / len(cosines) if cosines else None,
         "noise": {key: _mean(per_step(metrics, key).values()) for key in NOISE_KEYS},
@@ -133,6 +134,19 @@ def _curve(
     return {"steps": steps, **{key: [p[key] for p in points] for key in ("mean", "low", "high")}}
 
 
+def _probe_gain(metric: str) -> Callable[[dict[str, Any]], float | None]:
+    """The probe set's change of ``metric`` from its start (0 steps done) to its last evaluation."""
+
+    def pick(run: dict[str, Any]) -> float | None:
+        probes = run["probes"]
+        if 0 not in probes or len(probes) < 2:
+            return None
+        first, last = probes[0].get(metric), probes[max(probes)].get(metric)
+        return None if first is None or last is None else last - first
+
+    return pick
+
+
 def summarise_cell(runs: Mapping[int, dict[str, Any]], metrics: Sequence[str] = STUDY_METRICS) -> dict[str, Any]:
     return {
         "seeds": sorted(runs),
@@ -153,6 +167,11 @@ def summarise_cell(runs: Mapping[int, dict[str, Any]], metrics: Sequence[str] = 
         "training": {
             key: _curve(runs, lambda run, k=key: run["training"][k], smooth=key != GRAD_COSINE) for key in TRAINING_KEYS
         },
+        "probe": {
+            m: _curve(runs, lambda run, m=m: {step: p[m] for step, p in run["probes"].items() if m in p})
+            for m in PROBE_METRICS
+        },
+        "probe_delta": {m: _interval(_values(runs, _probe_gain(m)), test=True) for m in PROBE_METRICS},
     }
 
 
@@ -254,6 +273,7 @@ def write_study_report(out_dir: str | Path, plan: StudyPlan) -> dict[str, Any]:
         for level, by_est in runs.items()
     }
     add_holm([cell["delta"][m] for by_est in cells.values() for cell in by_est.values() for m in metrics])
+    add_holm([cell["probe_delta"][m] for by_est in cells.values() for cell in by_est.values() for m in PROBE_METRICS])
     sft_provenance = sft_summary.get("provenance")
     report = {
         "settings": {
@@ -267,6 +287,8 @@ def write_study_report(out_dir: str | Path, plan: StudyPlan) -> dict[str, Any]:
             "group_size": config.get("rollout", {}).get("group_size"),
             "eval_every": config.get("train", {}).get("eval_every"),
             "eval_tasks": starts[0].get("n") if starts else None,
+            "probe_every": config.get("train", {}).get("probe_every"),
+            "probe_tasks": next((run["probes"][0].get("n") for run in finished if 0 in run["probes"]), None),
             "level_labels": {level.name: level.label for level in plan.levels},
         },
         "metrics": list(metrics),

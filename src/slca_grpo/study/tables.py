@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from slca_grpo.report import PROBE_METRICS
 from slca_grpo.study.metrics import (
     HELD_OUT_TRUNCATED,
     SIGNIFICANCE,
@@ -214,6 +215,7 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
         note="Markers: the exact sign-flip test of the per-seed changes against 0 (Holm over this table). "
         "Truncated: the change of the held-out share, and the training share (as in the table above).",
     )
+    lines += _probe_tables(report, labels)
     reference = compared["reference_level"]
 
     def truncation(level: str, names: str) -> str:
@@ -267,6 +269,52 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
     return "\n".join(lines)
 
 
+def _probe_tables(report: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
+    """The learning curve on the probe set: R_tool per evaluated step, and each probe metric's
+    change from the start with its exact test (Holm over that table)."""
+    cells, settings = report["cells"], report["settings"]
+    curves = [
+        (f"{labels[level]} · {estimator}", cell.get("probe", {}).get("r_tool"), cell.get("probe_delta", {}))
+        for level, by_est in cells.items()
+        for estimator, cell in by_est.items()
+    ]
+    steps = sorted({step for _, curve, _ in curves if curve for step in curve["steps"]})
+    if not steps:
+        return []
+    lines = [
+        "### Probe set: the learning curve",
+        "",
+        f"{settings.get('probe_tasks') or '–'} training-distribution tasks that no update trains on "
+        f"(`data.probe_tasks`), evaluated greedily every {settings.get('probe_every') or '–'} RL steps "
+        "(`train.probe_every`). R_tool, mean [95% CI] over seeds, by RL steps done:",
+        "",
+        "| | " + " | ".join(f"step {step}" for step in steps) + " |",
+        "|---|" + "---:|" * len(steps),
+    ]
+    for name, curve, _ in curves:
+        by_step = dict(zip(curve["steps"], zip(curve["mean"], curve["low"], curve["high"]))) if curve else {}
+        cells_text = [
+            format_interval(dict(zip(("mean", "low", "high"), by_step[step]))) if step in by_step else "–"
+            for step in steps
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells_text) + " |")
+    lines += [
+        "",
+        "Change on the probe set from the start to the last evaluation (markers: the exact sign-flip test against "
+        "0, Holm over this table):",
+        "",
+        "| | " + " | ".join(metric_label(m) + (" %" if metric_scale(m) == 100.0 else "") for m in PROBE_METRICS) + " |",
+        "|---|" + "---:|" * len(PROBE_METRICS),
+    ]
+    for name, _, delta in curves:
+        cells_text = [
+            format_interval(delta.get(m), metric_scale(m), signed=True) + significance_marker(delta.get(m))
+            for m in PROBE_METRICS
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells_text) + " |")
+    return lines + [""]
+
+
 def _diagnostics(cells: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
     lines = [
         "### Training diagnostics",
@@ -287,7 +335,8 @@ def _diagnostics(cells: Mapping[str, Any], labels: Mapping[str, str]) -> list[st
     return lines + [
         "",
         "Charts: `curves.png` (held-out metrics per step, band = 95% CI over seeds), `training.png` (training "
-        "R_tool and R_sum — the clean ones — the share of truncated rollouts and the gradient cosine per step), "
+        "R_tool and R_sum — the clean ones — the share of truncated rollouts and the gradient cosine per step, "
+        "and the probe set's R_tool and Success@0.7 per evaluated step), "
         "`noise_levels.png` (final metrics and paired differences against the noise level).",
         "",
     ]

@@ -300,7 +300,7 @@ def run_bench(config, *, rl_steps: int = 2, sft_steps: int = 2, echo: bool = Tru
     """Measure the machine at ``config``'s model shapes, then time ``rl_steps`` RL steps and
     ``sft_steps`` SFT steps (each after a warm-up step) against their floors."""
     device = start_process(config)
-    train_tasks, _ = load_data(config.data)
+    train_tasks = load_data(config.data).train
     model, tokenizer, ref_model = rl_models(config, config.model.name, None, train_tasks, device)
     if echo:
         print(f"[bench] measuring this machine at {config.model.name}'s matrix shapes ...", flush=True)

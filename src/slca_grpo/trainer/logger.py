@@ -77,6 +77,7 @@ class MetricsLogger:
             shown = [f"{k.split('/')[-1]}={numeric[k]:.4g}" for k in HEADLINE if k in numeric]
             shown += [f"{k.split('/')[-1]}={numeric[k]:.4g}" for k in _other_rewards(numeric)]
             shown += [f"{k}={v:.4g}" for k, v in numeric.items() if k.startswith("eval/") and "success@0.9" in k]
+            shown += [f"{k}={numeric[k]:.4g}" for k in ("probe/r_tool", "probe/success@0.7") if k in numeric]
             tail = f" [{progress}]" if progress else ""
             print(f"step {step}: " + " ".join(shown) + tail, file=self._stdout, flush=True)
 

@@ -50,13 +50,14 @@ def train(
     resume: bool = False,
     echo: bool = True,
     start_eval: dict[str, Any] | None = None,
+    start_probe: dict[str, Any] | None = None,
     resume_may_differ: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Run SFT (when ``sft.steps > 0``) then RL; returns the final summary (also in ``summary.json``).
 
-    ``start_eval``: the held-out evaluation of this very starting model on the same tasks (the
-    step -1 record of a run from the same checkpoint, as the demo has): recorded instead of
-    evaluating again, which on a real model costs minutes per run. ``resume_may_differ``: settings
+    ``start_eval`` / ``start_probe``: the held-out / probe evaluation of this very starting model
+    on the same tasks (the step -1 record of a run from the same checkpoint, as the demo has):
+    recorded instead of evaluating again, which on a real model costs minutes per run. ``resume_may_differ``: settings
     (dotted keys) a caller allows to differ from the resumed run's ``config.yaml``, beyond
     ``RESUME_MAY_DIFFER``. The run folder is locked while the run writes it.
     """
@@ -66,8 +67,10 @@ def train(
         out_dir = Path(config.train.out_dir)
         _record_start(config, out_dir)
         device = start_process(config)
-        train_tasks, test_tasks = load_data(config.data)
+        train_tasks, test_tasks, probe_tasks = load_data(config.data)
         eval_tasks = test_tasks[: config.train.eval_tasks]
+        if not config.train.probe_every:
+            probe_tasks = []
         checkpoints = out_dir / "checkpoints"
         resumed = load_latest_checkpoint(checkpoints) if resume else None
         start_step = resumed[2]["step"] + 1 if resumed is not None else 0
@@ -95,16 +98,19 @@ def train(
         if config.rl.steps > start_step:
             check_rl_fits(config, model, ref_model, device)
         trainer = build_rl_trainer(config, model, ref_model, tokenizer)
-        history: dict[str, list] = {"grad_norms": [], "evals": []}
+        history: dict[str, list] = {"grad_norms": [], "evals": [], "probes": []}
         if resumed is not None:
             _, state, info = resumed
             trainer.load_state_dict(state["trainer"])
             set_rng_state(state["rng"])
-            history = info.get("history", history)
+            history = {**history, **info.get("history", {})}  # a checkpoint from before probes has none
 
-        evaluate = _HeldOutEvaluation(trainer, eval_tasks, config, device, history, logger, out_dir, echo)
-        if start_step == 0 and eval_tasks:
-            evaluate.starting_point(start_eval)
+        evaluate = _Evaluation("eval", trainer, eval_tasks, config, device, history["evals"], logger, out_dir, echo)
+        probe = _Evaluation("probe", trainer, probe_tasks, config, device, history["probes"], logger, out_dir, echo)
+        if start_step == 0:
+            for evaluation, given in ((evaluate, start_eval), (probe, start_probe)):
+                if evaluation.tasks:
+                    evaluation.starting_point(given)
 
         tasks_for_step = task_sampler(train_tasks, config.train.seed, config.rl.prompts_per_step)
         loop_started = time.perf_counter()
@@ -128,6 +134,8 @@ def train(
             note = progress_note(done, config.rl.steps, time.perf_counter() - loop_started, done_here=done - start_step)
             logger.log(step, metrics, echo=echo, progress=note)
             last = step == config.rl.steps - 1
+            if probe_tasks and (last or done % config.train.probe_every == 0):
+                probe(step)
             if eval_tasks and (last or (config.train.eval_every and done % config.train.eval_every == 0)):
                 evaluate(step)
             if last or (config.train.save_every and done % config.train.save_every == 0):
@@ -149,15 +157,17 @@ def train(
 
 
 @dataclass
-class _HeldOutEvaluation:
-    """The run's evaluations on its held-out tasks, each recorded in ``history["evals"]``, the
-    metrics, ``eval_items.jsonl`` and ``eval_summary.json``."""
+class _Evaluation:
+    """The run's greedy evaluations of one task set, each recorded in ``records``, the metrics
+    (``<name>/<metric>``), ``<name>_items.jsonl`` and ``<name>_summary.json``: ``eval`` on the
+    held-out tasks, ``probe`` on the probe set (training-distribution tasks no update trains on)."""
 
+    name: str
     trainer: RLTrainer
     tasks: list[Task]
     config: RunConfig
     device: torch.device
-    history: dict[str, list]
+    records: list[dict[str, Any]]
     logger: MetricsLogger
     out_dir: Path
     echo: bool
@@ -172,7 +182,8 @@ class _HeldOutEvaluation:
     def __call__(self, step: int) -> None:
         if self.echo:  # an evaluation prints nothing until it ends
             when = "before RL" if step < 0 else f"after step {step}"
-            print(f"evaluating {len(self.tasks)} held-out tasks ({when}) ...", flush=True)
+            what = "held-out tasks" if self.name == "eval" else "probe tasks"
+            print(f"evaluating {len(self.tasks)} {what} ({when}) ...", flush=True)
         with bf16_autocast(self.device, self.trainer.bf16):  # evaluated in the precision it trains in
             items, summary = evaluate_loop(
                 self.trainer.loop,
@@ -180,15 +191,15 @@ class _HeldOutEvaluation:
                 self.trainer.judge,
                 self.config.reward,
                 batch_size=self.config.train.eval_batch_size,
-                session_prefix=f"eval-step{step}",  # fresh simulator sessions for every evaluation
+                session_prefix=f"{self.name}-step{step}",  # fresh simulator sessions for every evaluation
             )
         self._record({"step": step, **{k: v for k, v in summary.items() if k not in ("by_kind", "slots")}})
-        (self.out_dir / "eval_items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
-        (self.out_dir / "eval_summary.json").write_text(json.dumps(summary, indent=1))
+        (self.out_dir / f"{self.name}_items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
+        (self.out_dir / f"{self.name}_summary.json").write_text(json.dumps(summary, indent=1))
 
     def _record(self, record: dict[str, Any]) -> None:
-        self.history["evals"].append(record)
-        metrics = {f"eval/{k}": v for k, v in record.items() if k != "step"}
+        self.records.append(record)
+        metrics = {f"{self.name}/{k}": v for k, v in record.items() if k != "step"}
         self.logger.log(record["step"], metrics, echo=self.echo)
 
 
@@ -228,6 +239,8 @@ def _run_summary(config: RunConfig, history: dict[str, list]) -> dict[str, Any]:
         "steps": config.rl.steps,
         "final_eval": history["evals"][-1] if history["evals"] else {},
         "evals": history["evals"],
+        "final_probe": history["probes"][-1] if history["probes"] else {},
+        "probes": history["probes"],
         "grad_norm_std": std(grad_norms),
         "grad_norm_mean": sum(grad_norms) / max(1, len(grad_norms)),
         "provenance": provenance(),

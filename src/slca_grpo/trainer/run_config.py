@@ -26,6 +26,9 @@ class TrainConfig:
     eval_every: int = 10  # RL steps between held-out evaluations (0: only at the end)
     eval_tasks: int = 64
     eval_batch_size: int = 32
+    # RL steps between greedy evaluations of the probe set (data.probe_tasks: training-distribution
+    # tasks no update trains on), before RL and after the last step too: the learning curve. 0: none.
+    probe_every: int = 4
     save_every: int = 10
     keep_last: int = 2
     tensorboard: bool = False
@@ -42,7 +45,7 @@ class TrainConfig:
             raise ConfigError("out_dir is empty: name the run's folder, e.g. runs/my-run")
         if not DEVICE_SPEC.fullmatch(self.device):
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
-        at_least(self, 0, "eval_every", "eval_tasks", "save_every", "torch_threads")
+        at_least(self, 0, "eval_every", "eval_tasks", "probe_every", "save_every", "torch_threads")
         at_least(self, 1, "eval_batch_size", "keep_last")
 
 

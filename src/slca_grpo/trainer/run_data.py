@@ -1,5 +1,6 @@
-"""The tasks a run trains and evaluates on (the synthetic suite or dataset files), which of them
-each RL step trains on, and the corpus a fresh tokenizer learns from."""
+"""The tasks a run trains and evaluates on (the synthetic suite or dataset files), the probe set
+it keeps out of training, which tasks each RL step trains on, and the corpus a fresh tokenizer
+learns from."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import random
 import re
 import sys
 from collections.abc import Callable
+from typing import NamedTuple
 
 from slca_grpo.chat.template import render_chat
 from slca_grpo.config import ConfigError
@@ -16,8 +18,15 @@ from slca_grpo.data.synthetic import generate_suite, render_gold
 from slca_grpo.datatypes import Task
 
 
-def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
-    """(train, test) tasks from the synthetic suite or datasets (any format of docs/data.md)."""
+class RunTasks(NamedTuple):
+    train: list[Task]  # what SFT and RL train on
+    test: list[Task]  # held-out tasks (the run evaluates the first train.eval_tasks)
+    probe: list[Task]  # training-distribution tasks no update trains on (the learning curve)
+
+
+def load_data(config: DataConfig) -> RunTasks:
+    """The run's tasks from the synthetic suite or datasets (any format of docs/data.md), with
+    ``data.probe_tasks`` of the training tasks set aside as the probe set."""
     on_error = "skip" if config.skip_bad_rows else "raise"
     suite = None
     if "synthetic" in (config.train, config.test):
@@ -54,7 +63,16 @@ def load_data(config: DataConfig) -> tuple[list[Task], list[Task]]:
     test = list(suite.test) if config.test == "synthetic" else from_file("data.test", config.test, config.n_test)
     if not train:
         raise ConfigError(f"data.train: {config.train} holds no tasks (it is empty, or every row was skipped)")
-    return train, test
+    train, probe = set_aside_probe(train, config.probe_tasks, config.seed)
+    return RunTasks(train, test, probe)
+
+
+def set_aside_probe(tasks: list[Task], count: int, seed: int) -> tuple[list[Task], list[Task]]:
+    """(the rest, the probe set): ``count`` tasks drawn at random (a pure function of ``seed``), at
+    most a quarter of ``tasks``; both keep the tasks' order."""
+    count = min(count, len(tasks) // 4)
+    chosen = set(random.Random(seed * 104_729 + 17).sample(range(len(tasks)), count))
+    return [t for i, t in enumerate(tasks) if i not in chosen], [t for i, t in enumerate(tasks) if i in chosen]
 
 
 def task_sampler(tasks: list[Task], seed: int, per_step: int) -> Callable[[int], list[Task]]:

@@ -139,7 +139,7 @@ def ensure_sft(config: RunConfig, out_dir: Path, *, announce: str | None = None)
                 flush=True,
             )
         quiet_transformers(config)
-        train_tasks, _ = load_data(config.data)
+        train_tasks = load_data(config.data).train
         model, tokenizer = load_policy(config.model, train_tasks)
         logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
         try:

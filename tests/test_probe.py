@@ -1,0 +1,132 @@
+"""The probe set: training-distribution tasks no update trains on, evaluated every few RL steps,
+reported per run (demo report) and over seeds (study report)."""
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from smoke_run import smoke_config
+
+from slca_grpo.config import ConfigError
+from slca_grpo.data.config import DataConfig
+from slca_grpo.datatypes import Task
+from slca_grpo.report import compare_runs
+from slca_grpo.rollout.loop import AgentLoop
+from slca_grpo.study.plan import NoiseLevel, StudyBudget, StudyPlan, run_dir
+from slca_grpo.study.report import write_study_report
+from slca_grpo.trainer.logger import read_metrics
+from slca_grpo.trainer.run import train
+from slca_grpo.trainer.run_data import load_data, set_aside_probe
+
+
+def _tasks(n):
+    return [Task(id=f"t{i}", messages=[{"role": "user", "content": str(i)}], tools=[]) for i in range(n)]
+
+
+@given(st.integers(0, 60), st.integers(0, 40), st.integers(0, 5))
+def test_the_probe_set_is_a_seeded_disjoint_share_of_at_most_a_quarter(n, count, seed):
+    tasks = _tasks(n)
+    rest, probe = set_aside_probe(tasks, count, seed)
+    assert len(probe) == min(count, n // 4)
+    assert {t.id for t in rest} | {t.id for t in probe} == {t.id for t in tasks}
+    assert not {t.id for t in rest} & {t.id for t in probe}
+    order = [t.id for t in tasks]
+    for part in (rest, probe):  # both keep the tasks' order
+        assert [order.index(t.id) for t in part] == sorted(order.index(t.id) for t in part)
+    assert set_aside_probe(tasks, count, seed) == (rest, probe)
+
+
+def test_the_probe_set_depends_on_the_seed_and_comes_out_of_training():
+    picks = {tuple(t.id for t in set_aside_probe(_tasks(200), 16, seed)[1]) for seed in range(4)}
+    assert len(picks) == 4
+    train, test, probe = load_data(DataConfig(n_train=40, n_test=4, probe_tasks=8))
+    assert (len(train), len(test), len(probe)) == (32, 4, 8)
+    everything = load_data(DataConfig(n_train=40, n_test=4, probe_tasks=0))
+    assert everything.probe == [] and [t.id for t in everything.train] == sorted(
+        [t.id for t in train + probe], key=[t.id for t in everything.train].index
+    )
+    with pytest.raises(ConfigError, match="probe_tasks must be >= 0"):
+        DataConfig(probe_tasks=-1)
+
+
+@pytest.mark.slow
+def test_a_run_probes_every_k_steps_on_tasks_no_update_trains_on(tmp_path, monkeypatch):
+    import slca_grpo.trainer.sft_cache as sft_cache
+
+    sft_ids, rl_ids, probe_ids = set(), set(), []
+    real_sft, real_run = sft_cache.run_sft, AgentLoop.run
+
+    def sft_spy(config, model, tokenizer, tasks, *args, **kwargs):
+        sft_ids.update(t.id for t in tasks)
+        return real_sft(config, model, tokenizer, tasks, *args, **kwargs)
+
+    def run_spy(self, tasks, **kwargs):
+        if kwargs.get("session_prefix", "").startswith("probe-"):
+            probe_ids.append([t.id for t in tasks])
+        elif kwargs.get("group_size") != 1:
+            rl_ids.update(t.id for t in tasks)
+        return real_run(self, tasks, **kwargs)
+
+    monkeypatch.setattr(sft_cache, "run_sft", sft_spy)
+    monkeypatch.setattr(AgentLoop, "run", run_spy)
+    config = smoke_config(tmp_path / "run", **{"train.probe_every": 2, "rl.steps": 3, "data.probe_tasks": 6})
+    summary = train(config, echo=False)
+    expected = [t.id for t in load_data(config.data).probe]
+    assert len(expected) == 6 and probe_ids == [expected] * 3  # before RL, after step 2 (2 done), after the last
+    assert not (sft_ids | rl_ids) & set(expected) and sft_ids and rl_ids
+    assert [p["step"] for p in summary["probes"]] == [-1, 1, 2] and summary["final_probe"] == summary["probes"][-1]
+    logged = [row for row in read_metrics(tmp_path / "run" / "metrics.jsonl") if "probe/r_tool" in row]
+    assert [row["step"] for row in logged] == [-1, 1, 2]
+    assert {"probe/score", "probe/success@0.7", "probe/arg_match", "probe/truncated"} <= set(logged[0])
+    assert logged[-1]["probe/r_tool"] == pytest.approx(summary["final_probe"]["r_tool"])
+    assert (tmp_path / "run" / "probe_items.jsonl").read_text().count("\n") == 6
+
+
+def _fake_run(path, estimator, probe_r_tool, evals=True):
+    path.mkdir(parents=True)
+    probes = [{"step": s, "n": 16, "r_tool": r, "score": r / 2, "success@0.7": 0.0, "arg_match": r, "truncated": 0.0}
+              for s, r in zip((-1, 1, 3), probe_r_tool)]  # fmt: skip
+    held_out = [{"step": -1, "n": 8, "name_f1": 0.4}, {"step": 3, "n": 8, "name_f1": 0.5}] if evals else []
+    summary = {"estimator": estimator, "steps": 4, "final_eval": held_out[-1] if held_out else {}, "evals": held_out,
+               "probes": probes, "final_probe": probes[-1]}  # fmt: skip
+    (path / "summary.json").write_text(json.dumps(summary))
+    (path / "metrics.jsonl").write_text(json.dumps({"step": 0, "reward/score": 0.1}) + "\n")
+    return path
+
+
+def test_the_demo_report_shows_the_probe_set_before_rl_and_after_each_run(tmp_path):
+    runs = [_fake_run(tmp_path / "a", "grpo", (0.5, 0.55, 0.625)), _fake_run(tmp_path / "b", "slca", (0.5, 0.6, 0.75))]
+    report = compare_runs(runs, tmp_path / "out")
+    table = (tmp_path / "out" / "report.md").read_text()
+    assert "Probe set (16 training-distribution tasks" in table
+    assert "| start (before RL) | 0.500 | 0.250 | 0.00 | 50.00 | 0.00 |" in table
+    assert "| grpo | 0.625 |" in table and "| slca | 0.750 | 0.375 | 0.00 | 75.00 | 0.00 |" in table
+    assert report["start_probe"]["r_tool"] == 0.5 and report["runs"][1]["final_probe"]["r_tool"] == 0.75
+    old = tmp_path / "old"  # a run from before probes: no table, no error
+    old.mkdir()
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    (old / "summary.json").write_text(json.dumps({k: v for k, v in summary.items() if "probe" not in k}))
+    compare_runs([old], tmp_path / "out-old")
+    assert "Probe set" not in (tmp_path / "out-old" / "report.md").read_text()
+
+
+def test_the_study_reports_the_probe_curve_and_its_gain_with_an_exact_test(tmp_path):
+    budget = StudyBudget("demo-quick-tiny", seeds=4, noise="none", steps=4, evals=1, eval_tasks=8)
+    plan = StudyPlan(budget, ("grpo", "slca"))
+    for seed in range(4):
+        _fake_run(run_dir(tmp_path, NoiseLevel(), "grpo", seed), "grpo", (0.5, 0.5 + 0.01 * seed, 0.5 + 0.05 * seed))
+        _fake_run(run_dir(tmp_path, NoiseLevel(), "slca", seed), "slca", (0.5, 0.6, 0.7 + 0.01 * seed))
+    report = write_study_report(tmp_path, plan)
+    slca = report["cells"]["none"]["slca"]
+    assert slca["probe"]["r_tool"]["steps"] == [0, 2, 4]
+    assert slca["probe"]["r_tool"]["mean"] == pytest.approx([0.5, 0.6, 0.715])
+    gain = slca["probe_delta"]["r_tool"]
+    assert gain["mean"] == pytest.approx(0.215) and gain["p"] == pytest.approx(2 / 2**4)  # all four seeds gain
+    grpo_gain = report["cells"]["none"]["grpo"]["probe_delta"]["r_tool"]
+    assert grpo_gain["mean"] == pytest.approx(0.075) and grpo_gain["p"] == pytest.approx(0.25)  # seed 0: no change
+    assert report["settings"]["probe_tasks"] == 16
+    table = (tmp_path / "report.md").read_text()
+    assert "### Probe set: the learning curve" in table and "| | step 0 | step 2 | step 4 |" in table
+    assert "| none · slca | 0.500 [0.500, 0.500] | 0.600 [0.600, 0.600] |" in table
+    assert "| none · slca | +0.215 [" in table and "holm_p" in json.dumps(slca["probe_delta"])
