@@ -9,7 +9,7 @@ from decode_helpers import assert_same_samples, sample_two_turns, small_tokenize
 import slca_grpo.rollout.fused_decode as fused_decode
 from slca_grpo.rollout.fused_decode import FusedDecoder, supports_fused_decode
 from slca_grpo.rollout.kv_cache import decode_attention, growing_cache
-from slca_grpo.rollout.packed_linear import packing_available
+from slca_grpo.rollout.packed_linear import PlainWeight, packing_available
 from slca_grpo.rollout.sampling import distinct_rows, prefill_shared, select_cache_rows
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="this torch build has no oneDNN packed linear ops")
@@ -85,6 +85,25 @@ def test_fused_steps_give_the_layers_logits(model, tokenizer, fused_at_any_width
         assert torch.allclose(ours, theirs, atol=tolerance)
 
 
+@pytest.mark.parametrize("bf16", [False, True])
+def test_fused_steps_over_more_rows_than_onednn_packs_give_the_layers_logits(
+    model, tokenizer, fused_at_any_width, monkeypatch, bf16
+):
+    """Past ``MAX_ROWS`` rows the joined weights multiply plainly (bf16, or float32 without the C
+    kernel) or in the C kernel's panels (float32): the layers' logits either way."""
+    prompts = uneven_prompts(tokenizer) * 12  # 72 rows
+    tokens = torch.randint(3, 200, (3, len(prompts)), generator=torch.Generator().manual_seed(4))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        layers, _ = _decode(model, prompts, tokens, fused=False)
+        fused, _ = _decode(model, prompts, tokens, fused=True)
+    for ours, theirs in zip(fused, layers):
+        assert ours.shape[0] == 72 and torch.allclose(ours, theirs, atol=0.02 if bf16 else 1e-5)
+    packed = fused_decode._packed_models[model]
+    assert (torch.bfloat16 if bf16 else torch.float32) in {dtype for dtype, _ in packed}
+    if bf16:
+        assert isinstance(packed[(torch.bfloat16, True)].layers[0].qkv.weight, PlainWeight)
+
+
 def test_smollm2_fused_steps_give_the_layers_logits(smollm2):
     """SmolLM2's architecture (Llama: no biases, a tied head, 9 query / 3 key-value heads, 576 wide,
     so fused by default). float32 to rounding; under bf16 autocast the same bf16 products."""
@@ -151,7 +170,7 @@ def test_which_models_are_fused(model, tokenizer, fused_at_any_width, monkeypatc
     with torch.no_grad(), decode_attention(model, cache):
         prefill_shared(model, *distinct_rows(uneven_prompts(tokenizer)), pad_id=0, device="cpu", past_key_values=cache)
         assert FusedDecoder.for_sampler(model, cache, 6) is not None
-        assert FusedDecoder.for_sampler(model, cache, 65) is None  # more rows than packed products take
+        assert FusedDecoder.for_sampler(model, cache, 65) is not None  # any number of rows
         assert FusedDecoder.for_sampler(model, None, 6) is None  # not the sampler's cache
         with torch.autocast("cpu", dtype=torch.float16):
             assert FusedDecoder.for_sampler(model, cache, 6) is None

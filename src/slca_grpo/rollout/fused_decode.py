@@ -14,7 +14,7 @@ rounding. ``benchmarks/kv_cache.py`` (the ``fused`` way) measures it.
 
 For Llama and Qwen2 models with float32 weights in plain ``nn.Linear`` layers (not LoRA-wrapped), a
 SiLU MLP and the rotary embedding over the whole head, at least ``FUSED_MIN_HIDDEN`` wide, decoding
-at most ``MAX_ROWS`` rows on a CPU over the sampler's in-place cache with its attention switched in;
+any number of rows on a CPU over the sampler's in-place cache with its attention switched in;
 any other model or setting keeps the layers' own forward.
 """
 
@@ -25,13 +25,15 @@ from dataclasses import dataclass
 
 import torch
 
+from slca_grpo.rollout import native
 from slca_grpo.rollout.kv_cache import ATTENTION_NAME, GrowingLayer, grouped_decode_attention
 from slca_grpo.rollout.native import Panels
 from slca_grpo.rollout.packed_linear import MAX_ROWS, pack_linears, packed_product, packing_available, weight_state
 
-# As for shared prompts: SmolLM2 (576) and up. The tiny models (128) keep the layers' forward and
-# with it the float32 rounding that their published quick-demo numbers came from.
-FUSED_MIN_HIDDEN = 512
+# As for shared prompts: the reader and the tiny models (128) and up. On the reader, 384 rollouts
+# a step: rollouts 39.6 s -> 25.1 s with both (2-core EPYC, AVX2; docs/training.md). Narrower models
+# (the tests' 32-wide ones) keep the layers' forward.
+FUSED_MIN_HIDDEN = 128
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2")
 
 _PROJECTIONS = (
@@ -66,7 +68,8 @@ class _Weights:
     head: _Packed
 
 
-# model -> dtype -> packed weights, kept between sampler calls while the weights stay as they were
+# model -> (dtype, more than MAX_ROWS rows) -> packed weights, kept between sampler calls while
+# the weights stay as they were
 _packed_models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -124,8 +127,10 @@ def _pack(linears: list[torch.nn.Linear], dtype: torch.dtype, rows: int) -> _Pac
 def _packed_weights(model: torch.nn.Module, dtype: torch.dtype, rows: int) -> _Weights:
     linears = _linears(model)
     state = weight_state(p for linear in linears for p in linear.parameters())
-    by_dtype = _packed_models.setdefault(model, {})
-    cached = by_dtype.get(dtype)
+    by_layout = _packed_models.setdefault(model, {})
+    # The C kernel's float32 panels take any rows; oneDNN's packing is for up to MAX_ROWS.
+    layout = (dtype, rows > MAX_ROWS and (dtype != torch.float32 or native.library() is None))
+    cached = by_layout.get(layout)
     if cached is not None and cached.state == state:
         return cached
     layers = []
@@ -140,7 +145,7 @@ def _packed_weights(model: torch.nn.Module, dtype: torch.dtype, rows: int) -> _W
             )
         )
     weights = _Weights(state, layers, _pack([linears[-1]], dtype, rows))
-    by_dtype[dtype] = weights
+    by_layout[layout] = weights
     return weights
 
 
@@ -163,9 +168,11 @@ class FusedDecoder:
     @classmethod
     def for_sampler(cls, model: torch.nn.Module, cache, rows: int) -> FusedDecoder | None:
         """A decoder for this sampler call, or None where the layers' forward must run: an
-        unsupported model, too many rows, no in-place cache, or the sampler's attention not in place
-        (it is switched in only for a model on SDPA)."""
-        if rows > MAX_ROWS or torch.is_grad_enabled():
+        unsupported model, no in-place cache, or the sampler's attention not in place (it is
+        switched in only for a model on SDPA). Any number of rows: the joined products pay off at
+        a few rows and at hundreds (float32 in the C kernel's panels; otherwise oneDNN's packed
+        weights up to ``MAX_ROWS`` rows, plain joined weights beyond)."""
+        if torch.is_grad_enabled():
             return None
         layers = getattr(cache, "layers", None)
         if not layers or not all(isinstance(layer, GrowingLayer) and layer.is_initialized for layer in layers):

@@ -33,9 +33,9 @@ from slca_grpo.rollout import native
 
 ATTENTION_NAME = "slca_sdpa"
 # Rows share a prompt's cache in models at least this wide. At SmolLM2's width (576) a decode step
-# ran 1.18x faster for it; at the reader's (128) 1.05x, within a shared CPU's noise, while the
-# changed float32 rounding of its rollouts moves the quick demo's one-seed table.
-SHARED_PREFIX_MIN_HIDDEN = 512
+# ran 1.18x faster for it; at the reader's (128) 1.05x at 32 rows, and with the fused decode step
+# over hundreds of rows it is what lets the C kernel's prompt-sharing attention run.
+SHARED_PREFIX_MIN_HIDDEN = 128
 
 
 class GrowingLayer(DynamicLayer):

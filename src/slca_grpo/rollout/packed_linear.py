@@ -87,14 +87,15 @@ def pack_linears(
     linears: Sequence[torch.nn.Linear], dtype: torch.dtype, rows: int
 ) -> torch.Tensor | native.Panels | PlainWeight:
     """The weights of ``linears`` (one input width) joined for one product in ``dtype`` for inputs
-    of about ``rows`` rows: float32 in the C kernel's panels where it is built (:mod:`native`),
-    else in oneDNN's layout, or plain where oneDNN cannot pack ``dtype`` on this CPU."""
+    of about ``rows`` rows: float32 in the C kernel's panels where it is built (:mod:`native`; any
+    number of rows), else in oneDNN's layout for up to ``MAX_ROWS`` rows, or plain (more rows, or
+    where oneDNN cannot pack ``dtype`` on this CPU)."""
     if dtype == torch.float32:
         panels = [linear_panels(linear) for linear in linears]
         if all(p is not None for p in panels):
             return panels[0] if len(panels) == 1 else native.join_panels(panels)
     weight = torch.cat([linear.weight.detach() for linear in linears])
-    if not onednn_packs(dtype):
+    if rows > MAX_ROWS or not onednn_packs(dtype):
         return PlainWeight(weight.to(dtype))
     return torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), rows)
 
