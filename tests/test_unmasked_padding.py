@@ -243,6 +243,15 @@ def model():
     return tiny_gqa_model(small_tokenizer())
 
 
+@pytest.fixture(autouse=True)
+def padded_training_passes(monkeypatch):
+    """The padded passes these shortcuts serve: where packed passes do not run (gradient
+    checkpointing, a GPU, models off SDPA), as here with packing switched off."""
+    import slca_grpo.trainer.batch as batch_module
+
+    monkeypatch.setattr(batch_module, "packs", lambda model: False)
+
+
 def _training_pass(model, ids, mask, positions):
     model.zero_grad(set_to_none=True)
     logprobs = token_logprobs(model, ids, mask, positions=positions)

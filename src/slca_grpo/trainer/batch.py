@@ -11,11 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from transformers import DynamicCache
 
 from slca_grpo.algos import Estimator, estimator_spec, segments_from_mask
 from slca_grpo.chat.parser import is_call_turn, last_turn_text
 from slca_grpo.datatypes import Trajectory
 from slca_grpo.models.attention import training_attention
+from slca_grpo.models.packed_attention import PackedLayout, packed_pass, packs
 from slca_grpo.rollout.sampling import cache_keyword, distinct_rows, prefill_shared
 
 
@@ -193,6 +195,67 @@ def _shared_prefix_logprobs(
     return out.index_put((selected_rows, columns), selected)
 
 
+def _packed_logprobs(
+    model: torch.nn.Module,
+    decoder: torch.nn.Module,
+    head: torch.nn.Linear,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    positions: torch.Tensor,
+    temperature: float,
+) -> torch.Tensor:
+    """Log-probs at ``positions`` from two packed passes (:mod:`slca_grpo.models.packed_attention`):
+    each distinct prefix once — a row's prefix is everything before its first selected token, and
+    the G rollouts of a prompt share it — then every row's rest on top of its prefix's cached keys.
+    No padding reaches a product or the attention. Rows without a selected position are skipped."""
+    device = input_ids.device
+    lengths = attention_mask.sum(dim=1).tolist()
+    has_any = positions.any(dim=1).tolist()
+    cuts = positions.int().argmax(dim=1).tolist()  # each row's first selected position
+    kept = [r for r in range(input_ids.shape[0]) if has_any[r]]
+    distinct, source = distinct_rows(input_ids[r, : cuts[r]].tolist() for r in kept)
+
+    prefix_spans, start = [], 0
+    for sequence in distinct:
+        prefix_spans.append((start, start + len(sequence)))
+        start += len(sequence)
+    prefix_ids = torch.tensor([token for sequence in distinct for token in sequence], device=device)
+    prefix_positions = torch.cat([torch.arange(len(sequence), device=device) for sequence in distinct])
+    cache = DynamicCache()
+    with packed_pass(model, PackedLayout(prefix_spans, [None] * len(prefix_spans))):
+        prefix_hidden = decoder(
+            input_ids=prefix_ids[None], position_ids=prefix_positions[None], use_cache=True,
+            **{cache_keyword(decoder): cache},
+        ).last_hidden_state[0]  # fmt: skip
+
+    rest_spans, start = [], 0
+    for r in kept:
+        rest_spans.append((start, start + lengths[r] - cuts[r]))
+        start += lengths[r] - cuts[r]
+    rest_ids = torch.cat([input_ids[r, cuts[r] : lengths[r]] for r in kept])
+    rest_positions = torch.cat([torch.arange(cuts[r], lengths[r], device=device) for r in kept])
+    layout = PackedLayout(rest_spans, [prefix_spans[s] for s in source])
+    with packed_pass(model, layout):
+        rest_hidden = decoder(
+            input_ids=rest_ids[None], position_ids=rest_positions[None], use_cache=True,
+            **{cache_keyword(decoder): cache},
+        ).last_hidden_state[0]  # fmt: skip
+
+    # The token at a row's cut is predicted by its prefix's last hidden state; a later one by the
+    # rest's hidden state just before it.
+    order = {r: i for i, r in enumerate(kept)}
+    selected_rows, columns = positions.nonzero(as_tuple=True)
+    slot = torch.tensor([order[r] for r in selected_rows.tolist()], dtype=torch.long, device=device)
+    offsets = columns - torch.tensor(cuts, device=device)[selected_rows]
+    prefix_last = torch.tensor([prefix_spans[s][1] - 1 for s in source], dtype=torch.long, device=device)
+    rest_start = torch.tensor([span[0] for span in rest_spans], dtype=torch.long, device=device)
+    index = torch.where(offsets == 0, prefix_last[slot], len(prefix_ids) + rest_start[slot] + offsets - 1)
+    hidden = torch.cat([prefix_hidden, rest_hidden])[index]
+    selected = _selected_logprobs(head(hidden), input_ids[selected_rows, columns], temperature)
+    out = torch.zeros(input_ids.shape, dtype=selected.dtype, device=device)
+    return out.index_put((selected_rows, columns), selected)
+
+
 def token_logprobs(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -231,6 +294,8 @@ def _token_logprobs(
         parts = _plain_head(model)
         if parts is not None:
             decoder, head = parts
+            if input_ids.device.type == "cpu" and packs(model) and bool(positions.any()):
+                return _packed_logprobs(model, decoder, head, input_ids, attention_mask, positions, temperature)
             shared = _shared_prefix_logprobs(decoder, head, input_ids, attention_mask, positions, temperature)
             if shared is not None:
                 return shared

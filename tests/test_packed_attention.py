@@ -1,0 +1,98 @@
+"""Packed training passes: the padded pass's log-probs and gradients without its padding."""
+
+import pytest
+import torch
+from decode_helpers import tiny_gqa_model
+
+import slca_grpo.trainer.batch as batch_module
+from slca_grpo.models.packed_attention import PackedLayout, packed_attention, packed_pass, packs
+from slca_grpo.models.tokenizer import train_tokenizer
+from slca_grpo.trainer.batch import pad_sequences, token_logprobs
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer(["what is the weather in Paris today", "book a table for two at eight"], vocab_size=300)
+
+
+def _batch(tokenizer, *, groups=3, per_group=4, seed=0, empty_row=False):
+    """Prompts of different lengths × rollouts with tool-response gaps (unlearned tokens)."""
+    generator = torch.Generator().manual_seed(seed)
+    vocab = len(tokenizer) - 1
+    sequences, masks = [], []
+    for group in range(groups):
+        prompt = torch.randint(1, vocab, (9 + 7 * group,), generator=generator).tolist()
+        for rollout in range(per_group):
+            response = torch.randint(1, vocab, (6 + 5 * rollout + group,), generator=generator).tolist()
+            sequences.append(prompt + response)
+            masks.append([0] * len(prompt) + [1, 1, 0, 0, 0] + [1] * (len(response) - 5))
+    if empty_row:  # a rollout that learns nothing (all of it void, say)
+        masks[1] = [0] * len(masks[1])
+    return pad_sequences(sequences, masks, pad_id=tokenizer.pad_token_id)
+
+
+def _logprobs_and_grads(model, batch, *, packed, monkeypatch):
+    monkeypatch.setattr(batch_module, "packs", lambda m: packed and packs(m))
+    model.zero_grad()
+    positions = batch.loss_mask > 0
+    out = token_logprobs(model, batch.input_ids, batch.attention_mask, start=batch.first_learnable, positions=positions)
+    (out * torch.linspace(0.5, 1.5, out.numel()).view(out.shape)).sum().backward()
+    return out.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("case", ["groups", "distinct prompts", "a row with nothing to learn"])
+def test_packed_passes_give_the_padded_passes_logprobs_and_gradients(tokenizer, monkeypatch, case):
+    model = tiny_gqa_model(tokenizer, seed=3)
+    options = {
+        "groups": {},
+        "distinct prompts": {"groups": 5, "per_group": 1},
+        "a row with nothing to learn": {"empty_row": True},
+    }
+    batch = _batch(tokenizer, **options[case])
+    assert packs(model)
+    packed, packed_grads = _logprobs_and_grads(model, batch, packed=True, monkeypatch=monkeypatch)
+    padded, padded_grads = _logprobs_and_grads(model, batch, packed=False, monkeypatch=monkeypatch)
+    assert torch.count_nonzero(packed) == int(batch.loss_mask.sum())
+    assert torch.allclose(packed, padded, atol=1e-5)
+    for ours, theirs in zip(packed_grads, padded_grads):
+        assert torch.allclose(ours, theirs, atol=1e-5)
+
+
+def test_packed_passes_under_bf16_autocast_keep_attention_in_float32(tokenizer, monkeypatch):
+    model = tiny_gqa_model(tokenizer, seed=4)
+    batch = _batch(tokenizer, seed=1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        packed, _ = _logprobs_and_grads(model, batch, packed=True, monkeypatch=monkeypatch)
+        padded, _ = _logprobs_and_grads(model, batch, packed=False, monkeypatch=monkeypatch)
+    assert packed.dtype == torch.float32 and torch.allclose(packed, padded, atol=0.05)
+
+
+def test_the_packed_attention_of_a_sequence_sees_its_prompt_and_its_own_earlier_tokens_only(tokenizer):
+    torch.manual_seed(0)
+    query, key, value = torch.randn(1, 2, 5, 8), torch.randn(1, 2, 3 + 5, 8), torch.randn(1, 2, 3 + 5, 8)
+    layout = PackedLayout(queries=[(0, 2), (2, 5)], cached=[(0, 3), None])
+    module = torch.nn.Module()
+    with pytest.raises(RuntimeError, match="inside packed_pass"):
+        packed_attention(module, query, key, value, None)
+    with packed_pass(tiny_gqa_model(tokenizer), layout):
+        out, _ = packed_attention(module, query, key, value, None, scaling=1.0)
+    # Sequence 0: its 2 queries over the 3 cached keys and its own keys 3..4, causally.
+    for i in range(2):
+        keys = list(range(3)) + [3 + j for j in range(i + 1)]
+        weights = torch.softmax(torch.einsum("hd,hkd->hk", query[0, :, i], key[0, :, keys]), dim=-1)
+        assert torch.allclose(out[0, i], torch.einsum("hk,hkd->hd", weights, value[0, :, keys]), atol=1e-6)
+    # Sequence 1: no cache, its own keys 5..7 causally.
+    for i in range(3):
+        keys = [5 + j for j in range(i + 1)]
+        weights = torch.softmax(torch.einsum("hd,hkd->hk", query[0, :, 2 + i], key[0, :, keys]), dim=-1)
+        assert torch.allclose(out[0, 2 + i], torch.einsum("hk,hkd->hd", weights, value[0, :, keys]), atol=1e-6)
+
+
+def test_which_models_pack(tokenizer):
+    model = tiny_gqa_model(tokenizer)
+    assert packs(model)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    assert not packs(model)  # a recomputed layer would run outside the packed block
+    eager = tiny_gqa_model(tokenizer)
+    eager.set_attn_implementation("eager")
+    assert not packs(eager)
