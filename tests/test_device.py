@@ -141,7 +141,8 @@ def test_auto_and_an_explicit_cpu_train_identically_on_a_cpu_machine(tmp_path):
         assert auto["memory/peak_gb"] > 0
 
 
-def test_gradient_checkpointing_gives_the_same_update():
+def test_gradient_checkpointing_gives_the_same_update(monkeypatch):
+    import slca_grpo.trainer.batch as batch_module
     from slca_grpo.models import build_tiny
     from slca_grpo.rewards.config import RewardConfig
     from slca_grpo.rewards.rule_judge import RuleJudge
@@ -151,6 +152,11 @@ def test_gradient_checkpointing_gives_the_same_update():
     from slca_grpo.trainer.batch import pad_sequences
     from slca_grpo.trainer.rl import RLConfig, RLTrainer
 
+    # With checkpointing the pass is padded (packed passes need the layout while a layer recomputes);
+    # the packed pass rounds differently, and Adam's first step turns rounding-level gradient
+    # differences into lr-sized ones: both runs here take the padded pass. The packed pass's
+    # gradients are checked against the padded one's in tests/test_packed_attention.py.
+    monkeypatch.setattr(batch_module, "packs", lambda model: False)
     results = []
     for checkpointing in (False, True):
         torch.manual_seed(0)

@@ -49,7 +49,7 @@ def test_a_bad_row_names_its_file_and_line(tmp_path, row, message):
 
 def test_skipped_rows_are_counted_and_reported(tmp_path, capsys):
     path = write_rows(tmp_path / "tasks.jsonl", [GOOD, "{broken", {**GOOD, "id": "t3"}, "[]"])
-    train, _ = load_data(DataConfig(train=str(path), test=str(path), skip_bad_rows=True))
+    train = load_data(DataConfig(train=str(path), test=str(path), skip_bad_rows=True)).train
     assert [t.id for t in train] == ["t1", "t3"]
     warnings = [line for line in capsys.readouterr().err.splitlines() if "skipped" in line]
     assert warnings[0].startswith(f"warning: data.train: skipped 2 bad row(s) of {path} (first: {path}:2:")
