@@ -12,7 +12,15 @@ from slca_grpo.data.corpus import CorpusConfig
 from slca_grpo.models import load_model
 from slca_grpo.models.tiny import TinyModelConfig
 from slca_grpo.models.tokenizer import train_tokenizer
-from slca_grpo.trainer.pretrain import DocumentStream, PretrainConfig, copy_positions, learning_rate, pretrain
+from slca_grpo.trainer.pretrain import (
+    DocumentStream,
+    PretrainConfig,
+    copy_positions,
+    learning_rate,
+    pretrain,
+    row_shape,
+    written_config,
+)
 
 SMALL = PretrainConfig(
     steps=4,
@@ -52,6 +60,24 @@ def test_rows_pack_every_document_once_in_order_and_cut_none_that_fits() -> None
             packed += list(dict.fromkeys(kept))
     assert packed == list(range(1, len(packed) + 1))
     assert stream.position == len(packed)
+
+
+def test_a_length_curriculum_packs_shorter_rows_first_with_the_same_tokens_a_step() -> None:
+    config = replace(SMALL, steps=10, short_seq_len=40, short_seq_steps=3)
+    assert [row_shape(config, step) for step in (0, 2, 3, 9)] == [(8, 40), (8, 40), (2, 160), (2, 160)]
+    assert row_shape(replace(SMALL, steps=10), 0) == (2, 160)  # no curriculum by default
+    with pytest.raises(ValueError, match="short_seq_len must be an int in"):
+        replace(SMALL, short_seq_len=161, short_seq_steps=1)
+    with pytest.raises(ValueError, match="short_seq_steps must be an int >= 0"):
+        replace(SMALL, short_seq_steps=-1)
+
+
+def test_a_build_written_before_a_setting_existed_resumes_with_its_default() -> None:
+    current = json.loads(json.dumps(PretrainConfig().to_dict()))
+    older = {k: v for k, v in current.items() if k not in ("short_seq_len", "short_seq_steps")}
+    assert written_config(older) == current
+    changed = json.loads(json.dumps(PretrainConfig(short_seq_steps=5).to_dict()))
+    assert written_config(older) != changed  # the old build ran without the curriculum
 
 
 def test_learning_rate_warms_up_then_decays_to_its_floor() -> None:

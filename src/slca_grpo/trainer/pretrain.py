@@ -2,7 +2,8 @@
 
 A plain next-token loop, read top to bottom: documents come from :mod:`slca_grpo.data.corpus` in
 index order, are packed whole into rows of ``seq_len`` tokens (2,048, as long as the evaluations'
-prompts and trajectories; a longer document would be cut), and the model learns every token, the
+prompts and trajectories; a longer document would be cut; a length curriculum may pack shorter
+rows first, ``short_seq_steps``), and the model learns every token, the
 output layer's loss a chunk of rows at a time (:mod:`slca_grpo.trainer.chunked_loss`). Every
 ``probe_every`` steps a fixed probe set (documents from another corpus seed) measures the loss and
 the *copy accuracy*: teacher-forced accuracy on the assistant's tokens that appear in the request
@@ -49,6 +50,10 @@ class PretrainConfig:
     steps: int = 3000
     rows_per_step: int = 6
     seq_len: int = 2048
+    # A length curriculum: the first ``short_seq_steps`` steps pack rows of ``short_seq_len`` tokens
+    # instead (as many more rows, the same tokens a step; a longer document is cut there). 0: none.
+    short_seq_len: int = 1024
+    short_seq_steps: int = 0
     lr: float = 3e-3
     min_lr_ratio: float = 0.1
     warmup_steps: int = 100
@@ -72,6 +77,11 @@ class PretrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"pretrain.{name} must be a positive int, got {value!r}")
+        steps = self.short_seq_steps
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+            raise ValueError(f"pretrain.short_seq_steps must be an int >= 0, got {steps!r}")
+        if steps and not (isinstance(self.short_seq_len, int) and 1 <= self.short_seq_len <= self.seq_len):
+            raise ValueError(f"pretrain.short_seq_len must be an int in [1, seq_len], got {self.short_seq_len!r}")
         if not (self.lr > 0 and 0 <= self.min_lr_ratio <= 1 and self.warmup_steps >= 0):
             raise ValueError("pretrain.lr must be > 0, min_lr_ratio in [0, 1] and warmup_steps >= 0")
 
@@ -85,6 +95,13 @@ def next_token_loss(model: torch.nn.Module, ids: torch.Tensor, labels: torch.Ten
         hidden = model.model(input_ids=ids).last_hidden_state
     weight = model.get_output_embeddings().weight
     return chunked_next_token_loss(hidden, weight, labels, compute_dtype=torch.bfloat16 if bf16 else torch.float32)
+
+
+def row_shape(config: PretrainConfig, step: int) -> tuple[int, int]:
+    """(rows, tokens a row) of a step: short rows during the length curriculum, the same tokens."""
+    if step < config.short_seq_steps:
+        return max(1, config.rows_per_step * config.seq_len // config.short_seq_len), config.short_seq_len
+    return config.rows_per_step, config.seq_len
 
 
 def learning_rate(config: PretrainConfig, step: int) -> float:
@@ -219,6 +236,15 @@ def probe_texts(config: PretrainConfig) -> list[str]:
     return [document(index, other)[1] for index in range(config.probe_docs)]
 
 
+def written_config(saved: Any) -> Any:
+    """A checkpoint's recorded config, with any setting added since it was written at its default
+    (what that build ran with), so a build started before a new setting existed still resumes."""
+    if not isinstance(saved, dict):
+        return saved
+    defaults = json.loads(json.dumps(PretrainConfig().to_dict()))
+    return {**{key: value for key, value in defaults.items() if key not in saved}, **saved}
+
+
 def pretrain(
     config: PretrainConfig,
     out_dir: str | Path,
@@ -241,7 +267,7 @@ def pretrain(
     found = load_latest_checkpoint(checkpoints) if resume else None
     if found is not None:
         path, state, info = found
-        if info.get("config") != json.loads(json.dumps(config.to_dict())):
+        if written_config(info.get("config")) != json.loads(json.dumps(config.to_dict())):
             raise ValueError(f"{path} was written with another pretraining config; resume with the same one")
         model, tokenizer = load_model(path / "model")
         start, position = int(info["step"]), int(info["corpus_position"])
@@ -267,7 +293,7 @@ def pretrain(
     for step in range(start, last):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step)
-        ids, labels = stream.rows(config.rows_per_step, config.seq_len)
+        ids, labels = stream.rows(*row_shape(config, step))
         loss = next_token_loss(model, ids, labels, bf16=config.bf16)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"pretraining loss is {loss.item()} at step {step}; lower pretrain.lr")
