@@ -34,6 +34,7 @@ SMALL = PretrainConfig(
     save_every=2,
     warmup_steps=1,
     corpus=CorpusConfig(warmup_docs=10),
+    short_seq_steps=0,
 )
 
 
@@ -65,19 +66,19 @@ def test_rows_pack_every_document_once_in_order_and_cut_none_that_fits() -> None
 def test_a_length_curriculum_packs_shorter_rows_first_with_the_same_tokens_a_step() -> None:
     config = replace(SMALL, steps=10, short_seq_len=40, short_seq_steps=3)
     assert [row_shape(config, step) for step in (0, 2, 3, 9)] == [(8, 40), (8, 40), (2, 160), (2, 160)]
-    assert row_shape(replace(SMALL, steps=10), 0) == (2, 160)  # no curriculum by default
+    assert row_shape(replace(SMALL, steps=10), 0) == (2, 160)  # none here
+    assert row_shape(PretrainConfig(), 999) == (12, 1024) and row_shape(PretrainConfig(), 1000) == (6, 2048)
     with pytest.raises(ValueError, match="short_seq_len must be an int in"):
         replace(SMALL, short_seq_len=161, short_seq_steps=1)
     with pytest.raises(ValueError, match="short_seq_steps must be an int >= 0"):
         replace(SMALL, short_seq_steps=-1)
 
 
-def test_a_build_written_before_a_setting_existed_resumes_with_its_default() -> None:
-    current = json.loads(json.dumps(PretrainConfig().to_dict()))
-    older = {k: v for k, v in current.items() if k not in ("short_seq_len", "short_seq_steps")}
-    assert written_config(older) == current
-    changed = json.loads(json.dumps(PretrainConfig(short_seq_steps=5).to_dict()))
-    assert written_config(older) != changed  # the old build ran without the curriculum
+def test_a_build_written_before_the_curriculum_existed_resumes_only_without_one() -> None:
+    without = json.loads(json.dumps(PretrainConfig(short_seq_steps=0).to_dict()))
+    older = {k: v for k, v in without.items() if k not in ("short_seq_len", "short_seq_steps")}
+    assert written_config(older) == without
+    assert written_config(older) != json.loads(json.dumps(PretrainConfig().to_dict()))  # today's default has one
 
 
 def test_learning_rate_warms_up_then_decays_to_its_floor() -> None:
