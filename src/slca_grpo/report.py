@@ -29,6 +29,9 @@ TRAIN_TRUNCATED = "rollout/truncated"
 # every train.probe_every RL steps): the learning curve. Labels and scales beside TABLE_COLUMNS'.
 PROBE_METRICS = ("r_tool", "score", "success@0.7", "arg_match", "truncated")
 PROBE_COLUMNS = {"r_tool": ("R_tool", 1.0), "score": ("Score", 1.0)}
+# Every reported metric's label and scale (the table's and the probe set's).
+COLUMN_LABELS = {key: label for key, label, _ in TABLE_COLUMNS} | {k: label for k, (label, _) in PROBE_COLUMNS.items()}
+COLUMN_SCALES = {key: scale for key, _, scale in TABLE_COLUMNS} | {k: scale for k, (_, scale) in PROBE_COLUMNS.items()}
 
 
 COUNT_KEYS = frozenset({"calls", "redundant_calls", "generated_tokens", "r_sum"})
@@ -221,8 +224,7 @@ def probe_table(runs: Sequence[dict[str, Any]]) -> list[str]:
     start = next((p for run in runs for p in run["summary"].get("probes", []) if p.get("step") == -1), None)
     if not any(final for _, final in finals):
         return []
-    labels = {key: label for key, label, _ in TABLE_COLUMNS} | {k: label for k, (label, _) in PROBE_COLUMNS.items()}
-    scales = {key: scale for key, _, scale in TABLE_COLUMNS} | {k: scale for k, (_, scale) in PROBE_COLUMNS.items()}
+    labels, scales = COLUMN_LABELS, COLUMN_SCALES
     size = next((p.get("n") for p in [start, *(f for _, f in finals)] if p and p.get("n")), "–")
     lines = [
         "",

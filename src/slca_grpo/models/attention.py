@@ -207,6 +207,19 @@ def attention_implementation(model: torch.nn.Module, name: str, *, when: bool = 
             base.set_attn_implementation("sdpa")
 
 
+def attends_to_every_token(config: Any) -> bool:
+    """Whether every layer of a model with this config attends to all earlier tokens with its own
+    keys and values: no sliding window, no other layer types, no keys and values shared between
+    layers. Both the sampler's cache and packed training passes need that."""
+    if config is None or not hasattr(config, "get_text_config"):
+        return False
+    text = config.get_text_config(decoder=True)
+    if getattr(text, "sliding_window", None) and getattr(text, "use_sliding_window", True):
+        return False
+    layer_types = getattr(text, "layer_types", None) or ["full_attention"]
+    return all(kind == "full_attention" for kind in layer_types) and not hasattr(text, "num_kv_shared_layers")
+
+
 def training_attention(model: torch.nn.Module) -> AbstractContextManager[bool]:
     """Within the block, a model on ``transformers``' SDPA attention on a CPU uses
     :func:`training_sdpa` (float32 under bf16 autocast, right padding without a mask); a model

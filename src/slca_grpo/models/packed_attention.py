@@ -26,7 +26,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface
 
-from slca_grpo.models.attention import TRAINING_ATTENTION
+from slca_grpo.models.attention import TRAINING_ATTENTION, attends_to_every_token
 
 PACKED_ATTENTION = "slca_packed"
 
@@ -103,17 +103,14 @@ AttentionMaskInterface.register(PACKED_ATTENTION, _no_mask)
 def packs(model: torch.nn.Module) -> bool:
     """Whether :func:`packed_pass` can run this model: on ``transformers``' SDPA attention (or our
     training SDPA, or already packed), without gradient checkpointing (a recomputed layer would run outside the
-    block), every layer attending to every earlier token."""
+    block), every layer attending to every earlier token with its own keys and values."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     config = getattr(base, "config", None)
     if getattr(config, "_attn_implementation", None) not in ("sdpa", TRAINING_ATTENTION, PACKED_ATTENTION):
         return False
     if getattr(base, "is_gradient_checkpointing", False) or not hasattr(base, "set_attn_implementation"):
         return False
-    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    if getattr(text, "sliding_window", None) and getattr(text, "use_sliding_window", True):
-        return False
-    return all(kind == "full_attention" for kind in (getattr(text, "layer_types", None) or ["full_attention"]))
+    return attends_to_every_token(config)
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from transformers import AttentionInterface
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from slca_grpo.models.attention import attention_implementation, masked_sdpa
+from slca_grpo.models.attention import attends_to_every_token, attention_implementation, masked_sdpa
 from slca_grpo.rollout import native
 
 ATTENTION_NAME = "slca_sdpa"
@@ -257,16 +257,10 @@ def growing_cache(model: torch.nn.Module, *, share_prefixes: bool = True) -> Dyn
     ``share_prefixes`` is off), else of :class:`GrowingLayer`; None otherwise (sliding-window or
     shared-KV models keep ``transformers``' own cache)."""
     config = getattr(model, "config", None)
-    if config is None or not hasattr(config, "get_text_config"):
-        return None
-    text = config.get_text_config(decoder=True)
-    layer_types = getattr(text, "layer_types", None) or ["full_attention"]
-    if getattr(text, "sliding_window", None) and getattr(text, "use_sliding_window", True):
-        return None
-    if any(kind != "full_attention" for kind in layer_types) or hasattr(text, "num_kv_shared_layers"):
+    if not attends_to_every_token(config):
         return None
     cache = DynamicCache()
-    wide = getattr(text, "hidden_size", 0) >= SHARED_PREFIX_MIN_HIDDEN
+    wide = getattr(config.get_text_config(decoder=True), "hidden_size", 0) >= SHARED_PREFIX_MIN_HIDDEN
     cache.layer_class_to_replicate = SharedPrefixLayer if share_prefixes and wide else GrowingLayer
     return cache
 

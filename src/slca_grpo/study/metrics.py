@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slca_grpo.report import PROBE_COLUMNS, TABLE_COLUMNS, TRAIN_TRUNCATED
+from slca_grpo.report import COLUMN_LABELS, COLUMN_SCALES, TRAIN_TRUNCATED
 
 # Held-out outcomes: each is compared seed by seed and tested.
 STUDY_METRICS = ("success@0.7", "success@0.9", "name_f1", "arg_match", "process", "r_sum")
@@ -13,8 +13,6 @@ STUDY_METRICS = ("success@0.7", "success@0.9", "name_f1", "arg_match", "process"
 # training rollouts cut off by max_turns or the token budget before an answer.
 HELD_OUT_TRUNCATED = "truncated"
 TRAINING_TRUNCATED = "train_truncated"
-LABELS = {key: label for key, label, _ in TABLE_COLUMNS}
-SCALES = {key: scale for key, _, scale in TABLE_COLUMNS}
 STEP_PREFIX = "step/"  # held-out score of gold step j's turn (eval/indomain.py), on multi-step tasks
 SIGNIFICANCE = 0.05  # the level of the exact tests
 
@@ -35,10 +33,10 @@ def study_metrics(runs: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
 def metric_label(metric: str) -> str:
     if metric.startswith(STEP_PREFIX):
         return f"Step {metric[len(STEP_PREFIX) :]}"
-    return LABELS[metric] if metric in LABELS else PROBE_COLUMNS[metric][0]
+    return COLUMN_LABELS[metric]
 
 
 def metric_scale(metric: str) -> float:
     if metric.startswith(STEP_PREFIX):
         return 100.0
-    return SCALES[metric] if metric in SCALES else PROBE_COLUMNS[metric][1]
+    return COLUMN_SCALES[metric]

@@ -243,9 +243,10 @@ def _packed_logprobs(
 
     # The token at a row's cut is predicted by its prefix's last hidden state; a later one by the
     # rest's hidden state just before it.
-    order = {r: i for i, r in enumerate(kept)}
+    slot_of_row = torch.full((input_ids.shape[0],), -1, dtype=torch.long, device=device)
+    slot_of_row[kept] = torch.arange(len(kept), device=device)
     selected_rows, columns = positions.nonzero(as_tuple=True)
-    slot = torch.tensor([order[r] for r in selected_rows.tolist()], dtype=torch.long, device=device)
+    slot = slot_of_row[selected_rows]
     offsets = columns - torch.tensor(cuts, device=device)[selected_rows]
     prefix_last = torch.tensor([prefix_spans[s][1] - 1 for s in source], dtype=torch.long, device=device)
     rest_start = torch.tensor([span[0] for span in rest_spans], dtype=torch.long, device=device)
