@@ -138,6 +138,9 @@ def main() -> int:
     if unknown:
         print(f"error: unknown candidate(s) {', '.join(unknown)}; known: {', '.join(CANDIDATES)}", file=sys.stderr)
         return 2
+    if args.seeds < 1:
+        print(f"error: --seeds must be at least 1, got {args.seeds}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     rows = []
     for name in names:
@@ -151,6 +154,9 @@ def main() -> int:
             print(f"[budget] {name}: {plan.run_count()} runs", flush=True)
             report = run_study(out / name, plan, echo=True)
         rows.append(summarise(name, report))
+    if not rows:
+        print(f"error: {out} holds no candidate's study to report (run without --report-only first)", file=sys.stderr)
+        return 2
     text = markdown(rows, args.machine)
     (out / "report.md").write_text(text, encoding="utf-8")
     (out / "report.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
