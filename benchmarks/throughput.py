@@ -19,7 +19,7 @@ checkpointing and the same thread count. Per trainer it reports, over the steps 
   reference forward, the policy forward/backward and the optimizer step plus bookkeeping;
 - peak RSS of the subprocess (``ru_maxrss``), and RSS after set-up.
 
-Needs TRL (the ``bench`` extra): ``pip install -e ".[bench]"``.
+Needs TRL (the ``trl`` extra): ``pip install -e ".[trl]"``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from _common import (
 
 TRAINERS = ("ours", "trl")
 LABELS = {"ours": "ours (slca-grpo)", "trl": "TRL GRPOTrainer"}
-INSTALL_HINT = 'pip install -e ".[bench]"'
+INSTALL_HINT = 'pip install -e ".[trl]"'
 
 
 # --------------------------------------------------------------------------------------------

@@ -115,8 +115,9 @@ def free_names(tree: ast.Module) -> set[str]:
     return read - bound - set(dir(builtins))
 
 
-# Whole snippets too slow to run in the suite, whose calls other tests cover (tests/test_models.py).
-IMPORTS_ONLY = ('load_model("smollm2")',)
+# Whole snippets too slow to run in the suite, whose calls other tests cover (tests/test_models.py,
+# tests/test_trl_integration.py).
+IMPORTS_ONLY = ('load_model("smollm2")', "SLCATrainer(model, args=args")
 
 
 def python_snippets():

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from slca_grpo.chat.parser import TOOL_CALL_OPEN, parse_tool_calls
+from slca_grpo.chat.template import assistant_text
 from slca_grpo.datatypes import ToolCall
 
 
@@ -78,3 +79,17 @@ def structured_messages(messages: Sequence[dict[str, Any]], *, json_arguments: b
         else:
             out.append({"role": role, "content": content})
     return out
+
+
+def flat_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """``messages`` as role and content only, one plain type for every row of a dataset (verl's
+    parquet, TRL's ``prompt`` column): calls made earlier in the conversation become Hermes
+    ``<tool_call>`` text. The rollouts render the task's own messages, calls structured."""
+    flat = []
+    for message in messages:
+        content = "" if message.get("content") is None else str(message.get("content"))
+        calls = [call.get("function", call) for call in message.get("tool_calls") or []]
+        if calls:
+            content = assistant_text(content, calls)
+        flat.append({"role": str(message["role"]), "content": content})
+    return flat

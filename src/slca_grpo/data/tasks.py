@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from slca_grpo.data.output import atomic_text
@@ -146,6 +147,17 @@ def task_from_dict(data: Any) -> Task:
         reference_answer=reference,
         metadata=metadata,
     )
+
+
+@lru_cache(maxsize=4096)
+def task_from_json(text: str) -> Task:
+    """``task_from_dict`` of a JSON string, cached by the string: the rows of a rollout group (and
+    their rewards) all read one. Callers must not change the returned task."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise TaskFormatError(f"not JSON: {str(exc)[:200]}") from None
+    return task_from_dict(data)
 
 
 def task_line(task: Task) -> str:

@@ -21,13 +21,12 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.chat.template import assistant_text
+from slca_grpo.chat.messages import flat_messages
 from slca_grpo.data.output import copy_through, output_target
-from slca_grpo.data.tasks import TaskFormatError, task_from_dict
+from slca_grpo.data.tasks import TaskFormatError, task_from_dict, task_from_json
 from slca_grpo.datatypes import Task
 
 DEFAULT_DATA_SOURCE = "slca"
@@ -48,20 +47,6 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _prompt(task: Task) -> list[dict[str, str]]:
-    """The prompt as role and content only (one parquet type for every row): calls made earlier in
-    the conversation become Hermes ``<tool_call>`` text. verl's dataset reads this column (e.g. to
-    drop over-long prompts); the agent loop renders the task's own messages, calls structured."""
-    prompt = []
-    for message in task.messages:
-        content = "" if message.get("content") is None else str(message.get("content"))
-        calls = [call.get("function", call) for call in message.get("tool_calls") or []]
-        if calls:
-            content = assistant_text(content, calls)
-        prompt.append({"role": str(message["role"]), "content": content})
-    return prompt
-
-
 def task_to_row(task: Task, index: int, *, data_source: str = DEFAULT_DATA_SOURCE, split: str | None = None) -> dict:
     """One verl row for ``task``; ``index`` becomes ``extra_info.index`` (verl's sample index)."""
     ground_truth = {
@@ -73,7 +58,7 @@ def task_to_row(task: Task, index: int, *, data_source: str = DEFAULT_DATA_SOURC
     }
     return {
         "data_source": data_source,
-        "prompt": _prompt(task),
+        "prompt": flat_messages(task.messages),
         "tools": _dumps(task.tools),
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": _dumps(ground_truth)},
@@ -158,15 +143,6 @@ def write_tasks_parquet(
     return write_rows(rows, path)
 
 
-@lru_cache(maxsize=4096)
-def _task_from_json(text: str) -> Task:
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise TaskFormatError(f"not JSON: {str(exc)[:200]}") from None
-    return task_from_dict(data)
-
-
 def task_from_extra_info(extra_info: Mapping[str, Any] | None) -> Task:
     """The task a row carries in ``extra_info["task"]`` (a JSON string or an object).
 
@@ -186,6 +162,6 @@ def task_from_extra_info(extra_info: Mapping[str, Any] | None) -> Task:
             return task_from_dict(dict(raw))
         if not isinstance(raw, str):
             raise TaskFormatError(f"must be a JSON string, got {type(raw).__name__}")
-        return _task_from_json(raw)
+        return task_from_json(raw)
     except TaskFormatError as exc:
         raise TaskFormatError(f"{where}: extra_info.{TASK_FIELD}: {exc.problem}") from None

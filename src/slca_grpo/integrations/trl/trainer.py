@@ -1,0 +1,248 @@
+"""``SLCATrainer``: TRL's ``GRPOTrainer`` with any of our estimators' per-token advantages.
+
+TRL generates (here through our agent loop), computes the log-probabilities, the reference, the
+loss and the optimiser step; one method is overridden. After TRL has built its generation batch,
+``_generate_and_score_completions`` replaces TRL's one advantage per completion by the
+estimator's ``[B, T]`` advantages, computed by the same :class:`~slca_grpo.algos.Estimator` our
+trainer calls: segments from the completion's learnable tokens (tool results masked by TRL's
+``tool_mask``), each segment's reward group-normalised and routed to its own tokens, void
+rollouts kept out of their groups' statistics and out of the loss. TRL's loss takes ``[B, T]``
+advantages as they are (it unsqueezes only 1-D ones).
+
+TRL settings our estimators cannot feed are refused by name (:func:`check_supported`); TRL's
+``scale_rewards`` becomes the estimator's ``norm_std``, and TRL's 1e-4 on the group std its
+``eps``, unless ``advantage=`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+
+from slca_grpo.algos import SEG_NONE, AdvantageConfig, estimator_spec
+from slca_grpo.chat.parser import is_call_turn, last_turn_text
+from slca_grpo.config import ConfigError, from_dict
+from slca_grpo.integrations.trl.data import task_of_row
+from slca_grpo.integrations.trl.rewards import ANSWERED_FIELD, RESPONSE_TEXT_FIELD, Scored, TaskRewards
+from slca_grpo.integrations.trl.rollouts import AgentLoopRollouts
+from slca_grpo.plugins import load_plugins
+from slca_grpo.rewards.config import RewardConfig
+from slca_grpo.rewards.hierarchical import HIERR_NAMES
+from slca_grpo.rollout.chat_format import build_formatter
+from slca_grpo.rollout.native_format import ChatTemplateError
+from slca_grpo.trainer.rl import segment_advantage_stats
+
+TRL_STD_EPS = 1e-4  # what TRL adds to a group's std before dividing
+
+__all__ = ["TRL_STD_EPS", "SLCATrainer", "advantage_settings", "check_supported"]
+
+
+def check_supported(args: GRPOConfig) -> None:
+    """ConfigError naming the TRL setting when ``args`` asks for something per-token advantages
+    from our estimators cannot feed, or that they would silently ignore."""
+    if args.importance_sampling_level != "token":
+        raise ConfigError(
+            f"importance_sampling_level={args.importance_sampling_level!r}: a sequence-level importance weight "
+            "(GSPO) averages away the per-token advantages our estimators route to each segment; use 'token'"
+        )
+    if args.loss_type in ("luspo", "vespo"):
+        raise ConfigError(
+            f"loss_type={args.loss_type!r} weighs each completion by a sequence-level ratio, which per-token "
+            "advantages cannot feed; use 'dapo', 'bnpo', 'grpo', 'dr_grpo', 'cispo' or 'sapo'"
+        )
+    if args.scale_rewards not in ("group", "none"):
+        raise ConfigError(
+            f"scale_rewards={args.scale_rewards!r}: our estimators normalise each reward within its rollout group; "
+            "use 'group' (divide by the group's std) or 'none', or set norm_std in advantage="
+        )
+    if args.multi_objective_aggregation != "sum_then_normalize":
+        raise ConfigError(
+            f"multi_objective_aggregation={args.multi_objective_aggregation!r}: the estimator decides how its "
+            "rewards combine; leave it at 'sum_then_normalize' (it then only sets the logged reward)"
+        )
+
+
+def advantage_settings(args: GRPOConfig, advantage: AdvantageConfig | Mapping[str, Any] | None) -> AdvantageConfig:
+    """Our advantage settings for a TRL run: ``advantage`` as given, with ``norm_std`` from TRL's
+    ``scale_rewards`` and ``eps`` TRL's 1e-4 where a mapping (or None) leaves them out."""
+    if isinstance(advantage, AdvantageConfig):
+        return advantage
+    given = dict(advantage or {})
+    config = from_dict(AdvantageConfig, given, prefix="advantage.")
+    changes: dict[str, Any] = {}
+    if "norm_std" not in given:
+        changes["norm_std"] = args.scale_rewards != "none"
+    if "eps" not in given:
+        changes["eps"] = TRL_STD_EPS
+    return dataclasses.replace(config, **changes)
+
+
+def _answered(row: Mapping[str, Any]) -> bool:
+    if ANSWERED_FIELD in row:
+        return bool(row[ANSWERED_FIELD])
+    text = row.get(RESPONSE_TEXT_FIELD)
+    return not is_call_turn(last_turn_text(text)) if isinstance(text, str) else True
+
+
+def _formatter(tokenizer: Any, chat_format: str, tool_parser: str, rollouts: AgentLoopRollouts):
+    tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor's text tokenizer
+    try:
+        return build_formatter(
+            tokenizer,
+            chat_format=chat_format,
+            tool_parser=tool_parser,
+            max_tool_response_tokens=rollouts.rollout.max_tool_response_tokens,
+        )
+    except ChatTemplateError as exc:
+        raise ConfigError(f"chat_format: {exc}") from None
+
+
+class SLCATrainer(GRPOTrainer):
+    """TRL's ``GRPOTrainer`` training with ``estimator``'s per-token advantages.
+
+    Beyond ``GRPOTrainer``'s arguments: ``estimator`` (a registered name: ``grpo``, ``slca``,
+    ``slca-turn``, ``slca-no-summary``, ``toolpo``, ``rltr``, or one a plugin registers);
+    ``advantage`` (our advantage settings, :class:`~slca_grpo.algos.AdvantageConfig` or a mapping);
+    ``reward_config`` (judge, weights, penalties); ``rewards`` (a :class:`TaskRewards` to score
+    with, instead of one built from ``reward_config``); ``rollouts`` (an :class:`AgentLoopRollouts`:
+    turns, tool-response budget, simulator); ``chat_format`` / ``tool_parser`` (as ``model.*`` in
+    our configs); ``plugins`` (modules or files that register estimators or rewards, imported
+    first). ``reward_funcs`` defaults to one TRL reward function per scalar reward computed (HierR's
+    four and the estimator's), ``rollout_func`` to our agent loop. The dataset's rows must carry
+    their task (:func:`~slca_grpo.integrations.trl.task_dataset`).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        reward_funcs: Any = None,
+        args: GRPOConfig | None = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        processing_class: Any = None,
+        *,
+        estimator: str = "slca",
+        advantage: AdvantageConfig | Mapping[str, Any] | None = None,
+        reward_config: RewardConfig | None = None,
+        rewards: TaskRewards | None = None,
+        rollouts: AgentLoopRollouts | None = None,
+        rollout_func: Any = None,
+        chat_format: str = "auto",
+        tool_parser: str = "auto",
+        plugins: Sequence[str] = (),
+        **kwargs: Any,
+    ):
+        if args is None:
+            args = GRPOConfig(output_dir="trl-slca")
+        check_supported(args)
+        load_plugins(plugins)
+        self.estimator = estimator_spec(estimator)
+        self.advantage_config = advantage_settings(args, advantage)
+        if rewards is None:  # void follows the rewards the estimator reads
+            names = (*HIERR_NAMES, *self.estimator.rewards)
+            rewards = TaskRewards(names, config=reward_config, trained=self.estimator.rewards)
+        missing = [name for name in self.estimator.rewards if name not in rewards.names]
+        if missing:
+            raise ConfigError(
+                f"estimator {self.estimator.name!r} reads {missing}, which rewards= does not compute "
+                f"(it computes {list(rewards.names)})"
+            )
+        self.rewards = rewards
+        if reward_funcs is None:
+            reward_funcs = rewards.functions()
+        uses_trl_tools = kwargs.get("tools") or kwargs.get("environment_factory")
+        if rollout_func is None and not uses_trl_tools:
+            rollout_func = rollouts or AgentLoopRollouts()
+        if isinstance(rollout_func, AgentLoopRollouts) and processing_class is not None:
+            # Before TRL's set-up, so a template that cannot express tools fails in a moment.
+            rollout_func.formatter = _formatter(processing_class, chat_format, tool_parser, rollout_func)
+        self.slca_rows: list[dict[str, Any]] | None = None  # the batch being rolled out (for the rollouts)
+        self._slca_scored: Scored | None = None
+        super().__init__(
+            model=model,
+            reward_funcs=reward_funcs,
+            args=args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=processing_class,
+            rollout_func=rollout_func,
+            **kwargs,
+        )
+        if isinstance(rollout_func, AgentLoopRollouts) and rollout_func.formatter is None:
+            rollout_func.formatter = _formatter(self._tokenizer, chat_format, tool_parser, rollout_func)
+        if args.reward_weights is None and "score" in self.reward_func_names:
+            # TRL logs the weighted sum of its reward functions as "reward": make that HierR's score.
+            weights = [1.0 if name == "score" else 0.0 for name in self.reward_func_names]
+            self.reward_weights = torch.tensor(weights, dtype=torch.float32)
+
+    # -- the one override: TRL's batch, our advantages -------------------------------------------
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        columns = {key: [row.get(key) for row in inputs] for key in inputs[0]}
+        self._slca_scored = self.rewards.score_rows(completions, columns)  # scored once: the functions' batch
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        self.slca_rows = inputs
+        try:
+            output = super()._generate_and_score_completions(inputs)
+        finally:
+            self.slca_rows = None
+        scored, self._slca_scored = self._slca_scored, None
+        if scored is None:
+            raise RuntimeError("TRL scored no rewards for this batch (SLCATrainer needs its _calculate_rewards)")
+        return self._route_advantages(inputs, output, scored)
+
+    def _route_advantages(self, inputs: list[dict[str, Any]], output: dict[str, Any], scored: Scored):
+        mode = "train" if self.model.training else "eval"
+        group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        completion_mask = output["completion_mask"]
+        tool_mask = output.get("tool_mask")
+        if tool_mask is None:
+            tool_mask = torch.ones_like(completion_mask)
+        learnable = completion_mask * tool_mask
+        for index, row in enumerate(inputs):
+            task_of_row(row, index)  # a row without its task fails here, naming it
+        answered = [_answered(row) for row in inputs]
+        segment_ids = self.estimator.segment_ids(learnable, answered)
+        local_rewards = {name: scored.batch.as_dict()[name] for name in self.estimator.rewards}
+        void = list(scored.void)
+
+        # Groups may span processes: the estimator sees the whole gathered batch, as TRL's does.
+        accelerator = self.accelerator
+        if accelerator.num_processes > 1:
+            from accelerate.utils import gather_object
+
+            all_segments = accelerator.gather(accelerator.pad_across_processes(segment_ids, dim=1, pad_index=SEG_NONE))
+            all_rewards = {name: gather_object(values) for name, values in local_rewards.items()}
+            all_void = gather_object(void)
+        else:
+            all_segments, all_rewards, all_void = segment_ids, local_rewards, void
+        rows = all_segments.shape[0]
+        group_ids = torch.arange(rows) // group_size
+        advantages = self.estimator.advantages(
+            group_ids=group_ids,
+            segment_ids=all_segments,
+            rewards=all_rewards,
+            config=self.advantage_config,
+            valid=None if not any(all_void) else [not flag for flag in all_void],
+        )
+        start = accelerator.process_index * len(inputs)
+        local = advantages[start : start + len(inputs), : segment_ids.shape[1]]
+        output["advantages"] = local.to(completion_mask.device)
+
+        if any(void):  # void rollouts learn nothing: out of the loss, KL term included
+            keep = torch.tensor([not flag for flag in void], device=tool_mask.device).unsqueeze(1)
+            tool_mask = tool_mask * keep.to(tool_mask.dtype)
+        output["tool_mask"] = tool_mask
+        output["num_items_in_batch"] = accelerator.gather((completion_mask * tool_mask).sum()).sum()
+
+        metrics = self._metrics[mode]
+        for name, value in segment_advantage_stats(advantages, all_segments).items():
+            metrics[name].append(value)
+        metrics["rollout/void"].append(float(sum(all_void)))
+        return output
