@@ -331,6 +331,52 @@ def test_later_turns_prefill_a_shared_prompt_once_and_sample_as_a_full_prefill_d
         assert torch.allclose(recomputed, torch.tensor(generation.logprobs), atol=1e-4)
 
 
+def test_a_later_turns_prefill_runs_by_prompt_with_whole_rows_logits(tokenizer, monkeypatch):
+    """Several new tokens per row on shared prompts (uneven groups, padded rests, an empty rest) go
+    through prefix_prefill_attention, never through copies of whole rows, with the logits of a
+    plain full prefill."""
+    import slca_grpo.rollout.kv_cache as kv_cache
+
+    model = smollm2_shaped_model(len(tokenizer))
+    first, second, third = (tokenizer.encode(t) for t in ("what is the weather in paris today", "book", "hello there"))
+    rests = [tokenizer.encode(t) for t in ("sunny", "", "it rains a lot", "for two", "at eight tonight", "hi")]
+    prompts = [first, second, first, second, first, third]
+    rows = [p + r for p, r in zip(prompts, rests)]
+    calls = []
+    original = kv_cache.prefix_prefill_attention
+
+    def spy(plan, query, *args):
+        calls.append((plan.in_order, query.shape[-2]))
+        return original(plan, query, *args)
+
+    monkeypatch.setattr(kv_cache, "prefix_prefill_attention", spy)
+    monkeypatch.setattr(kv_cache, "SHARED_PREFIX_MIN_HIDDEN", 0)  # this toy model shares its prompts
+
+    def whole_rows_refused(self):
+        raise AssertionError("a later turn's prefill copied whole rows")
+
+    def run(prefix_lengths):
+        return sample(
+            model,
+            rows,
+            max_new_tokens=5,
+            config=SamplingConfig(temperature=0.0),
+            stop_token_ids=[],
+            pad_id=tokenizer.pad_token_id,
+            prefix_lengths=prefix_lengths,
+        )
+
+    with monkeypatch.context() as refuse:
+        refuse.setattr(kv_cache.SharedPrefixLayer, "whole_rows", whole_rows_refused)
+        shared = run([len(p) for p in prompts])
+    assert calls and all(length == max(len(r) for r in rests) for _, length in calls)
+    assert not calls[0][0]  # rows not laid out prompt by prompt: the slots path
+    plain = run(None)
+    assert [g.token_ids for g in shared] == [g.token_ids for g in plain]
+    for ours, theirs in zip(shared, plain):
+        assert torch.allclose(torch.tensor(ours.logprobs), torch.tensor(theirs.logprobs), atol=1e-5)
+
+
 def test_single_token_stop_strings_stop_like_decoded_ones(tokenizer):
     from types import SimpleNamespace
 

@@ -130,8 +130,9 @@ class SharedPrefixLayer(GrowingLayer):
     """A :class:`GrowingLayer` whose rows can share a prompt. Selecting rows with repeats (a
     distinct prompt's cache handed to each of its rollouts) keeps the cached tokens once per
     prompt as a prefix; each row's own tokens grow after it. A one-token update returns the rows'
-    own keys and values, which :func:`grouped_decode_attention` joins to the prefix; an update of
-    several tokens returns whole rows (prefix and own), for any attention."""
+    own keys and values, which :func:`grouped_decode_attention` joins to the prefix (one new token, or
+    several: :func:`prefix_prefill_attention`); outside such a block an update returns whole rows
+    (prefix and own), for any attention."""
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         super().lazy_initialization(key_states, value_states)
@@ -145,8 +146,8 @@ class SharedPrefixLayer(GrowingLayer):
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
         keys, values = super().update(key_states, value_states)
-        if self.prefix is None or (key_states.shape[-2] == 1 and self._joined()):
-            return keys, values
+        if self.prefix is None or self._joined():
+            return keys, values  # attention joins the prefix itself (grouped_decode_attention)
         return self.whole_rows()
 
     def _joined(self) -> bool:
@@ -324,6 +325,10 @@ def grouped_decode_attention(
     groups = heads // key.shape[1]
     shared = _shared_layer(module, key)
     if length != 1 or dropout or kwargs.get("output_attentions"):
+        if shared is not None and attention_mask is not None and not dropout and not kwargs.get("output_attentions"):
+            # Several new tokens per row on a shared prompt (a later turn's prefill): by prompt.
+            scale = dim**-0.5 if scaling is None else scaling
+            return prefix_prefill_attention(shared.decode_plan(), query, key, value, attention_mask, scale), None
         if shared is not None:
             key, value = shared.whole_rows()
         return masked_sdpa(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
@@ -399,6 +404,68 @@ def prefix_decode_attention(
         slots = slots.view(prompts, plan.width, kv_heads, group, prefix).transpose(1, 2)
     prefix_out = per_row(torch.matmul(slots.reshape(prompts, kv_heads, plan.width * group, prefix), plan.values))
     return (prefix_out.float() + torch.matmul(probs[..., prefix:], value).float()).to(dtype)
+
+
+def _bias(mask: torch.Tensor) -> torch.Tensor:
+    """A boolean mask (True: attend) as 0 / -inf float32, or a float mask as float32."""
+    if mask.dtype != torch.bool:
+        return mask.float()
+    return torch.zeros(mask.shape, dtype=torch.float32, device=mask.device).masked_fill_(~mask, float("-inf"))
+
+
+def prefix_prefill_attention(
+    plan: _DecodePlan,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Attention of several new tokens per row over the row's shared prompt prefix and its own
+    tokens: a later turn's prefill, where each rollout's response so far runs on its group's prompt.
+
+    ``query``: [rows, heads, length, D]; ``key``/``value``: the rows' own tokens [rows, kv heads,
+    own, D]; ``mask``: [rows, 1, length, prefix + own], True where a query may attend. Two passes
+    of PyTorch's CPU flash kernel, joined by their log-sum-exps: every row's queries over its own
+    tokens (masked), and, prompt by prompt, the queries of all the prompt's rows over its prefix
+    (masked by the prefix's padding only) — so the prefix is never copied per row, as whole rows
+    for SDPA would be. Float32 [rows, length, heads, D], the layout ``transformers``' attention
+    returns, in ``value``'s dtype."""
+    rows, heads, length, dim = query.shape
+    per_kv = heads // key.shape[1]
+    prefix = plan.keys.shape[-2]
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    query = query.float()
+    own_keys = key.float().repeat_interleave(per_kv, dim=1)
+    own_values = value.float().repeat_interleave(per_kv, dim=1)
+    own_out, own_lse = flash(query, own_keys, own_values, 0.0, False, attn_mask=_bias(mask[..., prefix:]), scale=scale)
+    prefix_out = torch.zeros_like(own_out)
+    prefix_lse = torch.full_like(own_lse, float("-inf"))
+    prefix_keys = plan.keys.float().repeat_interleave(per_kv, dim=1)  # [prompts, heads, prefix, D]
+    prefix_values = plan.values.float().repeat_interleave(per_kv, dim=1)
+    for prompt, slots in enumerate(plan.slots.tolist()):
+        members = [row for row in slots if row < rows]
+        index = torch.tensor(members, device=query.device)
+        # The prompt's rows' queries side by side: [1, heads, members x length, D].
+        queries = query[index].transpose(0, 1).reshape(1, heads, len(members) * length, dim)
+        allowed = mask[index, :, :, :prefix].any(dim=0).any(dim=1)  # [1, prefix]: the prefix's real tokens
+        out, lse = flash(
+            queries,
+            prefix_keys[prompt : prompt + 1],
+            prefix_values[prompt : prompt + 1],
+            0.0,
+            False,
+            attn_mask=_bias(allowed).view(1, 1, 1, prefix),
+            scale=scale,
+        )
+        prefix_out[index] = out.view(heads, len(members), length, dim).transpose(0, 1)
+        prefix_lse[index] = lse.view(heads, len(members), length).transpose(0, 1)
+    total = torch.logaddexp(prefix_lse, own_lse)
+    total = torch.where(torch.isinf(total), torch.zeros_like(total), total)  # a query that sees nothing: 0
+    own_weight = torch.exp(own_lse - total).unsqueeze(-1)
+    prefix_weight = torch.exp(prefix_lse - total).unsqueeze(-1)
+    out = prefix_out.nan_to_num_(0.0) * prefix_weight + own_out.nan_to_num_(0.0) * own_weight
+    return out.transpose(1, 2).contiguous().to(value.dtype)
 
 
 AttentionInterface.register(ATTENTION_NAME, grouped_decode_attention)
