@@ -142,6 +142,28 @@ def with_old_logps(output, seed=3):
     return output
 
 
+def our_advantages(trajectories, tasks, judge, pad_id, valid=None):
+    """Our trainer's path on the same rollouts: padded prompt + response rows, our segments and
+    rewards, SLCA with TRL's 1e-4 on the group std. (advantages [B, prompt + response], batch)."""
+    estimator = estimator_spec("slca")
+    batch = trajectory_batch(trajectories, pad_id, estimator=estimator)
+    scored = compute_rewards(
+        [t.response_text for t in trajectories],
+        [task for task in tasks for _ in range(GROUP)],
+        judge,
+        names=estimator.rewards,
+        turns=[t.turns for t in trajectories],
+    )
+    advantages = estimator.advantages(
+        group_ids=torch.arange(len(trajectories)) // GROUP,
+        segment_ids=batch.segment_ids,
+        rewards=scored.tensors(),
+        config=AdvantageConfig(eps=1e-4),
+        valid=valid,
+    )
+    return advantages, batch
+
+
 # -- the version pin and what is refused ----------------------------------------------------------
 
 
@@ -307,23 +329,7 @@ def test_slca_through_the_integration_is_our_trainer_advantages_and_loss(reader,
     )
     output = with_old_logps(trainer._generate_and_score_completions(rows_for(tasks)))
 
-    # Our trainer's path on the same rollouts: padded prompt + response rows, our segments and rewards.
-    estimator = estimator_spec("slca")
-    batch = trajectory_batch(trajectories, tokenizer.pad_token_id, estimator=estimator)
-    scored = compute_rewards(
-        [t.response_text for t in trajectories],
-        [task for task in tasks for _ in range(GROUP)],
-        trainer.rewards.judge,
-        names=estimator.rewards,
-        turns=[t.turns for t in trajectories],
-    )
-    group_ids = torch.arange(len(trajectories)) // GROUP
-    ours = estimator.advantages(
-        group_ids=group_ids,
-        segment_ids=batch.segment_ids,
-        rewards=scored.tensors(),
-        config=AdvantageConfig(eps=1e-4),
-    )
+    ours, batch = our_advantages(trajectories, tasks, trainer.rewards.judge, tokenizer.pad_token_id)
     assert ours.abs().max() > 0.1
     # Response token j of rollout i sits at column len(prompt_i) + j of our rows, at column j of TRL's.
     width = output["completion_ids"].shape[1]
@@ -359,23 +365,8 @@ def test_a_void_rollout_is_out_of_its_group_and_of_the_loss(reader, tasks, recor
     assert (output["tool_mask"][0] != 0).any()
     assert int(output["num_items_in_batch"]) == int((output["completion_mask"] * output["tool_mask"]).sum())
 
-    estimator = estimator_spec("slca")
-    batch = trajectory_batch(trajectories, tokenizer.pad_token_id, estimator=estimator)
-    scored = compute_rewards(
-        [t.response_text for t in trajectories],
-        [task for task in tasks for _ in range(GROUP)],
-        trainer.rewards.judge,
-        names=estimator.rewards,
-        turns=[t.turns for t in trajectories],
-    )
     valid = [i != 1 for i in range(len(trajectories))]
-    ours = estimator.advantages(
-        group_ids=torch.arange(len(trajectories)) // GROUP,
-        segment_ids=batch.segment_ids,
-        rewards=scored.tensors(),
-        config=AdvantageConfig(eps=1e-4),
-        valid=valid,
-    )
+    ours, _ = our_advantages(trajectories, tasks, trainer.rewards.judge, tokenizer.pad_token_id, valid)
     for i in (0, 2, 3):  # the void rollout's group mates, normalised among themselves
         t = trajectories[i]
         start = len(t.prompt_ids)

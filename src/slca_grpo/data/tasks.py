@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -158,6 +158,15 @@ def task_from_json(text: str) -> Task:
     except (ValueError, RecursionError) as exc:
         raise TaskFormatError(f"not JSON: {str(exc)[:200]}") from None
     return task_from_dict(data)
+
+
+def task_from_value(raw: Any) -> Task:
+    """A task a dataset row carries: its JSON string (cached, :func:`task_from_json`) or an object."""
+    if isinstance(raw, Mapping):
+        return task_from_dict(dict(raw))
+    if not isinstance(raw, str):
+        raise TaskFormatError(f"must be a JSON string, got {type(raw).__name__}")
+    return task_from_json(raw)
 
 
 def task_line(task: Task) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from slca_grpo.chat.messages import flat_messages
-from slca_grpo.data.tasks import TaskFormatError, task_from_dict, task_from_json
+from slca_grpo.data.tasks import TaskFormatError, task_from_value
 from slca_grpo.datatypes import Task
 
 TASK_COLUMN = "slca_task"
@@ -48,10 +48,6 @@ def task_of_row(row: Mapping[str, Any], index: int) -> Task:
         )
     raw = row[TASK_COLUMN]
     try:
-        if isinstance(raw, Mapping):
-            return task_from_dict(dict(raw))
-        if not isinstance(raw, str):
-            raise TaskFormatError(f"must be a JSON string, got {type(raw).__name__}")
-        return task_from_json(raw)
+        return task_from_value(raw)
     except TaskFormatError as exc:
         raise TaskFormatError(f"row {index} of the batch: {TASK_COLUMN}: {exc.problem}") from None

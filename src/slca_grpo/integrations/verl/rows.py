@@ -26,7 +26,7 @@ from typing import Any
 
 from slca_grpo.chat.messages import flat_messages
 from slca_grpo.data.output import copy_through, output_target
-from slca_grpo.data.tasks import TaskFormatError, task_from_dict, task_from_json
+from slca_grpo.data.tasks import TaskFormatError, task_from_value
 from slca_grpo.datatypes import Task
 
 DEFAULT_DATA_SOURCE = "slca"
@@ -158,10 +158,6 @@ def task_from_extra_info(extra_info: Mapping[str, Any] | None) -> Task:
         )
     raw = extra_info[TASK_FIELD]
     try:
-        if isinstance(raw, Mapping):
-            return task_from_dict(dict(raw))
-        if not isinstance(raw, str):
-            raise TaskFormatError(f"must be a JSON string, got {type(raw).__name__}")
-        return task_from_json(raw)
+        return task_from_value(raw)
     except TaskFormatError as exc:
         raise TaskFormatError(f"{where}: extra_info.{TASK_FIELD}: {exc.problem}") from None
