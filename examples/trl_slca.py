@@ -1,6 +1,6 @@
 """SLCA-GRPO from a TRL script: the shipped reader trained with TRL's GRPOTrainer and SLCA's advantages.
 
-    python examples/trl_slca.py                     # ~5 minutes on 2 CPU cores
+    python examples/trl_slca.py                     # ~5 minutes on 2 CPU cores (AVX2)
     python examples/trl_slca.py --estimator grpo    # the same run with GRPO's advantages
 
 The ten lines a TRL user writes are in ``train()``: a model and its tokenizer, the tasks as a
@@ -34,7 +34,7 @@ def train(estimator: str, steps: int, out: str, train_tasks, seed: int):
     model, tokenizer = load_model("reader")
     args = GRPOConfig(
         output_dir=out, max_steps=steps, per_device_train_batch_size=32, num_generations=8, learning_rate=2e-4,
-        beta=0.001, max_completion_length=192, use_cpu=True, bf16=False, logging_steps=5, save_strategy="no",
+        beta=0.001, max_completion_length=160, use_cpu=True, bf16=False, logging_steps=5, save_strategy="no",
         report_to=[], seed=seed,
     )  # fmt: skip
     trainer = SLCATrainer(
@@ -48,7 +48,7 @@ def probe_reward(model, tokenizer, tasks) -> dict[str, float]:
     """Mean HierR score and R_tool of one greedy rollout per probe task."""
     rollouts = AgentLoopRollouts()
     rollouts.formatter = build_formatter(tokenizer)
-    greedy = RolloutConfig(group_size=1, temperature=0.0, max_response_tokens=192)
+    greedy = RolloutConfig(group_size=1, temperature=0.0, max_response_tokens=160)
     trajectories = rollouts.run(model, tasks, settings=greedy, seed=0)
     scored = TaskRewards().score(
         [t.response_text for t in trajectories], tasks, turns=[[turn.text for turn in t.turns] for t in trajectories]
@@ -60,7 +60,7 @@ def probe_reward(model, tokenizer, tasks) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--estimator", default="slca", help="any registered estimator: slca, grpo, toolpo, ...")
-    parser.add_argument("--steps", type=int, default=20, help="RL steps of 4 prompts x 8 rollouts")
+    parser.add_argument("--steps", type=int, default=15, help="RL steps of 4 prompts x 8 rollouts")
     parser.add_argument("--probe", type=int, default=32, help="held-out probe tasks")
     parser.add_argument("--out", default="runs/trl-slca")
     parser.add_argument("--seed", type=int, default=0)

@@ -130,3 +130,14 @@ def test_the_study_reports_the_probe_curve_and_its_gain_with_an_exact_test(tmp_p
     assert "### Probe set: the learning curve" in table and "| | step 0 | step 2 | step 4 |" in table
     assert "| none · slca | 0.500 [0.500, 0.500] | 0.600 [0.600, 0.600] |" in table
     assert "| none · slca | +0.215 [" in table and "holm_p" in json.dumps(slca["probe_delta"])
+
+
+def test_the_probe_table_marks_each_percentage_column_once():
+    from slca_grpo.report import probe_table
+
+    probe = {"n": 4, "r_tool": 0.5, "score": 0.6, "success@0.7": 0.25, "arg_match": 0.4, "truncated": 0.5}
+    runs = [{"name": "grpo", "summary": {"probes": [{**probe, "step": -1}], "final_probe": probe}}]
+    lines = probe_table(runs)
+    header = next(line for line in lines if line.startswith("| Method"))
+    assert "% %" not in header and "Truncated %" in header and "Success@0.7 %" in header
+    assert lines[-1] == "| grpo | 0.500 | 0.600 | 25.00 | 40.00 | 50.00 |"

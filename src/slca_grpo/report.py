@@ -217,6 +217,11 @@ def slot_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def _percent_label(label: str, scale: float) -> str:
+    """A column label, marked as a percentage where its values are scaled to one (once)."""
+    return label + " %" if scale == 100.0 and not label.endswith("%") else label
+
+
 def probe_table(runs: Sequence[dict[str, Any]]) -> list[str]:
     """Markdown lines: the probe set's metrics before RL and after each run's last step; none
     when the runs evaluated no probe set."""
@@ -231,7 +236,7 @@ def probe_table(runs: Sequence[dict[str, Any]]) -> list[str]:
         f"Probe set ({size} training-distribution tasks no update trains on, greedy; the learning curve is in "
         "curves.png):",
         "",
-        "| Method | " + " | ".join(labels[m] + (" %" if scales[m] == 100.0 else "") for m in PROBE_METRICS) + " |",
+        "| Method | " + " | ".join(_percent_label(labels[m], scales[m]) for m in PROBE_METRICS) + " |",
         "|---|" + "---:|" * len(PROBE_METRICS),
     ]
     for name, record in ([("start (before RL)", start)] if start else []) + finals:
