@@ -405,7 +405,9 @@ def plugin(tmp_path):
         unregister_reward_family("trl-plugin-calls")
 
 
-@pytest.mark.parametrize("estimator", ["grpo", "slca", "slca-turn", "slca-no-summary", "toolpo", "rltr", "trl-plugin"])
+# One estimator per reward family and segment layout (slca itself: the parity tests above; slca-no-summary
+# reads slca's rewards and layout).
+@pytest.mark.parametrize("estimator", ["grpo", "slca-turn", "toolpo", "rltr", "trl-plugin"])
 def test_every_estimator_trains_a_step_through_trl(reader, tasks, tmp_path, estimator, plugin):
     model, tokenizer = reader
     model = copy.deepcopy(model)
