@@ -17,8 +17,10 @@ from slca_grpo.trainer.pretrain import (
     PretrainConfig,
     copy_positions,
     learning_rate,
+    name_positions,
     pretrain,
     row_shape,
+    same_build,
     written_config,
 )
 
@@ -35,6 +37,7 @@ SMALL = PretrainConfig(
     warmup_steps=1,
     corpus=CorpusConfig(warmup_docs=10),
     short_seq_steps=0,
+    task_eval_every=0,
 )
 
 
@@ -120,7 +123,8 @@ def test_the_words_pretokenizer_writes_a_value_the_same_in_a_request_and_in_a_ca
 
 
 def test_a_build_split_in_two_is_the_build_that_ran_through(tmp_path) -> None:
-    whole = pretrain(SMALL, tmp_path / "whole", progress=False)
+    # The task evaluation measures only: it may change at a resume and leaves the weights alone.
+    whole = pretrain(replace(SMALL, task_eval_every=4, task_eval_tasks=2), tmp_path / "whole", progress=False)
     assert pretrain(SMALL, tmp_path / "split", progress=False, stop_at=3) is None
     assert not (tmp_path / "split" / "model").exists()
     split = pretrain(SMALL, tmp_path / "split", progress=False, resume=True)
@@ -134,13 +138,39 @@ def test_a_build_split_in_two_is_the_build_that_ran_through(tmp_path) -> None:
     probes = [json.loads(x) for x in lines[0] if "probe/copy_acc" in x]
     assert [p["step"] for p in probes] == [2, 4]
     assert (tmp_path / "whole" / "curves.png").stat().st_size > 1000
-    assert all(0.0 <= p["probe/copy_acc"] <= 1.0 for p in probes)
+    assert all(0.0 <= p[f"probe/{key}_acc"] <= 1.0 for p in probes for key in ("assistant", "copy", "name"))
+    tasks = [json.loads(x) for x in lines[0] if "tasks/name_f1" in x]
+    assert [t["step"] for t in tasks] == [4]
+    for key in ("name_f1", "arg_match", "success@0.7", "unoffered_calls"):
+        assert 0.0 <= tasks[0][f"tasks/{key}"] <= 1.0
+    assert not [x for x in lines[1] if "tasks/" in x]
+
+
+def test_name_positions_are_the_called_names_in_assistant_turns_only() -> None:
+    tools = '{"name": "get_parcel"}'
+    text = (
+        f"<|im_start|>system\n<tools>{tools}</tools><|im_end|>\n<|im_start|>user\nparcel QX<|im_end|>\n"
+        '<|im_start|>assistant\n<tool_call>\n{"name": "get_parcel", "arguments": {"name": "QX"}}\n</tool_call>'
+        '<|im_end|>\n<|im_start|>assistant\nThe name: "QX"<|im_end|>\n'
+    )
+    tokenizer = train_tokenizer([text] * 4, vocab_size=300, pretokenizer="words")
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    positions = name_positions(tokenizer, text)
+    assert "".join(tokenizer.decode([ids[p]]) for p in positions) == "get_parcel"
+    assert positions[0] > len(tokenizer(text[: text.index("<|im_start|>assistant")])["input_ids"]) - 1
 
 
 def test_resuming_with_another_config_is_refused(tmp_path) -> None:
     pretrain(SMALL, tmp_path, progress=False, stop_at=2)
     with pytest.raises(ValueError, match="another pretraining config"):
         pretrain(replace(SMALL, lr=0.5), tmp_path, progress=False, resume=True)
+
+
+def test_only_measuring_settings_may_differ_at_a_resume() -> None:
+    saved = json.loads(json.dumps(SMALL.to_dict()))
+    assert same_build(saved, replace(SMALL, task_eval_every=7, task_eval_tasks=3))
+    assert not same_build(saved, replace(SMALL, probe_docs=3))
+    assert not same_build("not a config", SMALL)
 
 
 def test_bad_settings_are_one_line_errors(tmp_path) -> None:
@@ -150,3 +180,5 @@ def test_bad_settings_are_one_line_errors(tmp_path) -> None:
         replace(SMALL, steps=0)
     with pytest.raises(ValueError, match="pretrain.lr"):
         replace(SMALL, lr=-1.0)
+    with pytest.raises(ValueError, match="pretrain.task_eval_tasks must be an int >= 0"):
+        replace(SMALL, task_eval_tasks=-1)

@@ -34,6 +34,12 @@ def register(subparsers: Any) -> None:
         metavar="STEP",
         help="stop after STEP with a checkpoint (split a build; --resume goes on)",
     )
+    parser.add_argument(
+        "--task-eval-every",
+        type=int,
+        metavar="STEPS",
+        help="roll the model out greedily on 40 synthetic test tasks every STEPS steps (default: 500; 0: never)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (probe lines are still printed)")
     parser.set_defaults(func=run_pretrain)
 
@@ -49,6 +55,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
         config = PretrainConfig(seed=args.seed, corpus=CorpusConfig(seed=args.seed), bf16=args.bf16)
         if args.steps is not None:
             config = replace(config, steps=args.steps)
+        if args.task_eval_every is not None:
+            config = replace(config, task_eval_every=args.task_eval_every)
         final = pretrain(config, args.out, resume=args.resume, progress=not args.no_progress, stop_at=args.stop_at)
     except (ValueError, CheckpointError, FloatingPointError) as exc:
         return fail(str(exc))

@@ -1,14 +1,16 @@
-"""Tools nobody has seen: invented names, descriptions, parameters, types, enums and nesting.
+"""Tools nobody has seen: new names, descriptions, parameters, types, enums and nesting.
 
 The reader's corpus (:mod:`slca_grpo.data.corpus`) offers these tools, or disguises the synthetic
-suite's tools with invented names (:func:`disguise`), so that picking a tool and filling its
+suite's tools with other names (:func:`disguise`), so that picking a tool and filling its
 arguments can only be done by reading the schema in the prompt, never by recalling a catalogue.
 Everything draws from an explicit ``random.Random``.
 
-An invented tool acts on a *noun* (``"tovarim"``). Each parameter has a *label*, the word a
-request uses for it (``"the pemol"``): the parameter's name is the label itself or another invented
-word, and its description always says the label, so the request's words lead to the name only
-through the schema.
+Names are made of real words (:mod:`slca_grpo.data.tool_words`: ``fetch_parcel_status``), like
+the names real tools have; values are invented (``"Tovarim"``, ``"QX-83KD"``), so that no value
+can be recalled either. An invented tool acts on a *noun* (``"parcel"``). Each parameter has a
+*label*, the word a request uses for it (``"the color"``): the parameter's name is the label
+itself or other words, and its description always says the label, so the request's words lead to
+the name only through the schema.
 """
 
 from __future__ import annotations
@@ -17,13 +19,24 @@ import copy
 import datetime as dt
 import json
 import random
+import re
 import string
 from dataclasses import dataclass, field
 from typing import Any
 
+from slca_grpo.data.synthetic import DEFAULT_HELDOUT_TOOLS
+from slca_grpo.data.tool_words import (
+    ATTRIBUTES,
+    VERBS,
+    allowed_name,
+    noun_phrase,
+    real_param_name,
+    real_tool_name,
+    snake,
+)
+
 _CONSONANTS = "bcdfghjklmnprstvwz"
 _VOWELS = "aeiou"
-VERBS = ("get", "find", "check", "create", "update", "list", "cancel", "book", "send", "search", "set", "add")
 _PARAM_TYPES = ("string", "string", "string", "code", "integer", "number", "boolean", "enum", "object", "array")
 
 
@@ -111,19 +124,19 @@ class Param:
         return rng.choice(("{l} {v}", "the {l} {v}", "{l} set to {v}", "{l} = {v}")).format(l=self.label, v=value)
 
 
-def _unused_word(rng: random.Random, taken: set[str], low: int, high: int) -> str:
-    word = invented_word(rng, rng.randint(low, high))
+def _unused(make: Any, taken: set[str]) -> str:
+    word = make()
     while word in taken:
-        word = invented_word(rng, rng.randint(low, high))
+        word = make()
     taken.add(word)
     return word
 
 
 def _param(rng: random.Random, noun: str, taken: set[str], depth: int = 0) -> Param:
     """A new parameter; ``taken`` holds the labels and names already used by the tool (it grows)."""
-    label = _unused_word(rng, taken, 4, 7)
-    # The name is the label half the time; otherwise only the description connects them.
-    name = label if rng.random() < 0.5 else _unused_word(rng, taken, 3, 8)
+    label = _unused(lambda: rng.choice(ATTRIBUTES), taken)
+    # The name is the label half the time; otherwise other words, and only the description connects them.
+    name = label if rng.random() < 0.5 else _unused(lambda: real_param_name(rng, noun), taken)
     kind = rng.choice(_PARAM_TYPES[:-2] if depth else _PARAM_TYPES)
     what = rng.choice(("The {n}'s {l}", "{L} of the {n}", "Which {l} to use", "The {l} (as the user says it)"))
     description = what.format(n=noun, l=label, L=label.capitalize())
@@ -194,19 +207,25 @@ class InventedTool:
         return " and ".join(by_name[name].phrase(value, rng) for name, value in arguments.items())
 
 
-def invented_tool(rng: random.Random, nouns: set[str] | None = None) -> InventedTool:
-    """A new tool acting on a noun not in ``nouns`` (which it joins)."""
-    nouns = nouns if nouns is not None else set()
-    noun = invented_word(rng)
-    while noun in nouns:
-        noun = invented_word(rng)
-    nouns.add(noun)
+def invented_tool(rng: random.Random, taken: set[str] | None = None) -> InventedTool:
+    """A new tool whose noun and name are not in ``taken`` (the nouns and names of the other tools
+    of its document; both join it)."""
+    taken = taken if taken is not None else set()
+    noun = _unused(lambda: noun_phrase(rng), taken)
     verb = rng.choice(VERBS)
-    # Half the names say the noun; the other half are opaque, and only the description tells.
-    name = f"{verb}_{noun}" if rng.random() < 0.5 else f"{invented_word(rng, 4)}_{invented_word(rng, 5)}_{verb}"
-    taken: set[str] = {noun}
-    required = [_param(rng, noun, taken) for _ in range(rng.randint(1, 3))]
-    optional = [_param(rng, noun, taken) for _ in range(rng.choice((0, 0, 1, 2)))]
+    roll = rng.random()
+    # Most names say the verb and the noun, as real tools' do; the rest say other words, and only
+    # the description tells what the tool does.
+    if roll < 0.45:
+        make = lambda: f"{verb}_{snake(noun)}"  # noqa: E731
+    elif roll < 0.7:
+        make = lambda: f"{verb}_{snake(noun)}_{rng.choice(ATTRIBUTES)}"  # noqa: E731
+    else:
+        make = lambda: real_tool_name(rng)  # noqa: E731
+    name = _unused(lambda: _allowed(make), taken)
+    taken_params: set[str] = set()
+    required = [_param(rng, noun, taken_params) for _ in range(rng.randint(1, 3))]
+    optional = [_param(rng, noun, taken_params) for _ in range(rng.choice((0, 0, 1, 2)))]
     labels = " and ".join(p.label for p in required)
     description = rng.choice(
         (
@@ -219,13 +238,27 @@ def invented_tool(rng: random.Random, nouns: set[str] | None = None) -> Invented
     return InventedTool(name, verb, noun, required, optional, description)
 
 
+def _allowed(make: Any) -> str:
+    """A name from ``make()`` that holds no held-out tool's name."""
+    name = make()
+    while not allowed_name(name, DEFAULT_HELDOUT_TOOLS):
+        name = make()
+    return name
+
+
 # --- disguising the synthetic suite's tools ---
 
 
 def disguise(
-    messages: list[dict[str, Any]], tools: list[dict[str, Any]], rng: random.Random, rename_params: float = 0.5
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    rng: random.Random,
+    rename_params: float = 0.5,
+    keep_name: float = 0.25,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The same conversation with every tool renamed (and some parameters): names carry no memory.
+    """The same conversation with most tools renamed (and some parameters) to other real words:
+    a catalogue name cannot be recalled, since a quarter keep theirs (``keep_name``) and the rest
+    are called anything (``get_weather_forecast`` → ``get_parcel_status``).
 
     Descriptions stay, so the request still leads to the right tool and argument, but only through
     the schema. Returns new ``(messages, tools)``; the inputs are not changed.
@@ -235,24 +268,31 @@ def disguise(
     params: dict[str, dict[str, str]] = {}
     used: set[str] = set()
     for tool in tools:
+        used.add(tool["function"]["name"])
+    for tool in tools:
         function = tool["function"]
         old = function["name"]
-        verb = old.split("_", 1)[0]
-        new = f"{verb}_{invented_word(rng)}" if rng.random() < 0.5 else f"{invented_word(rng, 5)}_{invented_word(rng)}"
-        while new in used:
-            new += invented_word(rng, 2)
-        used.add(new)
+        if rng.random() < keep_name:
+            new = old
+        else:
+            verb = old.split("_", 1)[0] if rng.random() < 0.5 else None
+            new = _unused(lambda verb=verb: _allowed(lambda: real_tool_name(rng, verb=verb)), used)
         names[old] = function["name"] = new
         properties = function.get("parameters", {}).get("properties", {})
-        renamed = {
-            key: invented_word(rng, rng.randint(4, 8)) if rng.random() < rename_params else key for key in properties
-        }
+        renamed = {key: real_param_name(rng) if rng.random() < rename_params else key for key in properties}
         if len(set(renamed.values())) < len(renamed):
             renamed = {key: key for key in properties}
         params[new] = renamed
         function["parameters"]["properties"] = {renamed[k]: v for k, v in properties.items()}
         if "required" in function["parameters"]:
             function["parameters"]["required"] = [renamed.get(k, k) for k in function["parameters"]["required"]]
+    # Descriptions that name another tool ("Restaurant identifier from search_restaurants") name it as renamed.
+    renames = {old: new for old, new in names.items() if old != new}
+    if renames:
+        pattern = re.compile(
+            "|".join(rf"(?<!\w){re.escape(old)}(?!\w)" for old in sorted(renames, key=len, reverse=True))
+        )
+        tools = json.loads(pattern.sub(lambda match: renames[match.group(0)], json.dumps(tools)))
     out = []
     for message in copy.deepcopy(messages):
         if message.get("role") == "assistant" and message.get("tool_calls"):

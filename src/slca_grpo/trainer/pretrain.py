@@ -18,6 +18,7 @@ import bisect
 import json
 import math
 import random
+import re
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -25,8 +26,10 @@ from typing import Any
 
 import torch
 
+from slca_grpo.chat import parse_tool_calls
 from slca_grpo.chat.template import render_chat
 from slca_grpo.data.corpus import DRILLS, CorpusConfig, document
+from slca_grpo.eval.indomain import score_trajectories
 from slca_grpo.models import load_model
 from slca_grpo.models.checkpoint import (
     load_latest_checkpoint,
@@ -36,7 +39,12 @@ from slca_grpo.models.checkpoint import (
 )
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model, count_parameters
 from slca_grpo.models.tokenizer import train_tokenizer
+from slca_grpo.rewards.factory import make_judge
+from slca_grpo.rollout.chat_format import build_formatter
+from slca_grpo.rollout.environment import ToolEnvironment
+from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.rollout.sampling import SamplingConfig, sample
+from slca_grpo.simulator import SimulatorConfig, build_simulator
 from slca_grpo.trainer.chunked_loss import chunked_next_token_loss
 from slca_grpo.trainer.logger import MetricsLogger, read_metrics
 
@@ -71,6 +79,11 @@ class PretrainConfig:
     model: TinyModelConfig = field(default_factory=lambda: READER_SHAPE)
     probe_docs: int = 48
     probe_every: int = 100
+    # Every ``task_eval_every`` steps (0: never) the model is also rolled out greedily on
+    # ``task_eval_tasks`` synthetic test-split tasks (Name-F1, ArgMatch, calls to tools not
+    # offered): drills and probe accuracy alone passed a build that could not call its tools.
+    task_eval_every: int = 500
+    task_eval_tasks: int = 40
     save_every: int = 100
     seed: int = 0
 
@@ -79,6 +92,10 @@ class PretrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"pretrain.{name} must be a positive int, got {value!r}")
+        for name in ("task_eval_every", "task_eval_tasks"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"pretrain.{name} must be an int >= 0, got {value!r}")
         steps = self.short_seq_steps
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
             raise ValueError(f"pretrain.short_seq_steps must be an int >= 0, got {steps!r}")
@@ -184,14 +201,38 @@ def copy_positions(tokenizer: Any, text: str) -> tuple[list[int], list[int], lis
     return ids, assistant, copied
 
 
+# A call as rendered: its name, then its arguments (an argument called "name" is not a tool's name).
+_CALL_NAME = re.compile(r'\{"name": "([^"]*)", "arguments"')
+
+
+def name_positions(tokenizer: Any, text: str) -> list[int]:
+    """Positions of the tokens that spell a called tool's name in the assistant's turns (a name
+    offered in the system prompt, which the model must read there and copy)."""
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    spans = []
+    start = text.find("<|im_start|>assistant\n")
+    while start >= 0:
+        end = text.find("<|im_end|>", start)
+        end = end if end >= 0 else len(text)
+        for block in re.finditer(r"<tool_call>(.*?)</tool_call>", text[start:end], flags=re.S):
+            base = start + block.start(1)
+            spans += [(base + m.start(1), base + m.end(1)) for m in _CALL_NAME.finditer(block.group(1))]
+        start = text.find("<|im_start|>assistant\n", end)
+    return [i for i, (begin, _) in enumerate(offsets) if any(lo <= begin < hi for lo, hi in spans)]
+
+
 @torch.no_grad()
 def probe(model: torch.nn.Module, tokenizer: Any, texts: list[str], seq_len: int) -> dict[str, float]:
-    """Loss, assistant-token accuracy and copy accuracy on fixed documents (teacher-forced)."""
+    """Loss and teacher-forced accuracy on fixed documents: on assistant tokens, on copied values
+    and on called tools' names."""
     was_training = model.training
     model.eval()
-    totals = {"loss": 0.0, "tokens": 0, "assistant_right": 0, "assistant": 0, "copy_right": 0, "copy": 0}
+    totals = {"loss": 0.0, "tokens": 0}
+    kinds = ("assistant", "copy", "name")
+    totals.update({f"{key}{end}": 0 for key in kinds for end in ("", "_right")})
     for text in texts:
         ids, assistant, copied = copy_positions(tokenizer, text)
+        named = name_positions(tokenizer, text)
         ids = ids[:seq_len]
         inputs = torch.tensor([ids])
         logits = model(input_ids=inputs).logits[0, :-1].float()
@@ -199,15 +240,49 @@ def probe(model: torch.nn.Module, tokenizer: Any, texts: list[str], seq_len: int
         totals["loss"] += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").item()
         totals["tokens"] += len(targets)
         predicted = logits.argmax(-1)
-        for key, positions in (("assistant", assistant), ("copy", copied)):
+        for key, positions in zip(kinds, (assistant, copied, named)):
             kept = [p - 1 for p in positions if 0 < p < len(ids)]
             totals[key] += len(kept)
             totals[f"{key}_right"] += int((predicted[kept] == targets[kept]).sum()) if kept else 0
     model.train(was_training)
     return {
         "probe/loss": totals["loss"] / max(1, totals["tokens"]),
-        "probe/assistant_acc": totals["assistant_right"] / max(1, totals["assistant"]),
-        "probe/copy_acc": totals["copy_right"] / max(1, totals["copy"]),
+        **{f"probe/{key}_acc": totals[f"{key}_right"] / max(1, totals[key]) for key in kinds},
+    }
+
+
+@torch.no_grad()
+def task_evaluation(model: torch.nn.Module, tokenizer: Any, count: int, seed: int = 7) -> dict[str, float]:
+    """The model as a tool-calling agent before any SFT: greedy rollouts of ``count`` synthetic
+    test-split tasks (another seed than ``slca eval``'s 200) in the schema simulator, scored as
+    ``slca eval indomain`` scores them, and the share of calls naming a tool not offered."""
+    from slca_grpo.data.synthetic import generate_suite
+
+    tasks = generate_suite(seed=seed, n_train=0, n_test=count).test
+    loop = AgentLoop(
+        model,
+        build_formatter(tokenizer, chat_format="hermes"),
+        ToolEnvironment(build_simulator(SimulatorConfig(backend="schema"))),
+        RolloutConfig(group_size=1),
+    )
+    was_training = model.training
+    model.eval()
+    trajectories = loop.run(
+        tasks, group_size=1, sampling=SamplingConfig(temperature=0.0), generator=torch.Generator().manual_seed(seed),
+        session_prefix="pretrain-eval",
+    )  # fmt: skip
+    model.train(was_training)
+    _, summary, _ = score_trajectories(trajectories, tasks, make_judge("rule"))
+    names = [
+        call.name in task.tool_names
+        for trajectory, task in zip(trajectories, tasks)
+        for call in parse_tool_calls(trajectory.response_text).calls
+    ]
+    return {
+        "tasks/name_f1": summary["name_f1"],
+        "tasks/arg_match": summary["arg_match"],
+        "tasks/success@0.7": summary["success@0.7"],
+        "tasks/unoffered_calls": names.count(False) / max(1, len(names)),
     }
 
 
@@ -240,6 +315,8 @@ def probe_texts(config: PretrainConfig) -> list[str]:
 
 # Settings added after builds were made, at the value that does what those builds did.
 ADDED_SETTINGS = {"short_seq_len": 1024, "short_seq_steps": 0}
+# Settings that only measure: a build may be resumed with others.
+MEASURING_SETTINGS = ("task_eval_every", "task_eval_tasks")
 
 
 def written_config(saved: Any) -> Any:
@@ -249,6 +326,17 @@ def written_config(saved: Any) -> Any:
     if not isinstance(saved, dict):
         return saved
     return {**{key: value for key, value in ADDED_SETTINGS.items() if key not in saved}, **saved}
+
+
+def same_build(saved: Any, config: PretrainConfig) -> bool:
+    """Whether a checkpoint written with ``saved`` continues as ``config`` would (measuring settings aside)."""
+    if not isinstance(saved, dict):
+        return False
+    today = json.loads(json.dumps(config.to_dict()))
+    written = written_config(saved)
+    return {k: v for k, v in written.items() if k not in MEASURING_SETTINGS} == {
+        k: v for k, v in today.items() if k not in MEASURING_SETTINGS
+    }
 
 
 def pretrain(
@@ -273,7 +361,7 @@ def pretrain(
     found = load_latest_checkpoint(checkpoints) if resume else None
     if found is not None:
         path, state, info = found
-        if written_config(info.get("config")) != json.loads(json.dumps(config.to_dict())):
+        if not same_build(info.get("config"), config):
             raise ValueError(f"{path} was written with another pretraining config; resume with the same one")
         model, tokenizer = load_model(path / "model")
         start, position = int(info["step"]), int(info["corpus_position"])
@@ -315,6 +403,8 @@ def pretrain(
         done = step + 1
         if done % config.probe_every == 0 or done == config.steps:
             metrics.update(probe(model, tokenizer, probes, config.seq_len))
+            if config.task_eval_every and (done % config.task_eval_every == 0 or done == config.steps):
+                metrics.update(task_evaluation(model, tokenizer, config.task_eval_tasks))
             metrics["time/elapsed_s"] = time.monotonic() - began
             _report(bar, done, metrics)
         logger.log(done, metrics, echo=False)
@@ -358,10 +448,18 @@ def plot_curves(metrics_path: str | Path, out_png: str | Path) -> Path:
     left.set_xlabel("step")
     left.set_ylabel("cross-entropy (nats/token)")
     left.legend()
-    for key, label in (("probe/assistant_acc", "assistant tokens"), ("probe/copy_acc", "copied tokens")):
-        right.plot([r["step"] for r in probes], [r[key] for r in probes], marker="o", label=label)
+    curves = (
+        ("probe/assistant_acc", "assistant tokens", probes),
+        ("probe/copy_acc", "copied tokens", probes),
+        ("probe/name_acc", "called tools' names", probes),
+        ("tasks/name_f1", "tasks: Name-F1 (greedy)", [r for r in rows if "tasks/name_f1" in r]),
+    )
+    for key, label, points in curves:
+        points = [r for r in points if key in r]
+        if points:
+            right.plot([r["step"] for r in points], [r[key] for r in points], marker="o", label=label)
     right.set_xlabel("step")
-    right.set_ylabel("teacher-forced accuracy on the probe set")
+    right.set_ylabel("accuracy (probe: teacher-forced)")
     right.set_ylim(0, 1)
     right.legend()
     figure.tight_layout()
@@ -382,8 +480,14 @@ def _report(bar: Any, step: int, metrics: dict[str, float]) -> None:
     line = (
         f"step {step}: loss {metrics['train/loss']:.3f}  probe loss {metrics['probe/loss']:.3f}  "
         f"assistant acc {metrics['probe/assistant_acc']:.3f}  copy acc {metrics['probe/copy_acc']:.3f}  "
-        f"({metrics['time/elapsed_s']:.0f} s)"
+        f"name acc {metrics['probe/name_acc']:.3f}"
     )
+    if "tasks/name_f1" in metrics:
+        line += (
+            f"  tasks: Name-F1 {metrics['tasks/name_f1']:.3f} ArgMatch {metrics['tasks/arg_match']:.3f} "
+            f"unoffered calls {metrics['tasks/unoffered_calls']:.3f}"
+        )
+    line += f"  ({metrics['time/elapsed_s']:.0f} s)"
     if bar is not None:
         bar.write(line)
     else:
