@@ -29,6 +29,7 @@ import torch
 from slca_grpo.chat import parse_tool_calls
 from slca_grpo.chat.template import render_chat
 from slca_grpo.data.corpus import DRILLS, CorpusConfig, document
+from slca_grpo.data.synthetic import generate_suite
 from slca_grpo.eval.indomain import score_trajectories
 from slca_grpo.models import load_model
 from slca_grpo.models.checkpoint import (
@@ -256,8 +257,6 @@ def task_evaluation(model: torch.nn.Module, tokenizer: Any, count: int, seed: in
     """The model as a tool-calling agent before any SFT: greedy rollouts of ``count`` synthetic
     test-split tasks (another seed than ``slca eval``'s 200) in the schema simulator, scored as
     ``slca eval indomain`` scores them, and the share of calls naming a tool not offered."""
-    from slca_grpo.data.synthetic import generate_suite
-
     tasks = generate_suite(seed=seed, n_train=0, n_test=count).test
     loop = AgentLoop(
         model,
