@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from slca_grpo.data.output import atomic_text
+from slca_grpo.engine import native_kernels_available
 from slca_grpo.models.device import bf16_autocast, native_bf16, resolve_bf16
 from slca_grpo.provenance import cpu_model
-from slca_grpo.rollout import native
 from slca_grpo.trainer.build import build_rl_trainer, make_formatter, make_simulator, rl_models, start_process
 from slca_grpo.trainer.floors import Group, ModelShape, PhaseFloor, Rates, rollout_floor, sft_floor, train_floor
 from slca_grpo.trainer.optim import build_optimizer, clip_gradients
@@ -319,7 +319,7 @@ def run_bench(config, *, rl_steps: int = 2, sft_steps: int = 2, echo: bool = Tru
     if rl_steps and device.type == "cpu":
         if rl_bf16:
             result.notes.append("rollouts on PyTorch's and oneDNN's bf16 products: the C kernels take float32 only")
-        elif native.library() is None:
+        elif not native_kernels_available():
             result.notes.append(
                 "rollouts on PyTorch's attention and oneDNN's products: the C kernels are off or could not be built"
             )
