@@ -7,7 +7,7 @@
 
 One process builds the preset's RL trainer and rolls out the same tasks from the same seed in each
 way, in alternating order after a warm-up, so background load hits all alike: ``fused``
-(``FusedDecoder`` with the shared-prompt attention in C, ``rollout/native.py``, and distinct prompts
+(``FusedDecoder`` with the shared-prompt attention in C, ``engine/native.py``, and distinct prompts
 prefilled one by one: what the sampler does for Llama and Qwen2 models at least 512 wide on a CPU),
 ``torch-attention`` (that attention in PyTorch's batched products), ``layers`` (the fused step
 switched off), ``padded-prefill`` (the distinct prompts prefilled as one left-padded batch) and
@@ -37,10 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from _common import alternate  # noqa: E402
 
 from slca_grpo.config import ConfigError, load_yaml_config  # noqa: E402
+from slca_grpo.engine import fused_decode, native, packed_linear, sampling  # noqa: E402
+from slca_grpo.engine.fused_decode import FusedDecoder  # noqa: E402
 from slca_grpo.models.device import bf16_autocast  # noqa: E402
 from slca_grpo.presets import resolve_config_path  # noqa: E402
-from slca_grpo.rollout import fused_decode, native, packed_linear, sampling  # noqa: E402
-from slca_grpo.rollout.fused_decode import FusedDecoder  # noqa: E402
 from slca_grpo.trainer.build import build_rl_trainer, rl_models, start_process  # noqa: E402
 from slca_grpo.trainer.run_config import RunConfig  # noqa: E402
 from slca_grpo.trainer.run_data import load_data, task_sampler  # noqa: E402

@@ -32,11 +32,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from slca_grpo.engine import kv_cache  # noqa: E402
+from slca_grpo.engine.fused_decode import FusedDecoder  # noqa: E402
+from slca_grpo.engine.packed_linear import packed_linears  # noqa: E402
+from slca_grpo.engine.sampling import cache_keyword, distinct_rows, output_cache, prefill_shared  # noqa: E402
 from slca_grpo.models import load_model  # noqa: E402
-from slca_grpo.rollout import kv_cache  # noqa: E402
-from slca_grpo.rollout.fused_decode import FusedDecoder  # noqa: E402
-from slca_grpo.rollout.packed_linear import packed_linears  # noqa: E402
-from slca_grpo.rollout.sampling import cache_keyword, distinct_rows, output_cache, prefill_shared  # noqa: E402
 
 # way -> (in-place cache, grouped one-token attention, packed linear weights, shared prompts, fused step)
 WAYS = {

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from _common import alternate, print_medians  # noqa: E402
 
+from slca_grpo.engine import token_logprobs  # noqa: E402
 from slca_grpo.models import attention, load_model  # noqa: E402
-from slca_grpo.trainer.batch import token_logprobs  # noqa: E402
 
 
 def main() -> None:

@@ -52,8 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def gold_batches(tokenizer, count: int, batch: int):
+    from slca_grpo.chat.formatter import ChatFormatter
     from slca_grpo.data.synthetic import generate_tasks
-    from slca_grpo.rollout.formatter import ChatFormatter
     from slca_grpo.trainer.sft import build_example
 
     formatter = ChatFormatter(tokenizer, max_tool_response_tokens=96)
@@ -65,7 +65,7 @@ def gold_batches(tokenizer, count: int, batch: int):
 def run_mode(mode: str, base_model, formatter, batches, tasks, args) -> dict[str, float]:
     import torch
 
-    from slca_grpo.rollout.sampling import SamplingConfig, sample
+    from slca_grpo.engine.sampling import SamplingConfig, sample
     from slca_grpo.trainer.optim import build_optimizer
     from slca_grpo.trainer.sft import sft_loss
 

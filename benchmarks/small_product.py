@@ -7,7 +7,7 @@
 A decode step of SmolLM2 multiplies a few rows by each of its 30 layers' joined weights (query, key
 and value; output; gate and up; down) and by the output head: 121 products, 540 MB of float32
 weights, so each step streams them from memory. This builds weights of those shapes (random: the
-values do not change the time), packs each both ways (``rollout/native.py``'s panels for
+values do not change the time), packs each both ways (``engine/native.py``'s panels for
 ``csrc/small_product.c``, and ``torch.ops.mkldnn``'s reorder as ``packed_linear`` did before), and
 times the whole sequence each way and with the plain weights (``torch.nn.functional.linear``: what
 a prefill's hundreds of rows used before, ``--rows 840``), in alternating order, printing the median
@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from _common import alternate  # noqa: E402
 
-from slca_grpo.rollout import native  # noqa: E402
-from slca_grpo.rollout.packed_linear import packed_product, packing_available  # noqa: E402
+from slca_grpo.engine import native  # noqa: E402
+from slca_grpo.engine.packed_linear import packed_product, packing_available  # noqa: E402
 
 # SmolLM2-135M: hidden 576, 9 query and 3 key/value heads of 64, MLP 1536, vocabulary 49,152.
 LAYER_SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)]  # [out, in] of the joined weights

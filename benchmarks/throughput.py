@@ -132,8 +132,8 @@ def benchmark_tasks(args: argparse.Namespace) -> list:
 
 def prompt_text(task) -> str:
     """The prompt exactly as our formatter renders it (TRL gets it as plain text)."""
+    from slca_grpo.chat.formatter import prompt_tools
     from slca_grpo.chat.template import render_chat
-    from slca_grpo.rollout.formatter import prompt_tools
 
     return render_chat(task.messages, prompt_tools(task.tools), add_generation_prompt=True)
 
@@ -170,11 +170,11 @@ def run_ours(args: argparse.Namespace, tasks: list) -> tuple[list[dict[str, floa
     import copy
 
     import slca_grpo.trainer.rl as rl_module
+    from slca_grpo.chat.formatter import ChatFormatter
     from slca_grpo.models import load_model
     from slca_grpo.rewards.config import RewardConfig
     from slca_grpo.rewards.rule_judge import RuleJudge
     from slca_grpo.rollout.environment import ToolEnvironment
-    from slca_grpo.rollout.formatter import ChatFormatter
     from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
     from slca_grpo.simulator import SimulatorConfig, build_simulator
 

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from _common import alternate, print_medians  # noqa: E402
 
+from slca_grpo.engine import logprobs as batch  # noqa: E402
 from slca_grpo.models import load_model  # noqa: E402
-from slca_grpo.trainer import batch  # noqa: E402
 
 
 def main() -> None:

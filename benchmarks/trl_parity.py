@@ -89,8 +89,8 @@ def fixed_tasks() -> list:
 
 def prompt_text(task) -> str:
     """The prompt exactly as our formatter renders it, tools included (TRL's own generation gets it as text)."""
+    from slca_grpo.chat.formatter import prompt_tools
     from slca_grpo.chat.template import render_chat
-    from slca_grpo.rollout.formatter import prompt_tools
 
     return render_chat(task.messages, prompt_tools(task.tools), add_generation_prompt=True)
 
@@ -129,11 +129,11 @@ def trl_args(args: argparse.Namespace, seed: int, out: Path):
 
 
 def run_ours(args: argparse.Namespace, tasks: list, seed: int) -> dict[str, Any]:
+    from slca_grpo.chat.formatter import ChatFormatter
     from slca_grpo.models import load_model
     from slca_grpo.rewards.config import RewardConfig
     from slca_grpo.rewards.rule_judge import RuleJudge
     from slca_grpo.rollout.environment import ToolEnvironment
-    from slca_grpo.rollout.formatter import ChatFormatter
     from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
     from slca_grpo.simulator import SimulatorConfig, build_simulator
     from slca_grpo.trainer.rl import RLConfig, RLTrainer

@@ -26,12 +26,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from slca_grpo.config import load_yaml_config  # noqa: E402
+from slca_grpo.engine.sampling import SamplingConfig, sample  # noqa: E402
 from slca_grpo.presets import resolve_config_path  # noqa: E402
 from slca_grpo.provenance import cpu_model  # noqa: E402
 from slca_grpo.rollout import loop as loop_module  # noqa: E402
 from slca_grpo.rollout.environment import ToolEnvironment  # noqa: E402
 from slca_grpo.rollout.loop import AgentLoop  # noqa: E402
-from slca_grpo.rollout.sampling import SamplingConfig, sample  # noqa: E402
 from slca_grpo.trainer.build import load_policy, make_formatter, make_simulator  # noqa: E402
 from slca_grpo.trainer.run_config import RunConfig  # noqa: E402
 from slca_grpo.trainer.run_data import load_data  # noqa: E402

@@ -20,14 +20,15 @@ import random
 import torch
 
 from slca_grpo.algos import compute_advantages, policy_loss, segments_from_mask
+from slca_grpo.chat.formatter import ChatFormatter
 from slca_grpo.data.synthetic import generate_suite, render_gold
+from slca_grpo.engine import token_logprobs
 from slca_grpo.models import build_tiny
 from slca_grpo.rewards import RuleJudge, hierr
 from slca_grpo.rollout.environment import ToolEnvironment
-from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.simulator import SimulatorConfig, build_simulator
-from slca_grpo.trainer.batch import ends_with_answer, token_logprobs, trajectory_batch
+from slca_grpo.trainer.batch import ends_with_answer, trajectory_batch
 from slca_grpo.trainer.sft import SFTConfig, build_example, train_sft
 
 

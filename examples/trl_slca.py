@@ -23,10 +23,10 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # TRL calls rollout_func
 
 from trl import GRPOConfig
 
+from slca_grpo.chat.chat_format import build_formatter
 from slca_grpo.data.synthetic import generate_suite
 from slca_grpo.integrations.trl import AgentLoopRollouts, SLCATrainer, TaskRewards, task_dataset
 from slca_grpo.models import load_model
-from slca_grpo.rollout.chat_format import build_formatter
 from slca_grpo.rollout.loop import RolloutConfig
 
 

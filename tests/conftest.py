@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session", autouse=True)
 def _kernels_built_in_a_session_folder(tmp_path_factory):
-    """The C kernels (rollout/native.py) build into this session's folder, not the user's cache;
+    """The C kernels (engine/native.py) build into this session's folder, not the user's cache;
     subprocesses (CLI runs) inherit it."""
     import os
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from slca_grpo.engine.sampling import SamplingConfig, sample
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
 from slca_grpo.models.tokenizer import train_tokenizer
-from slca_grpo.rollout.sampling import SamplingConfig, sample
 
 
 def small_tokenizer():

@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import torch
 
+from slca_grpo.chat.formatter import ChatFormatter
 from slca_grpo.data.synthetic import generate_suite, render_gold
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rollout.environment import ToolEnvironment
-from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.simulator import SimulatorConfig, build_simulator
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 from decode_helpers import small_tokenizer, tiny_gqa_model
 
-from slca_grpo.models.attention import TRAINING_ATTENTION, training_attention
-from slca_grpo.rollout.kv_cache import ATTENTION_NAME, decode_attention
-from slca_grpo.trainer.batch import token_logprobs
+from slca_grpo.engine import token_logprobs
+from slca_grpo.engine.attention import TRAINING_ATTENTION, training_attention
+from slca_grpo.engine.kv_cache import ATTENTION_NAME, decode_attention
 
 
 @pytest.fixture(scope="module")

@@ -121,12 +121,16 @@ def test_bench_times_a_config_against_its_floor(tmp_path, capsys):
     assert "1 forward+backward, 1 forward" in result.rl[1].floor.detail
     text = format_bench(result)
     assert "RL step (fp32" in text and "SFT step (fp32" in text and "GFLOP/s" in text and "GB/s" in text
+    # The warm-up step is reported beside the steady one, phase by phase.
+    assert set(result.rl_first) == {"rollouts", "update", "rewards"} and result.rl_first["rollouts"] > 0
+    assert f"first step (the warm-up): {sum(result.rl_first.values()):.2f} s" in text
 
     out = tmp_path / "bench.json"
     args = ["bench", "demo-quick-tiny", "--steps", "1", "--sft-steps", "0", "--json", str(out)]
     assert main([*args, *(a for o in overrides for a in ("--set", o))]) == 0
     written = json.loads(out.read_text())
     assert [p["name"] for p in written["rl"]] == ["rollouts", "update", "rewards"] and written["sft"] == []
+    assert set(written["rl_first_step"]) == {"rollouts", "update", "rewards"}
     assert written["rl"][0]["ratio"] == pytest.approx(written["rl"][0]["seconds"] / written["rl"][0]["floor_seconds"])
     assert "RL step" in capsys.readouterr().out
 

@@ -65,8 +65,8 @@ def test_an_sft_row_is_the_chat_template_input():
 
 
 def test_sft_examples_use_the_datasets_own_responses_and_answer():
+    from slca_grpo.chat.formatter import ChatFormatter
     from slca_grpo.models.tokenizer import train_tokenizer
-    from slca_grpo.rollout.formatter import ChatFormatter
     from slca_grpo.trainer.sft import build_example
 
     tasks = load_dataset(FIXTURES / "toolace.json").tasks + load_dataset(FIXTURES / "apigen_mt.json").tasks

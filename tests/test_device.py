@@ -142,12 +142,12 @@ def test_auto_and_an_explicit_cpu_train_identically_on_a_cpu_machine(tmp_path):
 
 
 def test_gradient_checkpointing_gives_the_same_update(monkeypatch):
-    import slca_grpo.trainer.batch as batch_module
+    import slca_grpo.engine.logprobs as batch_module
+    from slca_grpo.chat.formatter import ChatFormatter
     from slca_grpo.models import build_tiny
     from slca_grpo.rewards.config import RewardConfig
     from slca_grpo.rewards.rule_judge import RuleJudge
     from slca_grpo.rollout.environment import ToolEnvironment
-    from slca_grpo.rollout.formatter import ChatFormatter
     from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
     from slca_grpo.trainer.batch import pad_sequences
     from slca_grpo.trainer.rl import RLConfig, RLTrainer

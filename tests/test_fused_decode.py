@@ -6,11 +6,11 @@ import pytest
 import torch
 from decode_helpers import assert_same_samples, sample_two_turns, small_tokenizer, tiny_gqa_model, uneven_prompts
 
-import slca_grpo.rollout.fused_decode as fused_decode
-from slca_grpo.rollout.fused_decode import FusedDecoder, supports_fused_decode
-from slca_grpo.rollout.kv_cache import decode_attention, growing_cache
-from slca_grpo.rollout.packed_linear import PlainWeight, packing_available
-from slca_grpo.rollout.sampling import distinct_rows, prefill_shared, select_cache_rows
+import slca_grpo.engine.fused_decode as fused_decode
+from slca_grpo.engine.fused_decode import FusedDecoder, supports_fused_decode
+from slca_grpo.engine.kv_cache import decode_attention, growing_cache
+from slca_grpo.engine.packed_linear import PlainWeight, packing_available
+from slca_grpo.engine.sampling import distinct_rows, prefill_shared, select_cache_rows
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="this torch build has no oneDNN packed linear ops")
 
@@ -28,7 +28,7 @@ def model(tokenizer):
 @pytest.fixture
 def fused_at_any_width(monkeypatch):
     """The fused step (and prompt sharing) for the test's tiny model, which is narrower than 512."""
-    import slca_grpo.rollout.kv_cache as kv_cache
+    import slca_grpo.engine.kv_cache as kv_cache
 
     monkeypatch.setattr(fused_decode, "FUSED_MIN_HIDDEN", 0)
     monkeypatch.setattr(kv_cache, "SHARED_PREFIX_MIN_HIDDEN", 0)

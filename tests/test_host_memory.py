@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
+from slca_grpo.engine.host_memory import malloc_stats
 from slca_grpo.trainer import build
-from slca_grpo.trainer.host_memory import malloc_stats
 from slca_grpo.trainer.run_config import RunConfig
 
 pytestmark = pytest.mark.skipif(malloc_stats() is None, reason="needs Linux with glibc >= 2.33 (mallinfo2)")
@@ -23,7 +23,7 @@ MEGABYTES = 64  # above glibc's largest default mmap threshold (32 MB)
 PROBE = f"""
 import json, resource, sys
 import torch
-from slca_grpo.trainer.host_memory import keep_freed_memory, malloc_stats
+from slca_grpo.engine.host_memory import keep_freed_memory, malloc_stats
 
 if sys.argv[1] == "keep":
     assert keep_freed_memory()

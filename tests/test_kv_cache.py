@@ -6,9 +6,9 @@ import pytest
 import torch
 from decode_helpers import assert_same_samples, sample_two_turns, small_tokenizer, tiny_gqa_model, uneven_prompts
 
-from slca_grpo.rollout.kv_cache import ATTENTION_NAME, autocast_keys, decode_attention, growing_cache
-from slca_grpo.rollout.sampling import SamplingConfig, cache_keyword, sample
-from slca_grpo.trainer.batch import token_logprobs
+from slca_grpo.engine import token_logprobs
+from slca_grpo.engine.kv_cache import ATTENTION_NAME, autocast_keys, decode_attention, growing_cache
+from slca_grpo.engine.sampling import SamplingConfig, cache_keyword, sample
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_models_with_sliding_windows_keep_their_own_cache(model):
 def test_under_bf16_autocast_keys_are_stored_in_bf16_and_sampling_is_bit_identical(model, tokenizer, monkeypatch):
     """Rotary embeddings give float32 keys beside bfloat16 values under autocast; attention casts
     the keys to bfloat16 anyway, so storing them cast gives the very same tokens and log-probs."""
-    import slca_grpo.rollout.kv_cache as kv_cache
+    import slca_grpo.engine.kv_cache as kv_cache
 
     prompts = [tokenizer.encode("what is the weather"), tokenizer.encode("book a table for two please")] * 2
 
@@ -168,7 +168,7 @@ def test_keys_are_left_alone_outside_autocast():
 
 def _decode_fixed(model, prompts, tokens, cache, pad_id, *, block=True):
     """Logits of decode steps feeding the given ``tokens`` [steps, rows] after a shared-prompt prefill."""
-    from slca_grpo.rollout.sampling import distinct_rows, prefill_shared
+    from slca_grpo.engine.sampling import distinct_rows, prefill_shared
 
     context = decode_attention(model, cache) if block else torch.no_grad()
     with torch.no_grad(), context:
@@ -179,7 +179,7 @@ def _decode_fixed(model, prompts, tokens, cache, pad_id, *, block=True):
 @pytest.fixture
 def shared_at_any_width(monkeypatch):
     """Prompt sharing for the test's tiny model (by default only models at least 512 wide share)."""
-    import slca_grpo.rollout.kv_cache as kv_cache
+    import slca_grpo.engine.kv_cache as kv_cache
 
     monkeypatch.setattr(kv_cache, "SHARED_PREFIX_MIN_HIDDEN", 0)
 
@@ -187,7 +187,7 @@ def shared_at_any_width(monkeypatch):
 def test_only_wide_models_share_prompts_by_default(model):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from slca_grpo.rollout.kv_cache import GrowingLayer, SharedPrefixLayer
+    from slca_grpo.engine.kv_cache import GrowingLayer, SharedPrefixLayer
 
     wide = LlamaForCausalLM(
         LlamaConfig(vocab_size=50, hidden_size=512, intermediate_size=64, num_hidden_layers=1, num_attention_heads=8)
@@ -242,7 +242,7 @@ def test_outside_its_block_a_shared_cache_copies_rows_and_hands_attention_whole_
 def test_a_shared_layer_selects_repeats_and_crops_like_whole_rows(model, shared_at_any_width):
     from types import SimpleNamespace
 
-    from slca_grpo.rollout.kv_cache import SharedPrefixLayer, grouped_decode_attention
+    from slca_grpo.engine.kv_cache import SharedPrefixLayer, grouped_decode_attention
 
     cache = growing_cache(model)
     first = [torch.randn(2, 2, 5, 8) for _ in range(2)]
@@ -279,7 +279,7 @@ def test_sampling_with_shared_prompts_gives_the_per_row_copies_tokens(
 ):
     """The sampler's draws with rows dropped as they finish and later turns prefilled on a shared
     prompt: the same tokens and (to rounding) log-probs as with every row's cache its own."""
-    import slca_grpo.rollout.sampling as sampling
+    import slca_grpo.engine.sampling as sampling
 
     made = []
 
@@ -334,8 +334,8 @@ def test_prompts_of_different_lengths_prefill_one_by_one_with_the_padded_batchs_
     """On a CPU a wide model's distinct prompts prefill one at a time (no padding in the products);
     the cache holds each prompt's keys left-padded as the batch's did (zeros in the padding), and
     the last logits and the sampled tokens are the padded batch's to float32 rounding."""
-    import slca_grpo.rollout.sampling as sampling
-    from slca_grpo.rollout.sampling import distinct_rows, left_pad, prefill_shared
+    import slca_grpo.engine.sampling as sampling
+    from slca_grpo.engine.sampling import distinct_rows, left_pad, prefill_shared
 
     model = _wide_llama()
     prompts = uneven_prompts(tokenizer)
@@ -376,7 +376,7 @@ def test_prompts_of_different_lengths_prefill_one_by_one_with_the_padded_batchs_
 
 
 def test_equal_lengths_gradients_and_narrow_models_keep_the_padded_batch(tokenizer, model):
-    import slca_grpo.rollout.sampling as sampling
+    import slca_grpo.engine.sampling as sampling
 
     wide = _wide_llama()
     a, b = tokenizer.encode("hello there"), tokenizer.encode("what is the weather in Paris")

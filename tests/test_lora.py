@@ -9,8 +9,10 @@ import shutil
 import pytest
 import torch
 
+from slca_grpo.chat.formatter import ChatFormatter
 from slca_grpo.cli import main
 from slca_grpo.config import ConfigError, load_yaml_config
+from slca_grpo.engine import token_logprobs
 from slca_grpo.models import build_tiny, load_model
 from slca_grpo.models.config import LoraConfig
 from slca_grpo.models.lora import add_adapters, is_adapter_folder
@@ -18,9 +20,8 @@ from slca_grpo.presets import resolve_config_path
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.rule_judge import RuleJudge
 from slca_grpo.rollout.environment import ToolEnvironment
-from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
-from slca_grpo.trainer.batch import pad_sequences, token_logprobs
+from slca_grpo.trainer.batch import pad_sequences
 from slca_grpo.trainer.logger import read_metrics
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
 from slca_grpo.trainer.run import RunConfig, train

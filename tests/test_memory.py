@@ -70,7 +70,8 @@ MEASURE = """
 import os, sys, threading, time, torch
 from transformers import AutoConfig, AutoModelForCausalLM
 from slca_grpo.trainer.memory import estimate_memory
-from slca_grpo.trainer.batch import pad_sequences, token_logprobs
+from slca_grpo.engine import token_logprobs
+from slca_grpo.trainer.batch import pad_sequences
 from slca_grpo.trainer.optim import build_optimizer
 
 def rss():

@@ -365,7 +365,8 @@ def test_smollm2_loads_generates_and_saves(tmp_path: Path, suite, smollm2):
         assert torch.equal(model(short).logits, atomic(short).logits)
     # The trainer's fast log-prob paths (output head at learnable tokens only, each shared prompt
     # run once) hold on this Llama architecture too.
-    from slca_grpo.trainer.batch import pad_sequences, token_logprobs
+    from slca_grpo.engine import token_logprobs
+    from slca_grpo.trainer.batch import pad_sequences
 
     prompt_ids = short[0, :40].tolist()
     sequences = [prompt_ids + short[0, 40 + k : 48 + 2 * k].tolist() for k in range(4)]

@@ -1,4 +1,4 @@
-"""The C decode attention (rollout/native.py): values against float64 and PyTorch's path; and the C
+"""The C decode attention (engine/native.py): values against float64 and PyTorch's path; and the C
 library's build cache and the fallback where it cannot be built."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slca_grpo.rollout import kv_cache, native
+from slca_grpo.engine import kv_cache, native
 
 
 @pytest.fixture
@@ -159,7 +159,8 @@ def test_the_build_is_cached_by_source_compiler_and_cpu(rebuilt, monkeypatch, tm
     monkeypatch.setattr(native, "_library", None)
     assert native.library() is not None
     assert [p.stat().st_mtime_ns for p in (tmp_path / "native").glob("*.so")] == [stamp]  # reused, not rebuilt
-    assert not [p for p in (tmp_path / "native").iterdir() if p.suffix != ".so"]  # no partial files left
+    # No partial files left: the library and the record of its digest, nothing else.
+    assert sorted(p.suffix for p in (tmp_path / "native").iterdir()) == [".sha256", ".so"]
     monkeypatch.setattr(native, "_tried", False)
     monkeypatch.setattr(native, "_cpu_features", lambda: "flags : another cpu")
     assert native.library() is not None

@@ -20,21 +20,21 @@ from scripted import ScriptedLM
 from smoke_run import smoke_config
 
 from slca_grpo.chat import BlockStatus, parse_tool_calls
+from slca_grpo.chat.chat_format import build_formatter, install_chat_template, resolve_chat_format
+from slca_grpo.chat.formatter import ChatFormatter
 from slca_grpo.chat.jinja import hermes_chat_template
+from slca_grpo.chat.native_format import ChatTemplateError, NativeFormatter
 from slca_grpo.data.synthetic import generate_suite
 from slca_grpo.datatypes import ToolCall
+from slca_grpo.engine.sampling import STOP_EOS, STOP_LENGTH, Generation
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.eval.hf_agent import HFChatAgent
 from slca_grpo.models import synthetic_corpus
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rewards.batch import compute_rewards
 from slca_grpo.rewards.rule_judge import RuleJudge
-from slca_grpo.rollout.chat_format import build_formatter, install_chat_template, resolve_chat_format
 from slca_grpo.rollout.environment import ToolEnvironment
-from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
-from slca_grpo.rollout.native_format import ChatTemplateError, NativeFormatter
-from slca_grpo.rollout.sampling import STOP_EOS, STOP_LENGTH, Generation
 from slca_grpo.trainer.sft import build_example
 
 # style: (template, special tokens to add, expected tool parser, calls per turn, end-of-turn token)

@@ -4,10 +4,11 @@ import pytest
 import torch
 from decode_helpers import tiny_gqa_model
 
-import slca_grpo.trainer.batch as batch_module
-from slca_grpo.models.packed_attention import PackedLayout, packed_attention, packed_pass, packs
+import slca_grpo.engine.logprobs as batch_module
+from slca_grpo.engine import token_logprobs
+from slca_grpo.engine.packed_attention import PackedLayout, packed_attention, packed_pass, packs
 from slca_grpo.models.tokenizer import train_tokenizer
-from slca_grpo.trainer.batch import pad_sequences, token_logprobs
+from slca_grpo.trainer.batch import pad_sequences
 
 
 @pytest.fixture(scope="module")

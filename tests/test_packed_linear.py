@@ -9,10 +9,10 @@ import pytest
 import torch
 from decode_helpers import small_tokenizer
 
+from slca_grpo.engine import native, packed_linear
+from slca_grpo.engine.packed_linear import packed_linears, packing_available
+from slca_grpo.engine.sampling import SamplingConfig, sample
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
-from slca_grpo.rollout import native, packed_linear
-from slca_grpo.rollout.packed_linear import packed_linears, packing_available
-from slca_grpo.rollout.sampling import SamplingConfig, sample
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="this torch build has no oneDNN linear ops")
 

@@ -26,10 +26,12 @@ from slca_grpo.algos import (
     segments_from_mask,
     unregister_estimator,
 )
+from slca_grpo.algos.registry import ESTIMATORS
+from slca_grpo.cli import COMMANDS
 from slca_grpo.config import ConfigError, from_dict, load_yaml_config, save_yaml_config, to_dict
 from slca_grpo.integrations.verl.advantages import batch_advantages, check_no_clash_with_verl
 from slca_grpo.integrations.verl.config import read_section
-from slca_grpo.plugins import COMMANDS, ESTIMATORS, REWARD_FAMILIES, SIMULATOR_BACKENDS, load_plugin
+from slca_grpo.plugins import load_plugin
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.rewards import (
     RewardConfig,
@@ -39,6 +41,8 @@ from slca_grpo.rewards import (
     register_reward,
     unregister_reward_family,
 )
+from slca_grpo.rewards.registry import REWARD_FAMILIES
+from slca_grpo.simulator.core import SIMULATOR_BACKENDS
 from slca_grpo.trainer.run_config import RunConfig
 
 ESTIMATOR_PLUGIN = textwrap.dedent('''

@@ -1,10 +1,12 @@
 """Provenance: what code and environment a run was made with, and when two runs may be paired."""
 
 import json
+from dataclasses import replace
 
 from smoke_run import smoke_config
 
 import slca_grpo.provenance as provenance_module
+from slca_grpo.engine import native, native_kernels_available
 from slca_grpo.provenance import (
     PAIRING_FIELDS,
     describe,
@@ -57,11 +59,19 @@ def test_a_run_folder_records_it_once_and_reports_a_resume_with_other_code(tmp_p
 def test_a_resumed_run_with_other_code_warns(tmp_path, monkeypatch, capsys):
     from slca_grpo.trainer.run import train
 
+    monkeypatch.setattr(native, "_switched_off", False)  # a run switches the kernels for its process
     config = smoke_config(tmp_path / "run", **{"rl.steps": 1, "sft.steps": 0, "train.eval_tasks": 0})
     train(config, echo=False)
     assert read_provenance(tmp_path / "run")["source_digest"] == provenance()["source_digest"]
-    recorded = json.loads((tmp_path / "run" / "summary.json").read_text())["provenance"]
-    assert recorded == provenance()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["provenance"] == provenance()
+    # Which C kernels ran (calls of each in this run) is recorded beside the code and machine.
+    ran = read_provenance(tmp_path / "run")["native_kernels"]
+    assert ran == summary["native_kernels"] and set(ran) == {"decode_attention", "small_product"}
+    off = smoke_config(tmp_path / "off", **{"rl.steps": 1, "sft.steps": 0, "train.eval_tasks": 0})
+    train(replace(off, model=replace(off.model, native_kernels=False)), echo=False)
+    assert read_provenance(tmp_path / "off")["native_kernels"] == {"decode_attention": 0, "small_product": 0}
+    assert summary["native_kernels"]["decode_attention"] > 0 or native_kernels_available() is False
     (tmp_path / "run" / "provenance.json").write_text(json.dumps({**provenance(), "source_digest": "0" * 16}))
     train(config, resume=True, echo=False)
     assert "was started with" in capsys.readouterr().err

@@ -7,12 +7,12 @@ from tool_schemas import weather_tool
 
 from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL
 from slca_grpo.chat import parse_tool_calls, render_chat
+from slca_grpo.chat.formatter import ChatFormatter, prompt_tools
 from slca_grpo.datatypes import Observation, Task, ToolCall
+from slca_grpo.engine.sampling import SamplingConfig, sample
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rollout.environment import ToolEnvironment
-from slca_grpo.rollout.formatter import ChatFormatter, prompt_tools
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
-from slca_grpo.rollout.sampling import SamplingConfig, sample
 from slca_grpo.trainer.batch import trajectory_batch
 
 WEATHER = weather_tool(description="Weather for a city", city_required=True, returns={"type": "object"})
@@ -243,8 +243,8 @@ def test_sampled_tokens_follow_the_tempered_distribution():
 
 
 def test_shared_prompts_prefill_once_and_sampled_logprobs_match_a_full_forward(tokenizer):
+    from slca_grpo.engine import token_logprobs
     from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
-    from slca_grpo.trainer.batch import token_logprobs
 
     model = build_tiny_model(
         tokenizer,
@@ -282,8 +282,8 @@ def test_shared_prompts_prefill_once_and_sampled_logprobs_match_a_full_forward(t
 @pytest.mark.parametrize("architecture", ["tiny", "smollm2-shaped"])
 def test_later_turns_prefill_a_shared_prompt_once_and_sample_as_a_full_prefill_does(tokenizer, architecture):
 
+    from slca_grpo.engine import token_logprobs
     from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model
-    from slca_grpo.trainer.batch import token_logprobs
 
     if architecture == "tiny":
         config = TinyModelConfig(num_layers=2, hidden_size=32, num_heads=2, num_kv_heads=1, intermediate_size=64)
@@ -335,7 +335,7 @@ def test_a_later_turns_prefill_runs_by_prompt_with_whole_rows_logits(tokenizer, 
     """Several new tokens per row on shared prompts (uneven groups, padded rests, an empty rest) go
     through prefix_prefill_attention, never through copies of whole rows, with the logits of a
     plain full prefill."""
-    import slca_grpo.rollout.kv_cache as kv_cache
+    import slca_grpo.engine.kv_cache as kv_cache
 
     model = smollm2_shaped_model(len(tokenizer))
     first, second, third = (tokenizer.encode(t) for t in ("what is the weather in paris today", "book", "hello there"))

@@ -1,4 +1,4 @@
-"""The C product of a few rows by a packed float32 weight (rollout/native.py, csrc/small_product.c):
+"""The C product of a few rows by a packed float32 weight (engine/native.py, csrc/small_product.c):
 values against float64 at any shape, packed_linear's choice of it, and oneDNN where it is not built."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slca_grpo.rollout import native, packed_linear
+from slca_grpo.engine import native, packed_linear
 
 pytestmark = pytest.mark.skipif(native.library() is None, reason="the C kernels could not be built here")
 

@@ -8,16 +8,17 @@ import torch
 from smoke_run import smoke_config
 
 from slca_grpo.algos import policy_loss
+from slca_grpo.chat.formatter import ChatFormatter
 from slca_grpo.config import ConfigError, apply_overrides, from_dict, load_yaml_config
+from slca_grpo.engine import token_logprobs
 from slca_grpo.models import build_tiny
 from slca_grpo.models.checkpoint import latest_checkpoint
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.rule_judge import RuleJudge
 from slca_grpo.rollout.environment import ToolEnvironment
-from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
-from slca_grpo.trainer.batch import pad_sequences, token_logprobs
+from slca_grpo.trainer.batch import pad_sequences
 from slca_grpo.trainer.logger import read_metrics
 from slca_grpo.trainer.optim import TrainingDiverged, lr_factor
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
@@ -401,7 +402,7 @@ def test_logprobs_at_selected_positions_match_the_full_pass(tiny):
 
 @pytest.mark.parametrize("min_vocab", [0, 10**9])  # the fused cross-entropy form, the logsumexp form
 def test_selected_logprobs_are_the_log_softmax_at_the_target(monkeypatch, min_vocab):
-    import slca_grpo.trainer.batch as batch_module
+    import slca_grpo.engine.logprobs as batch_module
 
     monkeypatch.setattr(batch_module, "FUSED_LOGPROB_MIN_VOCAB", min_vocab)
     # By hand: softmax([0, ln 3]) = [1/4, 3/4]; at temperature 1/2 the logits double: [1/10, 9/10].
@@ -427,7 +428,7 @@ def test_selected_logprobs_are_the_log_softmax_at_the_target(monkeypatch, min_vo
 
 
 def test_selected_positions_fall_back_for_heads_that_are_not_plain(tiny, monkeypatch):
-    import slca_grpo.trainer.batch as batch_module
+    import slca_grpo.engine.logprobs as batch_module
 
     model, tokenizer = tiny
     batch = random_batch(tokenizer)

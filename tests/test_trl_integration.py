@@ -17,6 +17,7 @@ from slca_grpo.algos import AdvantageConfig, estimator_spec, list_estimators, po
 from slca_grpo.config import ConfigError  # noqa: E402
 from slca_grpo.data.synthetic import generate_tasks  # noqa: E402
 from slca_grpo.data.tasks import TaskFormatError  # noqa: E402
+from slca_grpo.engine import token_logprobs  # noqa: E402
 from slca_grpo.integrations.trl import (  # noqa: E402
     TRL_PIN,
     AgentLoopRollouts,
@@ -37,7 +38,7 @@ from slca_grpo.models import load_model  # noqa: E402
 from slca_grpo.rewards import list_reward_families, unregister_reward_family  # noqa: E402
 from slca_grpo.rewards.batch import compute_rewards  # noqa: E402
 from slca_grpo.rollout.loop import RolloutConfig  # noqa: E402
-from slca_grpo.trainer.batch import token_logprobs, trajectory_batch  # noqa: E402
+from slca_grpo.trainer.batch import trajectory_batch  # noqa: E402
 
 GROUP = 4
 BETA = 0.05
@@ -84,7 +85,7 @@ def rows_for(tasks):
 def recorded(reader, tasks):
     """One batch of real rollouts of the reader (two turns at most), as TRL's rollout_func returns them."""
     model, tokenizer = reader
-    from slca_grpo.rollout.chat_format import build_formatter
+    from slca_grpo.chat.chat_format import build_formatter
 
     rollouts = AgentLoopRollouts(rollout=RolloutConfig(max_turns=2, max_tool_response_tokens=64))
     rollouts.formatter = build_formatter(tokenizer)

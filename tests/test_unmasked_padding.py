@@ -1,4 +1,4 @@
-"""The CPU attention shortcuts of models/attention.py: right-padded causal batches without their mask,
+"""The CPU attention shortcuts of engine/attention.py: right-padded causal batches without their mask,
 left-padded ones row by row, grouped keys and values uncopied."""
 
 from __future__ import annotations
@@ -12,15 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from slca_grpo.models import attention
-from slca_grpo.models.attention import (
+from slca_grpo.engine import attention, token_logprobs
+from slca_grpo.engine.attention import (
     left_padded_causal,
     masked_sdpa,
     right_padded_causal,
     training_attention,
     unmasked_padding_attention,
 )
-from slca_grpo.trainer.batch import token_logprobs
 
 
 def padded_mask(lengths, width: int) -> torch.Tensor:
@@ -247,7 +246,7 @@ def model():
 def padded_training_passes(monkeypatch):
     """The padded passes these shortcuts serve: where packed passes do not run (gradient
     checkpointing, a GPU, models off SDPA), as here with packing switched off."""
-    import slca_grpo.trainer.batch as batch_module
+    import slca_grpo.engine.logprobs as batch_module
 
     monkeypatch.setattr(batch_module, "packs", lambda model: False)
 

@@ -22,6 +22,7 @@ from verl_helpers import (
 
 from slca_grpo.algos import SEG_NONE, SEG_SUMMARY, SEG_TOOL
 from slca_grpo.chat import render_tool_calls
+from slca_grpo.chat.formatter import ChatFormatter
 from slca_grpo.chat.template import IM_END, IM_START
 from slca_grpo.data.tasks import TaskFormatError
 from slca_grpo.datatypes import Task
@@ -34,7 +35,6 @@ from slca_grpo.integrations.verl.agent_loop import (
 )
 from slca_grpo.integrations.verl.reward import RESPONSE_TEXT_FIELD
 from slca_grpo.rollout.environment import find_fixture
-from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.simulator import build_simulator
 from slca_grpo.simulator.service import create_app
 from slca_grpo.simulator.text import truncate_middle_to_tokens

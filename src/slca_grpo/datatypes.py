@@ -1,4 +1,4 @@
-"""Plain data types that cross module boundaries: tasks, calls, observations, trajectories."""
+"""Plain data types that cross module boundaries: tasks, calls, observations, sampled turns, trajectories."""
 
 from __future__ import annotations
 
@@ -8,6 +8,20 @@ from typing import Any
 SUBSET_TOOL_CALL = "tool_call"
 SUBSET_IRRELEVANT = "irrelevant"
 SUBSETS = (SUBSET_TOOL_CALL, SUBSET_IRRELEVANT)
+
+# Why the sampler stopped a row (:class:`Generation.stop_reason`).
+STOP_EOS = "eos"  # a stop token (end of turn)
+STOP_STRING = "stop_string"  # a stop string such as </tool_call>
+STOP_LENGTH = "length"  # the token budget ran out
+
+
+@dataclass
+class Generation:
+    """What the sampler wrote for one row: token ids as sampled, their log-probs, and why it stopped."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    stop_reason: str
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""User plugins, and the registries they add names to.
+"""User plugins: modules of yours that add names to the registries (:mod:`slca_grpo.registry`).
 
 A plugin is a module of yours, imported before a command runs, that registers estimators, reward
 families, simulator backends or commands (a benchmark is a command under ``slca eval``).
@@ -8,8 +8,9 @@ and the like) then make its names usable like the built-ins. ``train.plugins`` i
 same for that run. A run records every plugin it was started with in its ``config.yaml``, so
 ``slca train RUN/config.yaml --resume`` loads them again.
 
-Every registry is a :class:`Registry` held here, with one rule for names: a name is taken once per
-registry, and registering it again is an error unless ``replace=True``.
+Every registry is a :class:`~slca_grpo.registry.Registry` held by the layer it serves, with one
+rule for names: a name is taken once per registry, and registering it again is an error unless
+``replace=True``.
 """
 
 from __future__ import annotations
@@ -18,107 +19,11 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
-
-if TYPE_CHECKING:
-    from slca_grpo.algos.registry import Estimator
-    from slca_grpo.rewards.registry import RewardFamily
-    from slca_grpo.simulator.core import BackendFactory
-
-T = TypeVar("T")
 
 _LOADED: dict[str, ModuleType] = {}
-
-
-class UnknownNameError(KeyError):
-    """A name no entry of a registry has; the message lists the known ones."""
-
-    def __str__(self) -> str:  # KeyError would quote the whole message
-        return str(self.args[0]) if self.args else ""
-
-
-class UnknownEstimatorError(UnknownNameError):
-    """Raised for an estimator name that is not registered."""
-
-
-class UnknownRewardError(UnknownNameError):
-    """Raised for a reward (or family) name nothing registered provides."""
-
-
-class Registry(Generic[T]):
-    """Named entries that plugins add to: the one registry type behind estimators, reward
-    families, simulator backends and commands.
-
-    The rule for name clashes, the same in every registry: a name is taken once; registering it
-    again raises ``ValueError`` naming the registry, the name and the module that took it, unless
-    ``replace=True`` (tests, or a plugin that means to replace a built-in).
-    """
-
-    def __init__(self, kind: str, *, unknown: type[UnknownNameError] = UnknownNameError) -> None:
-        self.kind = kind
-        self._unknown = unknown
-        self._entries: dict[str, T] = {}
-        self._origins: dict[str, str] = {}
-
-    def add(self, name: str, entry: T, *, origin: str = "", replace: bool = False) -> T:
-        """Register ``entry`` as ``name``; ``origin`` is the module that registers it."""
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"{self.kind} name must be a non-empty string, got {name!r}")
-        if name in self._entries and not replace:
-            raise ValueError(
-                f"{self.kind} {name!r} is already registered (by {self._origins[name] or 'unknown'}); "
-                "pass replace=True to replace it"
-            )
-        self._entries[name] = entry
-        self._origins[name] = origin
-        return entry
-
-    def remove(self, name: str) -> None:
-        """Unregister ``name`` (plugins and tests); an unknown name raises."""
-        self.get(name)
-        del self._entries[name]
-        del self._origins[name]
-
-    def get(self, name: str) -> T:
-        try:
-            return self._entries[name]
-        except (KeyError, TypeError):
-            raise self._unknown(f"unknown {self.kind} {name!r}; known: {', '.join(self._entries)}") from None
-
-    def names(self) -> list[str]:
-        """The registered names, in registration order."""
-        return list(self._entries)
-
-    def values(self) -> list[T]:
-        return list(self._entries.values())
-
-    def origin(self, name: str) -> str:
-        """The module that registered ``name``."""
-        self.get(name)
-        return self._origins[name]
-
-    def is_builtin(self, name: str) -> bool:
-        """Whether ``name`` was registered by this package rather than by a plugin."""
-        return self.origin(name).split(".", 1)[0] == "slca_grpo"
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._entries
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-ESTIMATORS: Registry[Estimator] = Registry("advantage estimator", unknown=UnknownEstimatorError)
-REWARD_FAMILIES: Registry[RewardFamily] = Registry("reward family", unknown=UnknownRewardError)
-SIMULATOR_BACKENDS: Registry[BackendFactory] = Registry("simulator backend")
-# A plugin's commands: ``register(subparsers)`` and the parent command (None: the top level).
-COMMANDS: Registry[tuple[Any, str | None]] = Registry("command")
 
 
 class PluginError(ImportError):

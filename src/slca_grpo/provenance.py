@@ -110,6 +110,16 @@ def read_provenance(run_dir: str | Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def add_to_provenance(run_dir: str | Path, **fields: Any) -> None:
+    """Add ``fields`` (what became known as the run went: which C kernels ran, say) to a run
+    folder's provenance, written whole or not at all; pairing reads none of them."""
+    path = Path(run_dir) / PROVENANCE_FILE
+    record = read_provenance(run_dir) or provenance()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({**record, **fields}, indent=1), encoding="utf-8")
+    tmp.replace(path)
+
+
 def record_provenance(run_dir: str | Path) -> dict[str, Any] | None:
     """Write this process's provenance into a run folder that has none; return the one recorded
     before when it differs (a run resumed with other code or on another machine), else None."""

@@ -35,7 +35,7 @@ from slca_grpo.config import (
     subsection_settings,
     subsections_field,
 )
-from slca_grpo.plugins import ESTIMATORS, UnknownEstimatorError
+from slca_grpo.registry import Registry, UnknownNameError
 from slca_grpo.rewards.registry import pad_rows
 
 __all__ = [
@@ -189,6 +189,14 @@ class Estimator:
                 f"estimator {name!r} returned {shape}, expected a tensor of shape {tuple(segment_ids.shape)}"
             )
         return advantages.to(torch.float32)
+
+
+class UnknownEstimatorError(UnknownNameError):
+    """Raised for an estimator name that is not registered."""
+
+
+# Every estimator by name: the built-ins and the plugins' (:func:`register_estimator`).
+ESTIMATORS: Registry[Estimator] = Registry("advantage estimator", unknown=UnknownEstimatorError)
 
 
 def register_estimator(

@@ -9,7 +9,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from slca_grpo.plugins import COMMANDS
+from slca_grpo.registry import Registry
+
+# A plugin's commands: ``register(subparsers)`` and the parent command (None: the top level).
+COMMANDS: Registry[tuple[Any, str | None]] = Registry("command")
 
 # Each module exposes ``register(subparsers)``, adding parsers whose ``func(args) -> int`` runs the
 # command. Heavy imports (torch, servers) stay inside those functions so ``slca --help`` is fast.

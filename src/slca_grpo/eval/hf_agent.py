@@ -6,18 +6,18 @@ from typing import Any
 
 import torch
 
+from slca_grpo.chat.chat_format import build_formatter, install_chat_template
 from slca_grpo.datatypes import tool_name
+from slca_grpo.engine import SamplingConfig, sample
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.models.device import Bf16Setting, bf16_autocast, model_device, resolve_bf16
-from slca_grpo.rollout.chat_format import build_formatter, install_chat_template
-from slca_grpo.rollout.sampling import SamplingConfig, sample
 
 
 class HFChatAgent:
     """Answers each request with one assistant turn, sampled in batches with a KV cache.
 
     Turns are rendered and read as in training (``chat_format``, ``chat_template``, ``tool_parser``:
-    see :mod:`slca_grpo.rollout.chat_format`; ``chat_template`` is Jinja source that replaces the
+    see :mod:`slca_grpo.chat.chat_format`; ``chat_template`` is Jinja source that replaces the
     tokenizer's own, as ``model.chat_template`` does): in the Hermes format a turn ends at
     ``</tool_call>`` (one block of calls; parallel calls are a JSON list inside it) or at the
     end-of-turn token; through a model's own template at its end-of-turn token, and the answer is

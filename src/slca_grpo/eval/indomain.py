@@ -17,13 +17,13 @@ import torch
 
 from slca_grpo.chat import parse_tool_calls
 from slca_grpo.datatypes import Task, Trajectory
+from slca_grpo.engine import SamplingConfig
 from slca_grpo.eval.slots import slot_accuracy, slot_results
 from slca_grpo.rewards.batch import DEFAULT_REWARDS, RewardBatch, RolloutReward, compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge
 from slca_grpo.rewards.matching import call_signature, max_bipartite_matching, strict_call_match
 from slca_grpo.rewards.turns import split_turns
-from slca_grpo.rollout.sampling import SamplingConfig
 
 SUCCESS_THRESHOLDS = (0.7, 0.8, 0.9, 1.0)
 

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from slca_grpo.aio import run_sync
+from slca_grpo.chat.formatter import prompt_tools
 from slca_grpo.chat.messages import arguments_dict, structured_messages
 from slca_grpo.chat.template import (
     assistant_text,
@@ -22,7 +23,6 @@ from slca_grpo.chat.template import (
 )
 from slca_grpo.endpoints import ChatClient, EndpointConfig, EndpointError
 from slca_grpo.eval.agent import AgentRequest
-from slca_grpo.rollout.formatter import prompt_tools
 
 MODES = ("native", "prompt")
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from slca_grpo.chat.chat_format import read_chat_template
 from slca_grpo.endpoints import EndpointSpecError, is_endpoint_spec, parse_endpoint_spec
 from slca_grpo.eval.hf_agent import HFChatAgent
 from slca_grpo.eval.openai_agent import OpenAIChatAgent
 from slca_grpo.keys import resolve_api_key
 from slca_grpo.models import load_model
 from slca_grpo.models.checkpoint import checkpoint_hint
-from slca_grpo.rollout.chat_format import read_chat_template
 
 MODEL_SPECS = ("hf:PATH", "smollm2", "reader", "openai:BASE_URL#MODEL")
 HF_OPTIONS = ("max_new_tokens", "batch_size", "temperature", "bf16", "chat_format", "tool_parser")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from slca_grpo.config import ConfigError, fill_subsections, subsections_field
-from slca_grpo.plugins import REWARD_FAMILIES
+from slca_grpo.registry import Registry
 
 TOOLPO_SUCCESS_MODES = ("gold", "judge")
 
@@ -38,6 +38,11 @@ class ExecutionWeights:
     @property
     def total(self) -> float:
         return self.fmt + self.name + self.key + self.value + self.parallel
+
+
+# The settings dataclass of each reward family that has one, by family name (``reward.<family>.*``):
+# kept by ``register_reward_family`` beside its registry, so that this section knows its subsections.
+FAMILY_SETTINGS: Registry[type] = Registry("reward family settings")
 
 
 @dataclass
@@ -84,7 +89,7 @@ class RewardConfig:
     @classmethod
     def subsection_types(cls) -> dict[str, type]:
         """Family name -> its settings dataclass, for every registered family that has one."""
-        return {family.name: family.settings for family in REWARD_FAMILIES.values() if family.settings}
+        return dict(zip(FAMILY_SETTINGS.names(), FAMILY_SETTINGS.values()))
 
     def __post_init__(self) -> None:
         if not isinstance(self.weights, ExecutionWeights):

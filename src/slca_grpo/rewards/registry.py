@@ -41,9 +41,9 @@ from typing import Any, ClassVar
 from slca_grpo.chat import ParsedResponse
 from slca_grpo.config import check_subsection_type, subsection_settings
 from slca_grpo.datatypes import Task, ToolCall
-from slca_grpo.plugins import REWARD_FAMILIES, UnknownRewardError
+from slca_grpo.registry import Registry, UnknownNameError
 from slca_grpo.rewards.completeness import CompletenessVerdict
-from slca_grpo.rewards.config import RewardConfig
+from slca_grpo.rewards.config import FAMILY_SETTINGS, RewardConfig
 from slca_grpo.rewards.judge_base import JudgeRequest, JudgeVerdict
 
 __all__ = [
@@ -63,6 +63,10 @@ __all__ = [
 ]
 
 RewardValue = float | bool | tuple[float, ...]  # a tuple: one value per turn
+
+
+class UnknownRewardError(UnknownNameError):
+    """Raised for a reward (or family) name nothing registered provides."""
 
 
 def pad_rows(rows: Sequence[Sequence[float]], width: int) -> list[list[float]]:
@@ -187,6 +191,10 @@ class FunctionReward(RewardFamily):
         return FamilyResult({self.name: value})
 
 
+# Every reward family by name: the built-ins and the plugins' (:func:`register_reward_family`).
+REWARD_FAMILIES: Registry[RewardFamily] = Registry("reward family", unknown=UnknownRewardError)
+
+
 def register_reward_family(family: RewardFamily, *, replace: bool = False) -> RewardFamily:
     """Register ``family``; its reward names must not be provided by another family."""
     if not isinstance(family, RewardFamily):
@@ -202,7 +210,12 @@ def register_reward_family(family: RewardFamily, *, replace: bool = False) -> Re
         if other.name != family.name and clash:
             raise ValueError(f"reward(s) {sorted(clash)} of {family.name!r} are already provided by {other.name!r}")
     origin = family.fn.__module__ if isinstance(family, FunctionReward) else type(family).__module__
-    return REWARD_FAMILIES.add(family.name, family, origin=origin or "", replace=replace)
+    REWARD_FAMILIES.add(family.name, family, origin=origin or "", replace=replace)
+    if family.name in FAMILY_SETTINGS:  # a replaced family's settings go with it
+        FAMILY_SETTINGS.remove(family.name)
+    if family.settings is not None:
+        FAMILY_SETTINGS.add(family.name, family.settings, origin=origin or "")
+    return family
 
 
 def register_reward(
@@ -225,6 +238,8 @@ def register_reward(
 def unregister_reward_family(name: str) -> None:
     """Remove the family ``name`` (for plugins and tests); unknown names raise."""
     REWARD_FAMILIES.remove(name)
+    if name in FAMILY_SETTINGS:
+        FAMILY_SETTINGS.remove(name)
 
 
 def get_reward_family(name: str) -> RewardFamily:

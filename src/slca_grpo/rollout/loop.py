@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from slca_grpo.chat.formatter import ChatFormatter, Dialogue, TurnReading
 from slca_grpo.chat.parser import parse_tool_calls
 from slca_grpo.config import ConfigError, at_least
 from slca_grpo.datatypes import Observation, Task, Trajectory, Turn
+from slca_grpo.engine import STOP_LENGTH, SamplingConfig, decode_session, sample
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, malformed_turn_observation, plan_block_calls
-from slca_grpo.rollout.formatter import ChatFormatter, Dialogue, TurnReading
-from slca_grpo.rollout.packed_linear import packed_linears
-from slca_grpo.rollout.sampling import STOP_LENGTH, SamplingConfig, sample
 
 
 @dataclass
@@ -92,7 +91,7 @@ class AgentLoop:
         was_training = self.model.training
         self.model.eval()
         try:
-            with packed_linears(self.model):  # every turn's decode steps share one packing of the weights
+            with decode_session(self.model):  # every turn's decode steps share one packing of the weights
                 for turn_index in range(self.config.max_turns):
                     active = [r for r in rollouts if not r.done]
                     if not active:

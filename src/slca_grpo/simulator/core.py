@@ -17,7 +17,7 @@ from typing import Any
 from slca_grpo.aio import run_sync
 from slca_grpo.config import ConfigError
 from slca_grpo.datatypes import Observation, ObservationError, ToolCall
-from slca_grpo.plugins import SIMULATOR_BACKENDS
+from slca_grpo.registry import Registry
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult, BatchItem
 from slca_grpo.simulator.budget import OverBudget, budget_in_force, carried_budget, check_deadline, time_budget
@@ -75,6 +75,8 @@ class _Pending:
 
 
 BackendFactory = Callable[[SimulatorConfig], Backend]
+# Every simulator backend by name: the built-ins and the plugins' (:func:`register_backend`).
+SIMULATOR_BACKENDS: Registry[BackendFactory] = Registry("simulator backend")
 
 
 def register_backend(name: str, *, replace: bool = False) -> Callable[[BackendFactory], BackendFactory]:

@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from slca_grpo.data.output import atomic_text
+from slca_grpo.engine import native_kernels_available
 from slca_grpo.models.device import bf16_autocast, native_bf16, resolve_bf16
 from slca_grpo.provenance import cpu_model
-from slca_grpo.rollout import native
 from slca_grpo.trainer.build import build_rl_trainer, make_formatter, make_simulator, rl_models, start_process
 from slca_grpo.trainer.floors import Group, ModelShape, PhaseFloor, Rates, rollout_floor, sft_floor, train_floor
 from slca_grpo.trainer.optim import build_optimizer, clip_gradients
@@ -152,6 +152,8 @@ class BenchResult:
     sft: list[Phase] = field(default_factory=list)
     rl_steps: int = 0
     sft_steps: int = 0
+    # The warm-up RL step's phases (seconds): a process's first step, beside the steady ones.
+    rl_first: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -177,6 +179,7 @@ class BenchResult:
             "rl_steps": self.rl_steps,
             "sft_steps": self.sft_steps,
             "rl": [phase(p) for p in self.rl],
+            "rl_first_step": self.rl_first,
             "sft": [phase(p) for p in self.sft],
             "notes": self.notes,
         }
@@ -203,8 +206,11 @@ def _mean_floor(floors: Sequence[PhaseFloor]) -> PhaseFloor:
     )
 
 
-def bench_rl(config, model, tokenizer, ref_model, train_tasks, machine: Machine, steps: int, echo) -> list[Phase]:
-    """``steps`` RL steps after one warm-up step: rollouts, rewards + advantages, update."""
+def bench_rl(
+    config, model, tokenizer, ref_model, train_tasks, machine: Machine, steps: int, echo
+) -> tuple[list[Phase], dict[str, float]]:
+    """``steps`` RL steps after one warm-up step: rollouts, rewards + advantages, update; and the
+    warm-up step's own phases (what a run's first step costs)."""
     rl = copy.deepcopy(config.rl)
     rl.diagnostics_every = 0  # a diagnostic pass is not part of a step's work
     trainer = build_rl_trainer(config, model, ref_model, tokenizer, rl=rl)
@@ -223,6 +229,11 @@ def bench_rl(config, model, tokenizer, ref_model, train_tasks, machine: Machine,
             label = "warm-up" if step == 0 else f"{step}/{steps}"
             print(f"[bench] RL step {label}: {total:.1f} s", flush=True)
         if step == 0:
+            first = {
+                "rollouts": metrics["time/rollout_s"],
+                "update": metrics["time/train_s"],
+                "rewards": total - metrics["time/rollout_s"] - metrics["time/train_s"],
+            }
             continue
         totals["rollouts"] += metrics["time/rollout_s"]
         totals["update"] += metrics["time/train_s"]
@@ -244,7 +255,7 @@ def bench_rl(config, model, tokenizer, ref_model, train_tasks, machine: Machine,
         Phase("rollouts", totals["rollouts"] / steps, rollouts),
         Phase("update", totals["update"] / steps, _mean_floor(floors["update"])),
         Phase("rewards", totals["rewards"] / steps, None),
-    ]
+    ], first
 
 
 def base_model(model: torch.nn.Module) -> torch.nn.Module:
@@ -319,12 +330,12 @@ def run_bench(config, *, rl_steps: int = 2, sft_steps: int = 2, echo: bool = Tru
     if rl_steps and device.type == "cpu":
         if rl_bf16:
             result.notes.append("rollouts on PyTorch's and oneDNN's bf16 products: the C kernels take float32 only")
-        elif native.library() is None:
+        elif not native_kernels_available():
             result.notes.append(
                 "rollouts on PyTorch's attention and oneDNN's products: the C kernels are off or could not be built"
             )
     if rl_steps:
-        result.rl = bench_rl(config, model, tokenizer, ref_model, train_tasks, machine, rl_steps, echo)
+        result.rl, result.rl_first = bench_rl(config, model, tokenizer, ref_model, train_tasks, machine, rl_steps, echo)
     if sft_steps:
         if config.model.lora.enabled:
             result.notes.append("SFT not timed: with LoRA (model.lora.r > 0) SFT trains the full model first")
@@ -370,6 +381,10 @@ def format_bench(result: BenchResult) -> str:
             f"{total:.2f} s against a floor of {floor:.3f} s ({total / floor:.1f}x)",
             result.rl,
         )
+        if result.rl_first:
+            first = sum(result.rl_first.values())
+            parts = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in result.rl_first.items())
+            lines.append(f"  first step (the warm-up): {first:.2f} s ({parts}), {first / total:.2f}x the steady step")
     if result.sft:
         table(f"SFT step ({result.sft_precision}; mean of {_steps(result.sft_steps)} after a warm-up)", result.sft)
     lines += [f"note: {n}" for n in result.notes]

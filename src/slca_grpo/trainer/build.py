@@ -11,22 +11,22 @@ from pathlib import Path
 import torch
 from transformers.utils import logging as transformers_logging
 
+from slca_grpo.chat.chat_format import build_formatter, install_chat_template, read_chat_template
+from slca_grpo.chat.formatter import ChatFormatter
+from slca_grpo.chat.native_format import ChatTemplateError
 from slca_grpo.config import ConfigError, from_dict, to_dict
 from slca_grpo.datatypes import Task
+from slca_grpo.engine import keep_freed_memory, use_native_kernels
 from slca_grpo.models import PRESETS, load_model
 from slca_grpo.models.checkpoint import save_pretrained_atomic
 from slca_grpo.models.config import ModelConfig
 from slca_grpo.models.device import resolve_device
 from slca_grpo.models.lora import add_adapters, load_adapters
 from slca_grpo.rewards.factory import make_checker, make_judge
-from slca_grpo.rollout.chat_format import build_formatter, install_chat_template, read_chat_template
 from slca_grpo.rollout.environment import ToolEnvironment
-from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop
-from slca_grpo.rollout.native_format import ChatTemplateError
 from slca_grpo.simulator import SimulatorClient, SimulatorConfig, build_simulator
 from slca_grpo.simulator.config import SimulatorServiceConfig
-from slca_grpo.trainer.host_memory import keep_freed_memory
 from slca_grpo.trainer.memory import check_fits, estimate_memory
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
 from slca_grpo.trainer.run_config import RunConfig
@@ -40,6 +40,7 @@ def start_process(config: RunConfig) -> torch.device:
     device to run on."""
     if config.train.keep_freed_memory:
         keep_freed_memory()
+    use_native_kernels(config.model.native_kernels)
     if config.train.torch_threads:
         torch.set_num_threads(config.train.torch_threads)
     torch.manual_seed(config.train.seed)

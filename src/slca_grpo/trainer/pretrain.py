@@ -27,9 +27,11 @@ from typing import Any
 import torch
 
 from slca_grpo.chat import parse_tool_calls
+from slca_grpo.chat.chat_format import build_formatter
 from slca_grpo.chat.template import render_chat
 from slca_grpo.data.corpus import DRILLS, CorpusConfig, document
 from slca_grpo.data.synthetic import generate_suite
+from slca_grpo.engine import SamplingConfig, sample
 from slca_grpo.eval.indomain import score_trajectories
 from slca_grpo.models import load_model
 from slca_grpo.models.checkpoint import (
@@ -41,10 +43,8 @@ from slca_grpo.models.checkpoint import (
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model, count_parameters
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rewards.factory import make_judge
-from slca_grpo.rollout.chat_format import build_formatter
 from slca_grpo.rollout.environment import ToolEnvironment
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
-from slca_grpo.rollout.sampling import SamplingConfig, sample
 from slca_grpo.simulator import SimulatorConfig, build_simulator
 from slca_grpo.trainer.chunked_loss import chunked_next_token_loss
 from slca_grpo.trainer.logger import MetricsLogger, read_metrics

@@ -31,6 +31,7 @@ from slca_grpo.algos import (
 )
 from slca_grpo.config import ConfigError, at_least, one_of
 from slca_grpo.datatypes import Task, Trajectory
+from slca_grpo.engine import token_logprobs
 from slca_grpo.models.device import Bf16Setting, bf16_autocast, model_device, peak_memory_gb, resolve_bf16
 from slca_grpo.rewards.batch import compute_rewards
 from slca_grpo.rewards.config import RewardConfig
@@ -38,7 +39,7 @@ from slca_grpo.rewards.judge_base import Judge
 from slca_grpo.rewards.noise import summary_noise
 from slca_grpo.rollout.loop import AgentLoop
 from slca_grpo.simulator.errors import simulator_fault
-from slca_grpo.trainer.batch import TokenBatch, token_logprobs, trajectory_batch
+from slca_grpo.trainer.batch import TokenBatch, trajectory_batch
 from slca_grpo.trainer.diagnostics import segment_gradient_cosine
 from slca_grpo.trainer.optim import SCHEDULES, TrainingDiverged, build_optimizer, build_scheduler, clip_gradients
 

@@ -26,11 +26,12 @@ from tqdm.auto import tqdm
 
 from slca_grpo.config import save_yaml_config, to_dict
 from slca_grpo.datatypes import Task
+from slca_grpo.engine import kernel_calls
 from slca_grpo.eval.indomain import evaluate_loop
 from slca_grpo.models.checkpoint import latest_checkpoint, load_latest_checkpoint, save_checkpoint, set_rng_state
 from slca_grpo.models.device import bf16_autocast
 from slca_grpo.plugins import load_plugins, loaded_plugins
-from slca_grpo.provenance import describe, provenance, record_provenance
+from slca_grpo.provenance import add_to_provenance, describe, provenance, record_provenance
 from slca_grpo.trainer.build import build_rl_trainer, check_rl_fits, keep_lora_base, rl_models, start_process
 from slca_grpo.trainer.diagnostics import std
 from slca_grpo.trainer.logger import MetricsLogger, progress_note
@@ -67,6 +68,7 @@ def train(
         out_dir = Path(config.train.out_dir)
         _record_start(config, out_dir)
         device = start_process(config)
+        kernels_before = kernel_calls()
         train_tasks, test_tasks, probe_tasks = load_data(config.data)
         eval_tasks = test_tasks[: config.train.eval_tasks]
         if not config.train.probe_every:
@@ -149,7 +151,9 @@ def train(
                     keep_last=config.train.keep_last,
                 )
 
-        summary = _run_summary(config, history)
+        ran = {name: count - kernels_before.get(name, 0) for name, count in kernel_calls().items()}
+        summary = {**_run_summary(config, history), "native_kernels": ran}
+        add_to_provenance(out_dir, native_kernels=summary["native_kernels"])
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
         logger.close()
         sft_logger.close()

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 import torch
 
+from slca_grpo.chat.formatter import ChatFormatter
 from slca_grpo.config import ConfigError, at_least, one_of
 from slca_grpo.datatypes import Task, ToolCall
+from slca_grpo.engine import token_logprobs
 from slca_grpo.models.device import Bf16Setting, bf16_autocast, model_device, resolve_bf16
 from slca_grpo.rollout.environment import find_fixture
-from slca_grpo.rollout.formatter import ChatFormatter
-from slca_grpo.trainer.batch import pad_sequences, token_logprobs
+from slca_grpo.trainer.batch import pad_sequences
 from slca_grpo.trainer.optim import SCHEDULES, TrainingDiverged, build_optimizer, build_scheduler, clip_gradients
 
 

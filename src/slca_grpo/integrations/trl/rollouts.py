@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from slca_grpo.chat.formatter import ChatFormatter
 from slca_grpo.datatypes import Task, Trajectory
 from slca_grpo.integrations.trl.data import task_of_row
 from slca_grpo.integrations.trl.rewards import (
@@ -30,7 +31,6 @@ from slca_grpo.integrations.trl.rewards import (
     TURN_TEXTS_FIELD,
 )
 from slca_grpo.rollout.environment import ToolEnvironment
-from slca_grpo.rollout.formatter import ChatFormatter
 from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.simulator.config import SimulatorConfig, SimulatorServiceConfig
 from slca_grpo.simulator.errors import simulator_fault

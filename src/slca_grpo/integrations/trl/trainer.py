@@ -24,6 +24,8 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from slca_grpo.algos import SEG_NONE, AdvantageConfig, estimator_spec
+from slca_grpo.chat.chat_format import build_formatter
+from slca_grpo.chat.native_format import ChatTemplateError
 from slca_grpo.chat.parser import is_call_turn, last_turn_text
 from slca_grpo.config import ConfigError, from_dict
 from slca_grpo.integrations.trl.data import task_of_row
@@ -32,8 +34,6 @@ from slca_grpo.integrations.trl.rollouts import AgentLoopRollouts
 from slca_grpo.plugins import load_plugins
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.hierarchical import HIERR_NAMES
-from slca_grpo.rollout.chat_format import build_formatter
-from slca_grpo.rollout.native_format import ChatTemplateError
 from slca_grpo.trainer.rl import segment_advantage_stats
 
 TRL_STD_EPS = 1e-4  # what TRL adds to a group's std before dividing

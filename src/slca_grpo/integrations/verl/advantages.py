@@ -15,8 +15,8 @@ from typing import Any
 from torch import Tensor
 
 from slca_grpo.algos import AdvantageConfig, Estimator, estimator_spec
+from slca_grpo.algos.registry import ESTIMATORS
 from slca_grpo.config import ConfigError
-from slca_grpo.plugins import ESTIMATORS
 
 # Our reward names whose reward_extra_info keys read differently (HierR's R_tool and R_sum).
 EXTRA_KEYS = {"tool": "r_tool", "summary": "r_sum"}

@@ -30,6 +30,8 @@ from verl.tools.schemas import OpenAIFunctionSchema, OpenAIFunctionToolSchema, T
 from verl.utils.ray_utils import get_event_loop
 
 from slca_grpo.algos.segments import learnable_runs
+from slca_grpo.chat.chat_format import build_formatter, resolve_chat_format
+from slca_grpo.chat.formatter import prompt_tools
 from slca_grpo.chat.messages import structured_messages
 from slca_grpo.chat.parser import parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.config import to_dict
@@ -38,9 +40,7 @@ from slca_grpo.integrations.verl.config import VerlSLCAConfig, read_section
 from slca_grpo.integrations.verl.reward import RESPONSE_TEXT_FIELD, SIMULATOR_FAULT_FIELD, TURN_TEXTS_FIELD
 from slca_grpo.integrations.verl.rows import task_from_extra_info
 from slca_grpo.plugins import load_plugins
-from slca_grpo.rollout.chat_format import build_formatter, resolve_chat_format
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment
-from slca_grpo.rollout.formatter import prompt_tools
 from slca_grpo.simulator.errors import SIMULATOR_FAULTS
 from slca_grpo.simulator.text import truncate_middle_to_tokens
 from slca_grpo.trainer.build import simulator_from

@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.chat.formatter import ChatFormatter
 from slca_grpo.chat.jinja import hermes_chat_template
+from slca_grpo.chat.native_format import NativeFormatter
 from slca_grpo.chat.syntax import CHAT_FORMATS
 from slca_grpo.config import ConfigError
-from slca_grpo.rollout.formatter import ChatFormatter
-from slca_grpo.rollout.native_format import NativeFormatter
 
 
 def read_chat_template(path: str, *, setting: str = "model.chat_template") -> str:

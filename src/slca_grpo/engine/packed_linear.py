@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import torch
 
-from slca_grpo.rollout import native
+from slca_grpo.engine import native
 
 MIN_FEATURES = 512  # SmolLM2's 576 and up; the tiny models (128) keep the plain product
 MAX_ROWS = 64  # decode steps; in bfloat16 a prefill's hundreds of rows keep the plain product

@@ -19,13 +19,12 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from slca_grpo.chat.formatter import ChatFormatter, Dialogue, TurnReading, prompt_tools
 from slca_grpo.chat.messages import assistant_call_message, structured_messages
 from slca_grpo.chat.parser import BlockStatus, ToolCallBlock, parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.chat.syntax import TOOL_PARSERS, TOOL_SYNTAXES, to_hermes
 from slca_grpo.chat.template import IM_END, assistant_text, generation_prompt, tool_results_turn
-from slca_grpo.datatypes import ToolCall
-from slca_grpo.rollout.formatter import ChatFormatter, Dialogue, TurnReading, prompt_tools
-from slca_grpo.rollout.sampling import STOP_EOS, Generation
+from slca_grpo.datatypes import STOP_EOS, Generation, ToolCall
 
 _PROBE_NAME = "lookup_probe_record"
 _PROBE_TOOL = {

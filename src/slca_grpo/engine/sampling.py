@@ -17,14 +17,11 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicCache
 
-from slca_grpo.rollout import kv_cache
-from slca_grpo.rollout.fused_decode import FusedDecoder
-from slca_grpo.rollout.kv_cache import GrowingLayer, decode_attention, growing_cache
-from slca_grpo.rollout.packed_linear import packed_linears
-
-STOP_EOS = "eos"  # a stop token (end of turn)
-STOP_STRING = "stop_string"  # a stop string such as </tool_call>
-STOP_LENGTH = "length"  # the token budget ran out
+from slca_grpo.datatypes import STOP_EOS, STOP_LENGTH, STOP_STRING, Generation
+from slca_grpo.engine import kv_cache
+from slca_grpo.engine.fused_decode import FusedDecoder
+from slca_grpo.engine.kv_cache import GrowingLayer, decode_attention, growing_cache
+from slca_grpo.engine.packed_linear import packed_linears
 
 
 @dataclass(frozen=True)
@@ -32,13 +29,6 @@ class SamplingConfig:
     temperature: float = 1.0  # 0 = greedy
     top_p: float = 1.0
     top_k: int = 0
-
-
-@dataclass
-class Generation:
-    token_ids: list[int]
-    logprobs: list[float]
-    stop_reason: str
 
 
 def _filter_logits(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:

@@ -1,5 +1,5 @@
 /* Float32 products of a few rows by a fixed weight, for the sampler's decode steps on a CPU
- * (slca_grpo/rollout/native.py builds and loads this file).
+ * (slca_grpo/engine/native.py builds and loads this file).
  *
  * A decode step multiplies one row per live rollout (a dozen or so) by every weight matrix of
  * the model, and the weights (hundreds of MB) come from memory each step. oneDNN's float32

@@ -2,7 +2,7 @@
 
 Two formats implement one interface. :class:`ChatFormatter` is the built-in Hermes/ChatML format
 (our tiny models, SmolLM2, any model set to ``chat_format: hermes``): a turn that calls tools
-stops at ``</tool_call>`` and the turn end is injected. :class:`~slca_grpo.rollout.native_format.NativeFormatter`
+stops at ``</tool_call>`` and the turn end is injected. :class:`~slca_grpo.chat.native_format.NativeFormatter`
 renders through the model's own chat template. In both, prompts are tokenised once; everything
 injected into a rollout (turn ends, tool responses, the next assistant header) is tokenised piece
 by piece and appended with mask 0, never re-tokenised together with sampled text.
@@ -19,8 +19,7 @@ from typing import Any
 
 from slca_grpo.chat.parser import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, ToolCallBlock, parse_tool_calls
 from slca_grpo.chat.template import IM_END, assistant_text, generation_prompt, render_chat
-from slca_grpo.datatypes import Task, ToolCall
-from slca_grpo.rollout.sampling import STOP_STRING, Generation
+from slca_grpo.datatypes import STOP_STRING, Generation, Task, ToolCall
 
 TOOL_CALL_STOP = "</tool_call>"
 TRUNCATION_MARKER = "\n...[truncated]...\n"

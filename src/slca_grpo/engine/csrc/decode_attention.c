@@ -1,5 +1,5 @@
 /* One-token attention of decoding rows over their prompt's shared prefix and their own tokens,
- * for the rollout sampler on a CPU (slca_grpo/rollout/native.py builds and loads this file).
+ * for the rollout sampler on a CPU (slca_grpo/engine/native.py builds and loads this file).
  *
  * PyTorch runs this step as four batched products of a dozen rows each, with the scores, mask,
  * softmax and casts in between as separate passes; at a decode step's shapes the products run at
@@ -12,8 +12,9 @@
  * widening them here.
  *
  * Written with GCC/Clang vector extensions (no intrinsics) and compiled for the machine it runs
- * on, so the same source becomes AVX2 or AVX-512 code. Tasks run on OpenMP threads: the runtime
- * PyTorch already loaded (libgomp), so the two share one pool. */
+ * on, so the same source becomes AVX2 or AVX-512 code; GCC and clang both build it. Tasks run on
+ * OpenMP threads: the runtime PyTorch already loaded (libgomp), so the two share one pool (with
+ * clang, whose OpenMP needs a runtime of its own, the loader builds without it: one thread). */
 
 #include <math.h>
 #include <stdint.h>
@@ -66,19 +67,25 @@ static inline vf exp_lanes(vf x) {
     return choose(too_low, splat(0.0f), result);
 }
 
+/* Lanes of a and b (b's numbered 8-15) picked by eight constant indices. GCC's __builtin_shuffle
+ * takes them as a vector; clang has only __builtin_shufflevector, which takes them one by one. */
+#if defined(__clang__)
+#define SHUFFLE8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) __builtin_shufflevector(a, b, i0, i1, i2, i3, i4, i5, i6, i7)
+#else
+#define SHUFFLE8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) __builtin_shuffle(a, b, (vi){i0, i1, i2, i3, i4, i5, i6, i7})
+#endif
+
 /* The eight lanes' sums of v[0..7], as one vector: a tree of pairwise shuffles and adds. */
 static inline vf sum_eight(const vf v[8]) {
-    const vi even = {0, 8, 2, 10, 4, 12, 6, 14}, odd = {1, 9, 3, 11, 5, 13, 7, 15};
-    const vi low = {0, 1, 8, 9, 4, 5, 12, 13}, high = {2, 3, 10, 11, 6, 7, 14, 15};
-    const vi first = {0, 1, 2, 3, 8, 9, 10, 11}, second = {4, 5, 6, 7, 12, 13, 14, 15};
     vf pairs[4], quads[2];
     for (int i = 0; i < 4; i++)
-        pairs[i] = __builtin_shuffle(v[2 * i], v[2 * i + 1], even) + __builtin_shuffle(v[2 * i], v[2 * i + 1], odd);
+        pairs[i] = SHUFFLE8(v[2 * i], v[2 * i + 1], 0, 8, 2, 10, 4, 12, 6, 14) +
+                   SHUFFLE8(v[2 * i], v[2 * i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
     for (int i = 0; i < 2; i++)
-        quads[i] = __builtin_shuffle(pairs[2 * i], pairs[2 * i + 1], low) +
-                   __builtin_shuffle(pairs[2 * i], pairs[2 * i + 1], high);
+        quads[i] = SHUFFLE8(pairs[2 * i], pairs[2 * i + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
+                   SHUFFLE8(pairs[2 * i], pairs[2 * i + 1], 2, 3, 10, 11, 6, 7, 14, 15);
     /* quads[0] holds v0..v3's halves, quads[1] v4..v7's: lanes 0-3 the first halves, 4-7 the second. */
-    return __builtin_shuffle(quads[0], quads[1], first) + __builtin_shuffle(quads[0], quads[1], second);
+    return SHUFFLE8(quads[0], quads[1], 0, 1, 2, 3, 8, 9, 10, 11) + SHUFFLE8(quads[0], quads[1], 4, 5, 6, 7, 12, 13, 14, 15);
 }
 
 /* The dot products of `query` with the eight keys `stride` floats apart from `keys`. */

@@ -26,7 +26,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface
 
-from slca_grpo.models.attention import TRAINING_ATTENTION, attends_to_every_token
+from slca_grpo.engine.attention import TRAINING_ATTENTION, attends_to_every_token
 
 PACKED_ATTENTION = "slca_packed"
 

@@ -28,8 +28,8 @@ from transformers import AttentionInterface
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from slca_grpo.models.attention import attends_to_every_token, attention_implementation, masked_sdpa
-from slca_grpo.rollout import native
+from slca_grpo.engine import native
+from slca_grpo.engine.attention import attends_to_every_token, attention_implementation, masked_sdpa
 
 ATTENTION_NAME = "slca_sdpa"
 # Rows share a prompt's cache in models at least this wide. At SmolLM2's width (576) a decode step

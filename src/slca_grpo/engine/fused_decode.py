@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import torch
 
-from slca_grpo.rollout import native
-from slca_grpo.rollout.kv_cache import ATTENTION_NAME, GrowingLayer, grouped_decode_attention
-from slca_grpo.rollout.native import Panels
-from slca_grpo.rollout.packed_linear import MAX_ROWS, pack_linears, packed_product, packing_available, weight_state
+from slca_grpo.engine import native
+from slca_grpo.engine.kv_cache import ATTENTION_NAME, GrowingLayer, grouped_decode_attention
+from slca_grpo.engine.native import Panels
+from slca_grpo.engine.packed_linear import MAX_ROWS, pack_linears, packed_product, packing_available, weight_state
 
 # As for shared prompts: the reader and the tiny models (128) and up. On the reader, 384 rollouts
 # a step: rollouts 39.6 s -> 25.1 s with both (2-core EPYC, AVX2; docs/training.md). Narrower models
