@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import replace
 
 import pytest
 import torch
 
+from slca_grpo.cli.pretrain import resume_command
 from slca_grpo.data.corpus import CorpusConfig
 from slca_grpo.models import load_model
+from slca_grpo.models.checkpoint import save_checkpoint
 from slca_grpo.models.tiny import TinyModelConfig
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.trainer.pretrain import (
@@ -23,6 +26,7 @@ from slca_grpo.trainer.pretrain import (
     same_build,
     written_config,
 )
+from slca_grpo.trainer.run_folder import RunFolderBusy, RunFolderTaken, hold_run_folder
 
 SMALL = PretrainConfig(
     steps=4,
@@ -182,3 +186,51 @@ def test_bad_settings_are_one_line_errors(tmp_path) -> None:
         replace(SMALL, lr=-1.0)
     with pytest.raises(ValueError, match="pretrain.task_eval_tasks must be an int >= 0"):
         replace(SMALL, task_eval_tasks=-1)
+
+
+def test_a_folder_holding_a_build_is_refused_unless_resumed_or_forced(tmp_path) -> None:
+    out = tmp_path / "build"
+    assert pretrain(SMALL, out, progress=False) is not None
+    metrics = (out / "metrics.jsonl").read_text()
+    weights = (out / "model" / "model.safetensors").read_bytes()
+    with pytest.raises(RunFolderTaken, match=r"already holds a run .*--resume to continue it, --force to replace it"):
+        pretrain(SMALL, out, progress=False)
+    assert (out / "metrics.jsonl").read_text() == metrics  # nothing lost
+    assert (out / "model" / "model.safetensors").read_bytes() == weights
+    # --force replaces the build: a fresh one, its checkpoints and metrics only.
+    pretrain(replace(SMALL, steps=2, seed=1), out, progress=False, force=True)
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    assert sorted(p.name for p in (out / "checkpoints").glob("step-*")) == ["step-000002"]
+
+
+def test_a_file_or_a_checkpoint_is_no_place_for_a_build(tmp_path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RunFolderTaken, match="is a file, not a folder"):
+        pretrain(SMALL, tmp_path / "file", progress=False)
+    inside = tmp_path / "run" / "checkpoints" / "step-000002" / "model"
+    inside.mkdir(parents=True)
+    with pytest.raises(RunFolderTaken, match="is inside the checkpoint"):
+        pretrain(SMALL, inside, progress=False, force=True)
+    assert not list(inside.iterdir())
+
+
+def test_a_build_holds_its_folder(tmp_path) -> None:
+    with hold_run_folder(tmp_path / "held", "another build"):
+        with pytest.raises(RunFolderBusy, match=r"being written by pid \d+ \(another build"):
+            pretrain(SMALL, tmp_path / "held", progress=False)
+
+
+def test_pruning_keeps_the_checkpoint_just_written(tmp_path) -> None:
+    model, tokenizer = load_model("tiny", n_corpus_tasks=20)
+    for step in (900, 950):  # an earlier run's later steps
+        save_checkpoint(tmp_path, step, model=model, tokenizer=None, state={}, info={})
+    written = save_checkpoint(tmp_path, 3, model=model, tokenizer=None, state={}, info={}, keep_last=2)
+    assert written.is_dir() and (tmp_path / "latest").read_text().strip() == written.name
+    assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-000003", "step-000950"]
+
+
+def test_the_resume_hint_carries_every_setting_the_build_started_with() -> None:
+    args = argparse.Namespace(out="runs/my reader", steps=1200, seed=3, bf16=True)
+    assert resume_command(args) == "slca pretrain --out 'runs/my reader' --steps 1200 --seed 3 --bf16 --resume"
+    plain = argparse.Namespace(out="runs/reader", steps=None, seed=0, bf16=False)
+    assert resume_command(plain) == "slca pretrain --out runs/reader --resume"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any
 
 from slca_grpo.cli.common import fail
@@ -29,6 +30,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     parser.add_argument(
+        "--force", action="store_true", help="replace the build that --out holds (refused without --resume or this)"
+    )
+    parser.add_argument(
         "--stop-at",
         type=int,
         metavar="STEP",
@@ -50,6 +54,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
     from slca_grpo.data.corpus import CorpusConfig
     from slca_grpo.models.checkpoint import CheckpointError
     from slca_grpo.trainer.pretrain import PretrainConfig, pretrain
+    from slca_grpo.trainer.run_folder import RunFolderBusy
 
     try:
         config = PretrainConfig(seed=args.seed, corpus=CorpusConfig(seed=args.seed), bf16=args.bf16)
@@ -57,11 +62,30 @@ def run_pretrain(args: argparse.Namespace) -> int:
             config = replace(config, steps=args.steps)
         if args.task_eval_every is not None:
             config = replace(config, task_eval_every=args.task_eval_every)
-        final = pretrain(config, args.out, resume=args.resume, progress=not args.no_progress, stop_at=args.stop_at)
-    except (ValueError, CheckpointError, FloatingPointError) as exc:
+        final = pretrain(
+            config,
+            args.out,
+            resume=args.resume,
+            force=args.force,
+            progress=not args.no_progress,
+            stop_at=args.stop_at,
+        )
+    except (ValueError, CheckpointError, FloatingPointError, RunFolderBusy) as exc:
         return fail(str(exc))
     if final is None:
-        print(f"stopped after step {args.stop_at}; continue with: slca pretrain --out {args.out} --resume")
+        print(f"stopped after step {args.stop_at}; continue with: {resume_command(args)}")
         return 0
     print(f"base model written to {final} (use it as model.name: {final}, or slca eval --policy hf:{final})")
     return 0
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The command that continues this build: every setting it was started with, and --resume."""
+    words = ["slca pretrain", "--out", shlex.quote(str(args.out))]
+    if args.steps is not None:
+        words += ["--steps", str(args.steps)]
+    if args.seed != 0:
+        words += ["--seed", str(args.seed)]
+    if args.bf16:
+        words.append("--bf16")
+    return " ".join([*words, "--resume"])

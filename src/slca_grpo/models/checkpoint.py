@@ -107,7 +107,10 @@ def save_checkpoint(
         shutil.rmtree(final)
     os.rename(temporary, final)
     _write_atomic(root / "latest", name + "\n")
-    for old in sorted(p for p in root.glob(f"{PREFIX}*") if p.is_dir())[:-keep_last] if keep_last > 0 else []:
+    # The newest by step are kept, and always the one just written: a folder may hold later steps
+    # of an earlier run, and pruning by name alone would delete this one.
+    kept = sorted((p for p in root.glob(f"{PREFIX}*") if p.is_dir() and p != final), reverse=True)
+    for old in kept[max(0, keep_last - 1) :] if keep_last > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return final
 

@@ -19,6 +19,7 @@ import json
 import math
 import random
 import re
+import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -48,6 +49,7 @@ from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.simulator import SimulatorConfig, build_simulator
 from slca_grpo.trainer.chunked_loss import chunked_next_token_loss
 from slca_grpo.trainer.logger import MetricsLogger, read_metrics
+from slca_grpo.trainer.run_folder import check_out_folder, hold_run_folder
 
 READER_SHAPE = TinyModelConfig(num_layers=4, hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=384)
 
@@ -338,11 +340,16 @@ def same_build(saved: Any, config: PretrainConfig) -> bool:
     }
 
 
+# What a build writes into its folder (``--force`` removes an earlier build's before starting).
+BUILD_FILES = ("checkpoints", "model", "metrics.jsonl", "curves.png", "pretrain_config.json")
+
+
 def pretrain(
     config: PretrainConfig,
     out_dir: str | Path,
     *,
     resume: bool = False,
+    force: bool = False,
     progress: bool = True,
     stop_at: int | None = None,
 ) -> Path | None:
@@ -350,12 +357,24 @@ def pretrain(
 
     ``stop_at`` ends this call after that step with a checkpoint (a build split over sessions;
     ``resume=True`` continues it); the final model is written only when all steps are done, and
-    only then is a path returned.
+    only then is a path returned. A folder that holds a run is refused unless ``resume`` continues
+    it or ``force`` replaces it (``RunFolderTaken``); the folder is held (locked) while the build writes it.
     """
     if stop_at is not None and (not isinstance(stop_at, int) or stop_at < 1):
         raise ValueError(f"stop_at must be a positive step number, got {stop_at!r}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_folder(out_dir, flag="--out", resume=resume, force=force)
+    with hold_run_folder(out_dir, "slca pretrain", next_step="use another --out"):
+        if force and not resume:
+            for name in BUILD_FILES:
+                path = Path(out_dir) / name
+                if path.is_dir():
+                    shutil.rmtree(path)
+                elif path.exists():
+                    path.unlink()
+        return _pretrain(config, Path(out_dir), resume=resume, progress=progress, stop_at=stop_at)
+
+
+def _pretrain(config: PretrainConfig, out: Path, *, resume: bool, progress: bool, stop_at: int | None) -> Path | None:
     checkpoints = out / "checkpoints"
     found = load_latest_checkpoint(checkpoints) if resume else None
     if found is not None:

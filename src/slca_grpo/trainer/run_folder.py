@@ -47,6 +47,32 @@ RESUME_MAY_DIFFER = (
 )
 
 
+# What a folder holds once a run (training or pretraining) has written to it.
+RUN_MARKERS = ("config.yaml", "pretrain_config.json", "metrics.jsonl", "summary.json", "checkpoints", "model")
+
+
+class RunFolderTaken(ValueError):
+    """An output folder that cannot be written: a file, a checkpoint, or another run (one line)."""
+
+
+def check_out_folder(folder: str | Path, *, flag: str, resume: bool, force: bool) -> None:
+    """Before any work: refuse ``folder`` when it is a file, lies inside a run's checkpoint, or
+    holds a run and neither ``resume`` (continue it) nor ``force`` (replace it) was asked for."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise RunFolderTaken(f"{flag} {folder} is a file, not a folder")
+    for part in (folder, *folder.resolve().parents):
+        if part.parent.name == "checkpoints" and part.name.startswith("step-"):
+            raise RunFolderTaken(f"{flag} {folder} is inside the checkpoint {part}; write a run elsewhere")
+    if folder.is_dir() and not resume and not force:
+        held = [name for name in RUN_MARKERS if (folder / name).exists()]
+        if held:
+            raise RunFolderTaken(
+                f"{flag} {folder} already holds a run ({', '.join(held)}); add --resume to continue it, "
+                "--force to replace it, or use another folder"
+            )
+
+
 class RunFolderBusy(OSError):
     """Another process is writing this folder (one line naming it)."""
 
