@@ -21,6 +21,11 @@ def register(subparsers: Any) -> None:
         help="override a setting, e.g. --set rl.estimator=grpo (repeatable)",
     )
     train.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in train.out_dir")
+    train.add_argument(
+        "--force",
+        action="store_true",
+        help="write over the run train.out_dir holds (refused without --resume or this)",
+    )
     train.set_defaults(func=run_train)
 
     demo = subparsers.add_parser("demo", help="SFT a model, then compare estimators by RL from the same start")
@@ -68,13 +73,15 @@ def run_train(args: argparse.Namespace) -> int:
     from slca_grpo.presets import resolve_config_path
     from slca_grpo.trainer.optim import TrainingDiverged
     from slca_grpo.trainer.run import RunConfig, train
+    from slca_grpo.trainer.run_folder import RunFolderTaken, check_out_folder
 
     try:
         path = resolve_config_path(args.config)
         config = load_yaml_config(RunConfig, path, args.overrides)
         if args.resume:
             check_resumed_folder(Path(path), config.train.out_dir)
-    except (ConfigError, FileNotFoundError) as exc:
+        check_out_folder(config.train.out_dir, flag="train.out_dir", resume=args.resume, force=args.force)
+    except (ConfigError, FileNotFoundError, RunFolderTaken) as exc:
         return fail(str(exc))
     try:
         summary = train(config, resume=args.resume)
