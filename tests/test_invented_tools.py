@@ -130,3 +130,15 @@ def test_disguise_keeps_no_name_at_keep_name_zero_and_every_name_at_one() -> Non
     for keep, expected in ((0.0, set()), (1.0, names)):
         _, tools = disguise(gold_messages(task), task.tools, random.Random(1), keep_name=keep)
         assert {t["function"]["name"] for t in tools} & names == expected
+
+
+def test_a_tool_whose_name_is_taken_gets_another_and_never_hangs() -> None:
+    """An opaque name of one tool may say another's verb and noun (document 21,311 of the default
+    corpus hung there once): the second tool then takes other words."""
+    taken = {f"{verb}_{noun.replace(' ', '_')}" for verb in VERBS for noun in NOUNS}
+    for seed in range(50):
+        before = set(taken)
+        tool = invented_tool(random.Random(seed), taken)
+        assert tool.name not in before and tool.name in taken
+    config = CorpusConfig()
+    assert document(21311, config)[1] == document(21311, config)[1]

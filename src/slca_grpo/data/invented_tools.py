@@ -217,12 +217,16 @@ def invented_tool(rng: random.Random, taken: set[str] | None = None) -> Invented
     # Most names say the verb and the noun, as real tools' do; the rest say other words, and only
     # the description tells what the tool does.
     if roll < 0.45:
-        make = lambda: f"{verb}_{snake(noun)}"  # noqa: E731
+        name = f"{verb}_{snake(noun)}"
     elif roll < 0.7:
-        make = lambda: f"{verb}_{snake(noun)}_{rng.choice(ATTRIBUTES)}"  # noqa: E731
+        name = f"{verb}_{snake(noun)}_{rng.choice(ATTRIBUTES)}"
     else:
-        make = lambda: real_tool_name(rng)  # noqa: E731
-    name = _unused(lambda: _allowed(make), taken)
+        name = real_tool_name(rng)
+    # A name another tool of the document already took (an opaque name may say this tool's verb
+    # and noun), or one holding a held-out tool's name: other words, drawn until one is free.
+    while name in taken or not allowed_name(name, DEFAULT_HELDOUT_TOOLS):
+        name = real_tool_name(rng)
+    taken.add(name)
     taken_params: set[str] = set()
     required = [_param(rng, noun, taken_params) for _ in range(rng.randint(1, 3))]
     optional = [_param(rng, noun, taken_params) for _ in range(rng.choice((0, 0, 1, 2)))]
