@@ -190,17 +190,19 @@ def test_bad_settings_are_one_line_errors(tmp_path) -> None:
 
 def test_a_folder_holding_a_build_is_refused_unless_resumed_or_forced(tmp_path) -> None:
     out = tmp_path / "build"
-    assert pretrain(SMALL, out, progress=False) is not None
-    metrics = (out / "metrics.jsonl").read_text()
-    weights = (out / "model" / "model.safetensors").read_bytes()
+    (out / "model").mkdir(parents=True)  # what a finished build leaves (the check runs before any work)
+    (out / "model" / "model.safetensors").write_bytes(b"weights")
+    (out / "metrics.jsonl").write_text('{"step": 3000}\n')
+    (out / "checkpoints" / "step-003000").mkdir(parents=True)
     with pytest.raises(RunFolderTaken, match=r"already holds a run .*--resume to continue it, --force to replace it"):
         pretrain(SMALL, out, progress=False)
-    assert (out / "metrics.jsonl").read_text() == metrics  # nothing lost
-    assert (out / "model" / "model.safetensors").read_bytes() == weights
+    assert (out / "metrics.jsonl").read_text() == '{"step": 3000}\n'  # nothing lost
+    assert (out / "model" / "model.safetensors").read_bytes() == b"weights"
     # --force replaces the build: a fresh one, its checkpoints and metrics only.
-    pretrain(replace(SMALL, steps=2, seed=1), out, progress=False, force=True)
+    assert pretrain(replace(SMALL, steps=2), out, progress=False, force=True) is not None
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     assert sorted(p.name for p in (out / "checkpoints").glob("step-*")) == ["step-000002"]
+    assert (out / "model" / "model.safetensors").read_bytes() != b"weights"
 
 
 def test_a_file_or_a_checkpoint_is_no_place_for_a_build(tmp_path) -> None:
