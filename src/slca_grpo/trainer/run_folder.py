@@ -47,17 +47,32 @@ RESUME_MAY_DIFFER = (
 )
 
 
-# What a folder holds once a run (training or pretraining) has written to it.
-RUN_MARKERS = ("config.yaml", "pretrain_config.json", "metrics.jsonl", "summary.json", "checkpoints", "model")
-
-
 class RunFolderTaken(ValueError):
     """An output folder that cannot be written: a file, a checkpoint, or another run (one line)."""
 
 
+def run_work(folder: Path) -> list[str]:
+    """What a run (training or pretraining) has done in ``folder``: its summary, a checkpoint,
+    logged metrics, a model. The settings files a run writes at its start (``config.yaml``,
+    ``provenance.json``) are not work: a start that failed before any step (a bad data file, say)
+    may be run again as it is."""
+    done = []
+    if (folder / "summary.json").exists():
+        done.append("summary.json")
+    if any((folder / "checkpoints").glob("step-*")):
+        done.append("checkpoints")
+    for log in ("metrics.jsonl", "sft_metrics.jsonl"):
+        if (folder / log).is_file() and (folder / log).stat().st_size > 0:
+            done.append(log)
+    for made in ("model", "sft"):
+        if (folder / made).is_dir():
+            done.append(f"{made}/")
+    return done
+
+
 def check_out_folder(folder: str | Path, *, flag: str, resume: bool, force: bool) -> None:
     """Before any work: refuse ``folder`` when it is a file, lies inside a run's checkpoint, or
-    holds a run and neither ``resume`` (continue it) nor ``force`` (replace it) was asked for."""
+    holds a run's work and neither ``resume`` (continue it) nor ``force`` (replace it) was asked for."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise RunFolderTaken(f"{flag} {folder} is a file, not a folder")
@@ -65,10 +80,10 @@ def check_out_folder(folder: str | Path, *, flag: str, resume: bool, force: bool
         if part.parent.name == "checkpoints" and part.name.startswith("step-"):
             raise RunFolderTaken(f"{flag} {folder} is inside the checkpoint {part}; write a run elsewhere")
     if folder.is_dir() and not resume and not force:
-        held = [name for name in RUN_MARKERS if (folder / name).exists()]
-        if held:
+        done = run_work(folder)
+        if done:
             raise RunFolderTaken(
-                f"{flag} {folder} already holds a run ({', '.join(held)}); add --resume to continue it, "
+                f"{flag} {folder} already holds a run ({', '.join(done)}); add --resume to continue it, "
                 "--force to replace it, or use another folder"
             )
 
