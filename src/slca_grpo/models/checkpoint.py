@@ -16,6 +16,7 @@ import random
 import re
 import shutil
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +157,11 @@ def load_checkpoint_state(path: str | Path) -> tuple[dict[str, Any], dict[str, A
     checked; ``CheckpointError`` names the damaged one. Never unpickles code (``weights_only``)."""
     path = Path(path)
     try:
-        state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            # A damaged file makes torch's weights-only unpickler warn before it fails; the error
+            # below says it in one line, so the warning would only put a second line before it.
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\._weights_only_unpickler")
+            state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError... for bad files
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(f"{path / 'state.pt'} cannot be loaded safely ({first})") from None
