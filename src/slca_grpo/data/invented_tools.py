@@ -222,11 +222,8 @@ def invented_tool(rng: random.Random, taken: set[str] | None = None) -> Invented
         name = f"{verb}_{snake(noun)}_{rng.choice(ATTRIBUTES)}"
     else:
         name = real_tool_name(rng)
-    # A name another tool of the document already took (an opaque name may say this tool's verb
-    # and noun), or one holding a held-out tool's name: other words, drawn until one is free.
-    while name in taken or not allowed_name(name, DEFAULT_HELDOUT_TOOLS):
-        name = real_tool_name(rng)
-    taken.add(name)
+    # Another tool of the document may have taken it (an opaque name may say this tool's verb and noun).
+    name = _free_name(name, lambda: real_tool_name(rng), taken)
     taken_params: set[str] = set()
     required = [_param(rng, noun, taken_params) for _ in range(rng.randint(1, 3))]
     optional = [_param(rng, noun, taken_params) for _ in range(rng.choice((0, 0, 1, 2)))]
@@ -242,11 +239,12 @@ def invented_tool(rng: random.Random, taken: set[str] | None = None) -> Invented
     return InventedTool(name, verb, noun, required, optional, description)
 
 
-def _allowed(make: Any) -> str:
-    """A name from ``make()`` that holds no held-out tool's name."""
-    name = make()
-    while not allowed_name(name, DEFAULT_HELDOUT_TOOLS):
-        name = make()
+def _free_name(name: str, redraw: Any, taken: set[str]) -> str:
+    """``name``, or ``redraw()`` until a name is neither in ``taken`` nor holds a held-out tool's
+    name; the name joins ``taken``."""
+    while name in taken or not allowed_name(name, DEFAULT_HELDOUT_TOOLS):
+        name = redraw()
+    taken.add(name)
     return name
 
 
@@ -270,9 +268,7 @@ def disguise(
     tools = copy.deepcopy(tools)
     names: dict[str, str] = {}
     params: dict[str, dict[str, str]] = {}
-    used: set[str] = set()
-    for tool in tools:
-        used.add(tool["function"]["name"])
+    used = {tool["function"]["name"] for tool in tools}
     for tool in tools:
         function = tool["function"]
         old = function["name"]
@@ -280,7 +276,7 @@ def disguise(
             new = old
         else:
             verb = old.split("_", 1)[0] if rng.random() < 0.5 else None
-            new = _unused(lambda verb=verb: _allowed(lambda: real_tool_name(rng, verb=verb)), used)
+            new = _free_name(real_tool_name(rng, verb=verb), lambda verb=verb: real_tool_name(rng, verb=verb), used)
         names[old] = function["name"] = new
         properties = function.get("parameters", {}).get("properties", {})
         renamed = {key: real_param_name(rng) if rng.random() < rename_params else key for key in properties}
