@@ -113,10 +113,13 @@ def read_provenance(run_dir: str | Path) -> dict[str, Any] | None:
 def add_to_provenance(run_dir: str | Path, **fields: Any) -> None:
     """Add ``fields`` (what became known as the run went: which C kernels ran, say) to a run
     folder's provenance, written whole or not at all; pairing reads none of them."""
-    path = Path(run_dir) / PROVENANCE_FILE
-    record = read_provenance(run_dir) or provenance()
+    _write(Path(run_dir) / PROVENANCE_FILE, {**(read_provenance(run_dir) or provenance()), **fields})
+
+
+def _write(path: Path, record: dict[str, Any]) -> None:
+    """``record`` into ``path``, whole or not at all (a temporary file renamed into place)."""
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({**record, **fields}, indent=1), encoding="utf-8")
+    tmp.write_text(json.dumps(record, indent=1), encoding="utf-8")
     tmp.replace(path)
 
 
@@ -127,8 +130,6 @@ def record_provenance(run_dir: str | Path) -> dict[str, Any] | None:
     current = provenance()
     earlier = read_provenance(run_dir)
     if earlier is None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(current, indent=1), encoding="utf-8")
-        tmp.replace(path)
+        _write(path, current)
         return None
     return earlier if pairing_key(earlier) != pairing_key(current) else None
