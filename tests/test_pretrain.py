@@ -236,3 +236,15 @@ def test_the_resume_hint_carries_every_setting_the_build_started_with() -> None:
     assert resume_command(args) == "slca pretrain --out 'runs/my reader' --steps 1200 --seed 3 --bf16 --resume"
     plain = argparse.Namespace(out="runs/reader", steps=None, seed=0, bf16=False)
     assert resume_command(plain) == "slca pretrain --out runs/reader --resume"
+
+
+def test_force_removes_a_linked_build_folder_not_what_it_points_to(tmp_path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "kept").mkdir(parents=True)
+    out = tmp_path / "build"
+    out.mkdir()
+    (out / "model").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(RunFolderTaken, match="already holds a run"):
+        pretrain(SMALL, out, progress=False)
+    assert pretrain(replace(SMALL, steps=2), out, progress=False, force=True) is not None
+    assert (elsewhere / "kept").is_dir() and not (out / "model").is_symlink()

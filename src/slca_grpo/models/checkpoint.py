@@ -73,12 +73,17 @@ def save_pretrained_atomic(model: torch.nn.Module, tokenizer: Any, target: Path)
     _save_model(model, temporary)
     if tokenizer is not None:
         tokenizer.save_pretrained(temporary)
-    if target.is_symlink() or target.is_file():
-        target.unlink()
-    elif target.exists():
-        shutil.rmtree(target)
+    remove_path(target)
     os.rename(temporary, target)
     return target
+
+
+def remove_path(path: Path) -> None:
+    """Remove ``path`` whatever it is: a file or link (never what a link points to), or a folder."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
 
 
 def save_checkpoint(

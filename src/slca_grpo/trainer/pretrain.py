@@ -19,7 +19,6 @@ import json
 import math
 import random
 import re
-import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -37,6 +36,7 @@ from slca_grpo.eval.indomain import score_trajectories
 from slca_grpo.models import load_model
 from slca_grpo.models.checkpoint import (
     load_latest_checkpoint,
+    remove_path,
     save_checkpoint,
     save_pretrained_atomic,
     set_rng_state,
@@ -366,11 +366,7 @@ def pretrain(
     with hold_run_folder(out_dir, "slca pretrain", next_step="use another --out"):
         if force and not resume:
             for name in BUILD_FILES:
-                path = Path(out_dir) / name
-                if path.is_dir():
-                    shutil.rmtree(path)
-                elif path.exists():
-                    path.unlink()
+                remove_path(Path(out_dir) / name)
         return _pretrain(config, Path(out_dir), resume=resume, progress=progress, stop_at=stop_at)
 
 
