@@ -12,7 +12,7 @@ import pytest
 from slca_grpo.data.corpus import CorpusConfig, document, invented_document
 from slca_grpo.data.invented_tools import disguise, invented_tool
 from slca_grpo.data.synthetic import generate_tasks, gold_messages
-from slca_grpo.data.tool_words import ATTRIBUTES, NOUNS, VERBS
+from slca_grpo.data.tool_words import ATTRIBUTES, FORBIDDEN_WORDS, NOUNS, VERBS
 
 
 def _tools(text: str) -> dict[str, dict]:
@@ -142,3 +142,9 @@ def test_a_tool_whose_name_is_taken_gets_another_and_never_hangs() -> None:
         assert tool.name not in before and tool.name in taken
     config = CorpusConfig()
     assert document(21311, config)[1] == document(21311, config)[1]
+
+
+def test_the_word_banks_leave_out_the_unseen_domains_words() -> None:
+    """The unseen-domains task file stays a domain the corpus has never shown."""
+    words = {word for entry in (*VERBS, *NOUNS, *ATTRIBUTES) for word in entry.split()}
+    assert not words & FORBIDDEN_WORDS
