@@ -7,7 +7,14 @@ import torch
 from decode_helpers import assert_same_samples, sample_two_turns, small_tokenizer, tiny_gqa_model, uneven_prompts
 
 from slca_grpo.engine import token_logprobs
-from slca_grpo.engine.kv_cache import ATTENTION_NAME, autocast_keys, decode_attention, growing_cache
+from slca_grpo.engine.kv_cache import (
+    ATTENTION_NAME,
+    attention_with_lse,
+    attention_with_lse_by_products,
+    autocast_keys,
+    decode_attention,
+    growing_cache,
+)
 from slca_grpo.engine.sampling import SamplingConfig, cache_keyword, sample
 
 
@@ -391,3 +398,22 @@ def test_equal_lengths_gradients_and_narrow_models_keep_the_padded_batch(tokeniz
         assert not sampling._prefills_one_by_one(wide, [a, b], {"logits_to_keep": 1})  # no cache
         assert not sampling._prefills_one_by_one(model, [a, b], options(model))  # 32 wide: its rounding kept
     assert not sampling._prefills_one_by_one(wide, [a, b], options(wide))  # gradients: one pass
+
+
+def test_attention_by_products_is_the_cpu_flash_kernel_for_devices_without_it():
+    """A later turn's prefill joins two attention passes by their log-sum-exps; off the CPU the
+    passes run as three products (PyTorch's CPU flash kernel does not exist there): the same
+    outputs and log-sum-exps wherever a query has something to attend to (a padding query, with
+    nothing, is left undefined by both)."""
+    generator = torch.Generator().manual_seed(0)
+    query, keys, values = (torch.randn(3, 4, 5, 8, generator=generator) for _ in range(3))
+    allowed = torch.rand(3, 1, 5, 5, generator=generator) > 0.3
+    allowed[1, :, 2] = False  # query 2 of row 1 sees nothing
+    allowed[0, :, :, 0] = True
+    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))
+    flash_out, flash_lse = attention_with_lse(query, keys, values, bias, 0.3)
+    out, lse = attention_with_lse_by_products(query, keys, values, bias, 0.3)
+    seen = allowed.any(dim=-1).expand(-1, 4, -1)  # [rows, heads, queries]
+    assert not seen[1, :, 2].any() and seen.sum() > 50
+    assert torch.allclose(lse[seen], flash_lse[seen], atol=1e-5)
+    assert torch.allclose(out[seen], flash_out[seen], atol=1e-5)

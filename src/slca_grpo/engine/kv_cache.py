@@ -413,6 +413,28 @@ def _bias(mask: torch.Tensor) -> torch.Tensor:
     return torch.zeros(mask.shape, dtype=torch.float32, device=mask.device).masked_fill_(~mask, float("-inf"))
 
 
+def attention_with_lse(
+    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention output [B, H, L, D] and its log-sum-exp [B, H, L], float32: PyTorch's CPU flash
+    kernel on a CPU, the same math in three products elsewhere (that kernel is CPU-only). What a
+    query that may attend to nothing (padding) gets differs between the two."""
+    if query.device.type == "cpu":
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query, keys, values, 0.0, False, attn_mask=bias, scale=scale
+        )
+    return attention_with_lse_by_products(query, keys, values, bias, scale)
+
+
+def attention_with_lse_by_products(
+    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`attention_with_lse` on any device: scores, their log-sum-exp, weighted values."""
+    scores = torch.matmul(query, keys.transpose(-1, -2)) * scale + bias
+    lse = torch.logsumexp(scores, dim=-1)
+    return torch.matmul(torch.exp(scores - lse.unsqueeze(-1)), values), lse
+
+
 def prefix_prefill_attention(
     plan: _DecodePlan,
     query: torch.Tensor,
@@ -426,19 +448,18 @@ def prefix_prefill_attention(
 
     ``query``: [rows, heads, length, D]; ``key``/``value``: the rows' own tokens [rows, kv heads,
     own, D]; ``mask``: [rows, 1, length, prefix + own], True where a query may attend. Two passes
-    of PyTorch's CPU flash kernel, joined by their log-sum-exps: every row's queries over its own
-    tokens (masked), and, prompt by prompt, the queries of all the prompt's rows over its prefix
+    of :func:`attention_with_lse` (PyTorch's CPU flash kernel on a CPU), joined by their
+    log-sum-exps: every row's queries over its own tokens (masked), and, prompt by prompt, the queries of all the prompt's rows over its prefix
     (masked by the prefix's padding only) — so the prefix is never copied per row, as whole rows
     for SDPA would be. Float32 [rows, length, heads, D], the layout ``transformers``' attention
     returns, in ``value``'s dtype."""
     rows, heads, length, dim = query.shape
     per_kv = heads // key.shape[1]
     prefix = plan.keys.shape[-2]
-    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
     query = query.float()
     own_keys = key.float().repeat_interleave(per_kv, dim=1)
     own_values = value.float().repeat_interleave(per_kv, dim=1)
-    own_out, own_lse = flash(query, own_keys, own_values, 0.0, False, attn_mask=_bias(mask[..., prefix:]), scale=scale)
+    own_out, own_lse = attention_with_lse(query, own_keys, own_values, _bias(mask[..., prefix:]), scale)
     prefix_out = torch.zeros_like(own_out)
     prefix_lse = torch.full_like(own_lse, float("-inf"))
     prefix_keys = plan.keys.float().repeat_interleave(per_kv, dim=1)  # [prompts, heads, prefix, D]
@@ -449,14 +470,12 @@ def prefix_prefill_attention(
         # The prompt's rows' queries side by side: [1, heads, members x length, D].
         queries = query[index].transpose(0, 1).reshape(1, heads, len(members) * length, dim)
         allowed = mask[index, :, :, :prefix].any(dim=0).any(dim=1)  # [1, prefix]: the prefix's real tokens
-        out, lse = flash(
+        out, lse = attention_with_lse(
             queries,
             prefix_keys[prompt : prompt + 1],
             prefix_values[prompt : prompt + 1],
-            0.0,
-            False,
-            attn_mask=_bias(allowed).view(1, 1, 1, prefix),
-            scale=scale,
+            _bias(allowed).view(1, 1, 1, prefix),
+            scale,
         )
         prefix_out[index] = out.view(heads, len(members), length, dim).transpose(0, 1)
         prefix_lse[index] = lse.view(heads, len(members), length).transpose(0, 1)
