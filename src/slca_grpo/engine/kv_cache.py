@@ -449,10 +449,10 @@ def prefix_prefill_attention(
     ``query``: [rows, heads, length, D]; ``key``/``value``: the rows' own tokens [rows, kv heads,
     own, D]; ``mask``: [rows, 1, length, prefix + own], True where a query may attend. Two passes
     of :func:`attention_with_lse` (PyTorch's CPU flash kernel on a CPU), joined by their
-    log-sum-exps: every row's queries over its own tokens (masked), and, prompt by prompt, the queries of all the prompt's rows over its prefix
-    (masked by the prefix's padding only) — so the prefix is never copied per row, as whole rows
-    for SDPA would be. Float32 [rows, length, heads, D], the layout ``transformers``' attention
-    returns, in ``value``'s dtype."""
+    log-sum-exps: every row's queries over its own tokens (masked), and, prompt by prompt, the
+    queries of all the prompt's rows over its prefix (masked by the prefix's padding only) — so
+    the prefix is never copied per row, as whole rows for SDPA would be. Float32 [rows, length,
+    heads, D], the layout ``transformers``' attention returns, in ``value``'s dtype."""
     rows, heads, length, dim = query.shape
     per_kv = heads // key.shape[1]
     prefix = plan.keys.shape[-2]
