@@ -110,9 +110,7 @@ def test_one_update_on_cuda_has_the_cpus_gradients(reader):
     grads = {}
     for device in ("cpu", "cuda"):
         copy_ = _on(model, device).train()
-        logprobs = token_logprobs(
-            copy_, batch.input_ids.to(device), batch.attention_mask.to(device), start=1
-        )
+        logprobs = token_logprobs(copy_, batch.input_ids.to(device), batch.attention_mask.to(device), start=1)
         mask = batch.loss_mask.to(device)
         loss = -(logprobs * advantages.to(device) * mask).sum() / mask.sum()
         loss.backward()
