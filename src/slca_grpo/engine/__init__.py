@@ -6,6 +6,8 @@ The one door into the engine for the rest of the package; its modules are intern
   (:mod:`.sampling`; the in-place cache and attention shortcuts :mod:`.kv_cache`, the fused
   decode step :mod:`.fused_decode`, packed weights :mod:`.packed_linear`, the C kernels
   :mod:`.native`). :func:`decode_session` keeps one packing of the weights across many calls.
+- :class:`TurnCache` — each rollout's cache kept from one turn to the next, so that a later turn
+  prefills only what was appended (:mod:`.turn_cache`).
 - :func:`prefill_shared` — run each distinct prompt once and hand its cache to every row.
 - :func:`token_logprobs` — log-probs of given tokens (:mod:`.logprobs`, packed passes
   :mod:`.packed_attention`, the training-time attention :mod:`.attention`).
@@ -20,6 +22,7 @@ from slca_grpo.engine.host_memory import keep_freed_memory
 from slca_grpo.engine.logprobs import token_logprobs
 from slca_grpo.engine.packed_linear import packed_linears as decode_session
 from slca_grpo.engine.sampling import SamplingConfig, distinct_rows, prefill_shared, sample
+from slca_grpo.engine.turn_cache import TurnCache
 
 __all__ = [
     "STOP_EOS",
@@ -27,6 +30,7 @@ __all__ = [
     "STOP_STRING",
     "Generation",
     "SamplingConfig",
+    "TurnCache",
     "decode_session",
     "distinct_rows",
     "keep_freed_memory",

@@ -71,6 +71,13 @@ class GrowingLayer(DynamicLayer):
         self.values = self._value_buffer[..., :end, :]
         return self.keys, self.values
 
+    def restore(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Start from given keys and values [rows, kv heads, length, D] (a kept turn's cache)."""
+        self.lazy_initialization(keys, values)
+        self._length = keys.shape[-2]
+        self._key_buffer, self._value_buffer = keys, values
+        self.keys, self.values = keys, values
+
     def get_seq_length(self) -> int:
         return self._length if self.is_initialized else 0
 
@@ -137,6 +144,20 @@ class SharedPrefixLayer(GrowingLayer):
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         super().lazy_initialization(key_states, value_states)
         self.prefix: _Prefix | None = None
+
+    def restore_shared(
+        self,
+        prefix_keys: torch.Tensor,
+        prefix_values: torch.Tensor,
+        group: torch.Tensor,
+        owner: Any,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+    ) -> None:
+        """Start from a kept turn's cache: the prompts' keys and values [prompts, kv heads, P, D]
+        shared by the rows (``group``: row -> prompt) of ``owner``, and each row's own after them."""
+        self.restore(keys, values)
+        self.prefix = _Prefix(prefix_keys, prefix_values, group, owner)
 
     def prefix_length(self) -> int:
         return self.prefix.keys.shape[-2] if self.is_initialized and self.prefix is not None else 0

@@ -9,7 +9,7 @@ it ~2.4x TRL's ``generate``-based rollouts on the tiny model (``benchmarks/throu
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -22,6 +22,7 @@ from slca_grpo.engine import kv_cache
 from slca_grpo.engine.fused_decode import FusedDecoder
 from slca_grpo.engine.kv_cache import GrowingLayer, decode_attention, growing_cache
 from slca_grpo.engine.packed_linear import packed_linears
+from slca_grpo.engine.turn_cache import TurnCache
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,8 @@ def sample(
     encode=None,
     generator: torch.Generator | None = None,
     prefix_lengths: Sequence[int] | None = None,
+    turn_cache: TurnCache | None = None,
+    row_keys: Sequence[Hashable] | None = None,
 ) -> list[Generation]:
     """Sample a continuation for every prompt until a stop token, a stop string or its budget.
 
@@ -255,7 +258,9 @@ def sample(
     (ids -> text) is needed for stop strings; with ``encode`` (text -> ids), a stop string that is
     a single token is matched as a stop id instead. ``prefix_lengths``: how many leading tokens of
     each prompt other rows may share (a rollout's prompt, after its first turn); shared prefixes
-    are prefilled once.
+    are prefilled once. ``turn_cache`` with ``row_keys`` (one key per row, the same in every call
+    of a batch of rollouts): each row starts from its cache of the last call where that holds the
+    start of its prompt, and leaves its cache there for the next (:mod:`.turn_cache`).
     """
     batch = len(prompts)
     budgets = [max_new_tokens] * batch if isinstance(max_new_tokens, int) else list(max_new_tokens)
@@ -279,9 +284,13 @@ def sample(
         # its cache rows (and last logits) to every rollout that starts from it. In later turns the
         # rows differ after the prompt: the prompt still runs once, each row's rest on top of it.
         # (Full-attention models only: a sliding-window cache keeps transformers' own layout.)
+        keeping = turn_cache is not None and row_keys is not None and cache is not None
+        restored = turn_cache.restore(cache, row_keys, prompts, device=device) if keeping else None
         distinct, source = distinct_rows(prompts)
         shared_prefixes = prefix_lengths is not None and cache is not None
-        if shared_prefixes and len({tuple(p[:n]) for p, n in zip(prompts, prefix_lengths)}) < len(distinct):
+        if restored is not None:
+            past, attention, positions, logits = _prefill_rests(model, cache, *restored, pad_id=pad_id, **extra)
+        elif shared_prefixes and len({tuple(p[:n]) for p, n in zip(prompts, prefix_lengths)}) < len(distinct):
             past, attention, positions, logits = prefill_prefixes(
                 model, prompts, prefix_lengths, pad_id=pad_id, device=device, **extra
             )
@@ -290,6 +299,7 @@ def sample(
             past, attention, positions = prefill.cache, prefill.attention, prefill.positions
             logits = prefill.output.logits[:, -1, :][prefill.index]
         last_position = positions[:, -1:]
+        decode_start = attention.shape[1]
         rows = list(range(batch))  # batch row -> result row; finished rows are dropped now and then
         # Decode steps by the fused step where it applies (Llama / Qwen2 on a CPU), else the layers.
         fused = FusedDecoder.for_sampler(model, past, batch) if max(budgets) > 1 else None
@@ -337,7 +347,10 @@ def sample(
             if not still:
                 break
             if len(still) <= len(rows) // 2 and past is not None:
-                # Half the rows are done: stop decoding them (their cache rows are dropped).
+                # Half the rows are done: stop decoding them (their cache rows are dropped, or kept).
+                if keeping:
+                    done = [index for index, row in enumerate(rows) if not active[row]]
+                    _keep(turn_cache, past, attention, decode_start, done, rows, row_keys, prompts, results)
                 keep = torch.tensor(still, dtype=torch.long, device=device)
                 past = select_cache_rows(past, keep)
                 attention, last_position, tokens = attention[keep], last_position[keep], tokens[keep]
@@ -360,4 +373,50 @@ def sample(
                 )
                 past = output_cache(output)
                 logits = output.logits[:, -1, :]
+        if keeping:
+            _keep(turn_cache, past, attention, decode_start, range(len(rows)), rows, row_keys, prompts, results)
+            turn_cache.finish_call()
     return results
+
+
+def _keep(turn_cache, past, attention, decode_start, indices, rows, row_keys, prompts, results) -> None:
+    """Keep the batch rows ``indices`` (``rows``: batch row -> result row) in ``turn_cache``."""
+    turn_cache.keep(
+        past,
+        attention,
+        decode_start,
+        list(indices),
+        [row_keys[rows[i]] for i in range(len(rows))],
+        [prompts[rows[i]] for i in range(len(rows))],
+        [results[rows[i]].token_ids for i in range(len(rows))],
+    )
+
+
+def _prefill_rests(
+    module: torch.nn.Module,
+    cache: Any,
+    cached_attention: torch.Tensor,
+    cached_tokens: torch.Tensor,
+    rests: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    **forward_kwargs: Any,
+) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Prefill each row's new tokens on top of its kept cache (:class:`TurnCache`): (cache,
+    attention, positions, last logits) as :func:`prefill_prefixes` returns them."""
+    device = cached_attention.device
+    rest_ids, rest_mask = left_pad(rests, pad_id)
+    rest_ids, rest_mask = rest_ids.to(device), rest_mask.to(device)
+    positions = cached_tokens[:, None] + rest_mask.cumsum(-1) - 1
+    attention = torch.cat([cached_attention, rest_mask], dim=1)
+    cache_name = cache_keyword(module)
+    kwargs = {k: v for k, v in forward_kwargs.items() if k != cache_name}
+    output = module(
+        input_ids=rest_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        use_cache=True,
+        **{cache_name: cache},
+        **kwargs,
+    )
+    return output_cache(output), attention, positions, output.logits[:, -1, :]

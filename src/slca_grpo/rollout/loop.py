@@ -16,7 +16,7 @@ from slca_grpo.chat.formatter import ChatFormatter, Dialogue, TurnReading
 from slca_grpo.chat.parser import parse_tool_calls
 from slca_grpo.config import ConfigError, at_least
 from slca_grpo.datatypes import Observation, Task, Trajectory, Turn
-from slca_grpo.engine import STOP_LENGTH, SamplingConfig, decode_session, sample
+from slca_grpo.engine import STOP_LENGTH, SamplingConfig, TurnCache, decode_session, sample
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, malformed_turn_observation, plan_block_calls
 
 
@@ -52,6 +52,7 @@ class _Rollout:
     trajectory: Trajectory
     session_id: str
     dialogue: Dialogue
+    index: int = 0  # the rollout's place in its batch: its key in the kept cache
     done: bool = False
     pending: list[Observation | None] = field(default_factory=list)  # see plan_block_calls
 
@@ -87,16 +88,22 @@ class AgentLoop:
             for _ in range(group_size):
                 trajectory = Trajectory(task_id=task.id, prompt_ids=list(start.prompt_ids))
                 session_id = f"{prefix}-{len(rollouts)}"
-                rollouts.append(_Rollout(task, trajectory, session_id=session_id, dialogue=start.fork()))
+                rollouts.append(
+                    _Rollout(task, trajectory, session_id=session_id, dialogue=start.fork(), index=len(rollouts))
+                )
         was_training = self.model.training
         self.model.eval()
         try:
-            with decode_session(self.model):  # every turn's decode steps share one packing of the weights
+            # Every turn's decode steps share one packing of the weights, and each rollout's cache is
+            # kept from one turn to the next, so a later turn prefills only the injected text.
+            turn_cache = TurnCache()
+            with decode_session(self.model):
                 for turn_index in range(self.config.max_turns):
                     active = [r for r in rollouts if not r.done]
                     if not active:
                         break
-                    self._generate_turn(active, sampling, generator, last_turn=turn_index == self.config.max_turns - 1)
+                    last_turn = turn_index == self.config.max_turns - 1
+                    self._generate_turn(active, sampling, generator, turn_cache, last_turn=last_turn)
                     self._run_tools([r for r in active if not r.done])
         finally:
             self.model.train(was_training)
@@ -104,7 +111,9 @@ class AgentLoop:
             self._finish(rollout)
         return [r.trajectory for r in rollouts]
 
-    def _generate_turn(self, active: list[_Rollout], sampling: SamplingConfig, generator, *, last_turn: bool) -> None:
+    def _generate_turn(
+        self, active: list[_Rollout], sampling: SamplingConfig, generator, turn_cache: TurnCache, *, last_turn: bool
+    ) -> None:
         budgets = [self.config.max_response_tokens - len(r.trajectory.response_ids) for r in active]
         generations = sample(
             self.model,
@@ -118,6 +127,8 @@ class AgentLoop:
             encode=self.formatter.encode,
             generator=generator,
             prefix_lengths=[len(r.trajectory.prompt_ids) for r in active],  # a group's prompt, run once
+            turn_cache=turn_cache,
+            row_keys=[r.index for r in active],
         )
         for rollout, generation in zip(active, generations):
             trajectory = rollout.trajectory

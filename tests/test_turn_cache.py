@@ -1,0 +1,127 @@
+"""Each rollout's cache kept between turns (engine/turn_cache.py): a later turn sampled from the
+kept cache draws what a full prefill of the whole text draws, and a kept row that no longer
+begins its sequence is prefilled again."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from decode_helpers import small_tokenizer, tiny_gqa_model, uneven_prompts
+from test_rollout import smollm2_shaped_model
+
+from slca_grpo.engine import SamplingConfig, TurnCache, sample, token_logprobs
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return small_tokenizer()
+
+
+@pytest.fixture
+def shared_and_fused(monkeypatch):
+    """Prompt sharing and the fused decode step (the reader's path) for the tests' narrow models."""
+    import slca_grpo.engine.fused_decode as fused_decode
+    import slca_grpo.engine.kv_cache as kv_cache
+
+    monkeypatch.setattr(fused_decode, "FUSED_MIN_HIDDEN", 0)
+    monkeypatch.setattr(kv_cache, "SHARED_PREFIX_MIN_HIDDEN", 0)
+
+
+def _model(tokenizer, architecture: str):
+    torch.manual_seed(0)
+    return tiny_gqa_model(tokenizer) if architecture.startswith("tiny") else smollm2_shaped_model(len(tokenizer))
+
+
+def _turns(model, tokenizer, turn_cache: TurnCache | None, *, temperature: float = 0.0):
+    """Three turns of six rows on three prompts: rows stop at different budgets (so finished rows
+    are dropped mid-call), each later turn injects text of a different length per row, and a row
+    that answered leaves after turn one."""
+    prompts = uneven_prompts(tokenizer)
+    sequences = {row: list(p) for row, p in enumerate(prompts)}
+    injected = [tokenizer.encode(t) for t in ("the answer is", "ok", "sunny today in Paris", "two", "hello there")]
+    budgets = {row: b for row, b in enumerate([3, 12, 7, 12, 1, 9])}
+    generator = torch.Generator().manual_seed(3)
+    calls, rows = [], list(range(6))
+    for turn in range(3):
+        generations = sample(
+            model,
+            [sequences[r] for r in rows],
+            max_new_tokens=[budgets[r] for r in rows],
+            config=SamplingConfig(temperature=temperature),
+            stop_token_ids=[],
+            pad_id=tokenizer.pad_token_id,
+            generator=generator,
+            prefix_lengths=[len(prompts[r]) for r in rows],
+            turn_cache=turn_cache,
+            row_keys=rows if turn_cache is not None else None,
+        )
+        calls.append(generations)
+        for r, g in zip(rows, generations):
+            sequences[r] += g.token_ids + injected[(r + turn) % len(injected)]
+        rows = [r for r in rows if r != 1 or turn > 0]  # row 1 answered in turn one
+    return calls, sequences
+
+
+@pytest.mark.parametrize("architecture", ["tiny", "smollm2-shaped", "tiny shared", "smollm2-shaped shared"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_later_turns_from_the_kept_cache_sample_what_a_full_prefill_samples(
+    tokenizer, architecture, temperature, request
+):
+    if architecture.endswith("shared"):
+        request.getfixturevalue("shared_and_fused")
+    model = _model(tokenizer, architecture)
+    kept = TurnCache()
+    ours, sequences = _turns(model, tokenizer, kept, temperature=temperature)
+    theirs, same_sequences = _turns(model, tokenizer, None, temperature=temperature)
+    assert sequences == same_sequences
+    for our_turn, their_turn in zip(ours, theirs):
+        assert [g.token_ids for g in our_turn] == [g.token_ids for g in their_turn]
+        for a, b in zip(our_turn, their_turn):
+            assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+    # Turns two and three took each row's earlier text from the cache and prefilled only what was
+    # appended: the last sampled token and the injected text.
+    assert kept.reused_tokens > 0 and kept.prefilled_tokens > 0
+    assert kept.prefilled_tokens < kept.reused_tokens
+    # What the sampler says it drew is what a full forward of the whole text gives.
+    ids = torch.tensor([sequences[0]])
+    full = token_logprobs(model, ids, torch.ones_like(ids), start=1)[0]
+    start = len(sequences[0]) - len(ours[2][0].token_ids) - len(tokenizer.encode("sunny today in Paris"))
+    last_turn = full[start : start + len(ours[2][0].token_ids)]
+    assert torch.allclose(last_turn, torch.tensor(ours[2][0].logprobs), atol=1e-4)
+
+
+def test_rows_share_their_prompt_in_the_kept_cache(tokenizer, shared_and_fused):
+    model = _model(tokenizer, "smollm2-shaped")
+    kept = TurnCache()
+    _turns(model, tokenizer, kept)
+    assert kept.prefix is not None and {row.prompt for row in kept.rows.values()} == {0, 1, 2}
+    # The prompt is kept once per prompt; each row's real slots, its prompt's and its own, are
+    # exactly the tokens it has cached.
+    prompts = uneven_prompts(tokenizer)
+    assert kept.prefix.keys[0].shape[0] == 3
+    for key, row in kept.rows.items():
+        assert int(row.prompt_mask.sum()) == len(prompts[key])
+        assert int(row.prompt_mask.sum() + row.mask.sum()) == len(row.token_ids)
+
+
+def test_a_kept_row_that_no_longer_begins_its_sequence_is_prefilled_again(tokenizer, shared_and_fused):
+    model = _model(tokenizer, "smollm2-shaped")
+    prompts = uneven_prompts(tokenizer)
+    kept = TurnCache()
+    config = SamplingConfig(temperature=0.0)
+    first = sample(model, prompts, max_new_tokens=5, config=config, stop_token_ids=[], pad_id=0,
+                   turn_cache=kept, row_keys=range(6))  # fmt: skip
+    assert set(kept.rows) == set(range(6))
+    # Row 2's earlier response was rewritten: nothing kept is used, every row is prefilled whole.
+    edited = [p + g.token_ids + [7] for p, g in zip(prompts, first)]
+    edited[2][-3] = (edited[2][-3] + 1) % 250
+    plain = sample(model, edited, max_new_tokens=4, config=config, stop_token_ids=[], pad_id=0)
+    again = sample(model, edited, max_new_tokens=4, config=config, stop_token_ids=[], pad_id=0,
+                   turn_cache=kept, row_keys=range(6))  # fmt: skip
+    assert kept.reused_tokens == 0
+    assert [g.token_ids for g in again] == [g.token_ids for g in plain]
+    # A key the cache never saw: the same.
+    unknown = sample(model, edited[:2], max_new_tokens=4, config=config, stop_token_ids=[], pad_id=0,
+                     turn_cache=kept, row_keys=["x", "y"])  # fmt: skip
+    assert kept.reused_tokens == 0 and [g.token_ids for g in unknown] == [g.token_ids for g in plain[:2]]
+
