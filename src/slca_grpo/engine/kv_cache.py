@@ -485,21 +485,31 @@ def prefix_prefill_attention(
     prefix_lse = torch.full_like(own_lse, float("-inf"))
     prefix_keys = plan.keys.float().repeat_interleave(per_kv, dim=1)  # [prompts, heads, prefix, D]
     prefix_values = plan.values.float().repeat_interleave(per_kv, dim=1)
+    # A query is a real token where it may attend to itself (left padding may not): only those
+    # attend to the prefix (rows' new tokens differ in number; the padding would cost as much).
+    steps = torch.arange(length, device=mask.device)
+    real = mask[:, 0, steps, prefix + key.shape[-2] - length + steps]  # [rows, length]
     for prompt, slots in enumerate(plan.slots.tolist()):
         members = [row for row in slots if row < rows]
         index = torch.tensor(members, device=query.device)
-        # The prompt's rows' queries side by side: [1, heads, members x length, D].
-        queries = query[index].transpose(0, 1).reshape(1, heads, len(members) * length, dim)
+        picked = real[index].reshape(-1).nonzero().squeeze(1)  # the members' real queries, in order
+        if not len(picked):
+            continue
+        # The prompt's rows' real queries side by side: [1, heads, picked, D].
+        queries = query[index].transpose(0, 1).reshape(heads, len(members) * length, dim)[:, picked]
         allowed = mask[index, :, :, :prefix].any(dim=0).any(dim=1)  # [1, prefix]: the prefix's real tokens
         out, lse = attention_with_lse(
-            queries,
+            queries[None],
             prefix_keys[prompt : prompt + 1],
             prefix_values[prompt : prompt + 1],
             _bias(allowed).view(1, 1, 1, prefix),
             scale,
         )
-        prefix_out[index] = out.view(heads, len(members), length, dim).transpose(0, 1)
-        prefix_lse[index] = lse.view(heads, len(members), length).transpose(0, 1)
+        member_out = out.new_zeros((heads, len(members) * length, dim))
+        member_lse = lse.new_full((heads, len(members) * length), float("-inf"))
+        member_out[:, picked], member_lse[:, picked] = out[0], lse[0]
+        prefix_out[index] = member_out.view(heads, len(members), length, dim).transpose(0, 1)
+        prefix_lse[index] = member_lse.view(heads, len(members), length).transpose(0, 1)
     total = torch.logaddexp(prefix_lse, own_lse)
     total = torch.where(torch.isinf(total), torch.zeros_like(total), total)  # a query that sees nothing: 0
     own_weight = torch.exp(own_lse - total).unsqueeze(-1)

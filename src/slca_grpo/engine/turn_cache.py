@@ -28,9 +28,9 @@ class _KeptRow:
     token_ids: tuple[int, ...]  # the tokens whose keys and values are cached, the prompt included
     prompt: int | None  # the row's prompt in the kept prefix (None: the row's slots hold its prompt too)
     prompt_mask: torch.Tensor | None  # [P]: the prefix slots that are the prompt's real tokens
-    keys: list[torch.Tensor]  # per layer [kv heads, L, D]: the row's own slots
-    values: list[torch.Tensor]
-    mask: torch.Tensor  # [L] long: which own slots hold real tokens
+    keys: list[torch.Tensor]  # per layer [kv heads, L, D]: the row's own real tokens (the slots
+    values: list[torch.Tensor]  # between them, padding, are dropped)
+    mask: torch.Tensor  # [L] long: ones (the attention mask of those slots)
 
 
 @dataclass
@@ -76,7 +76,7 @@ class TurnCache:
             return
         shared = isinstance(layers[0], SharedPrefixLayer) and layers[0].prefix is not None
         index = torch.tensor(list(batch_rows), dtype=torch.long, device=attention.device)
-        keys = [layer.keys.index_select(0, index) for layer in layers]
+        keys = [layer.keys.index_select(0, index) for layer in layers]  # a copy: the cache goes on
         values = [layer.values.index_select(0, index) for layer in layers]
         width = keys[0].shape[-2]
         masks = attention.index_select(0, index)
@@ -92,13 +92,16 @@ class TurnCache:
             own_mask = masks[position, prompt_width:].clone()
             fed = max(len(generated[row]) - 1, 0)  # decode slots after the fed tokens hold pads
             own_mask[decode_start - prompt_width + fed :] = 0
+            # Only the real slots are kept: positions are given explicitly, so the padding between
+            # them (of prefills and of finished rows' decode steps) need not be carried along.
+            real = own_mask.nonzero().squeeze(1)
             self._pending[row_keys[row]] = _KeptRow(
                 token_ids=(*sequences[row], *generated[row][:fed]),
                 prompt=groups[position] if shared else None,
                 prompt_mask=masks[position, :prompt_width] if shared else None,
-                keys=[k[position] for k in keys],
-                values=[v[position] for v in values],
-                mask=own_mask,
+                keys=[k[position].index_select(1, real) for k in keys],
+                values=[v[position].index_select(1, real) for v in values],
+                mask=own_mask.index_select(0, real),
             )
 
     def finish_call(self) -> None:
