@@ -201,26 +201,13 @@ def prefill_prefixes(
     prefixes = [tuple(s[:n]) for s, n in zip(sequences, prefix_lengths)]
     first = prefill_shared(module, *distinct_rows(prefixes), pad_id=pad_id, device=device, **forward_kwargs)
     rests = [list(s[n:]) for s, n in zip(sequences, prefix_lengths)]
-    rest_ids, rest_mask = left_pad(rests, pad_id)
-    rest_ids, rest_mask = rest_ids.to(device), rest_mask.to(device)
-    lengths = first.attention.sum(-1, keepdim=True)
-    positions = (lengths + rest_mask.cumsum(-1) - 1).clamp(min=0)  # a row without a rest: its last prefix position
-    attention = torch.cat([first.attention, rest_mask], dim=1)
-    cache_name = cache_keyword(module)
-    kwargs = {k: v for k, v in forward_kwargs.items() if k != cache_name}
-    output = module(
-        input_ids=rest_ids,
-        attention_mask=attention,
-        position_ids=positions,
-        use_cache=True,
-        **{cache_name: first.cache},
-        **kwargs,
+    cache, attention, positions, logits = _prefill_rests(
+        module, first.cache, first.attention, first.attention.sum(-1), rests, pad_id=pad_id, **forward_kwargs
     )
-    logits = output.logits[:, -1, :]
     empty = torch.tensor([not r for r in rests], device=device)
     if empty.any():
         logits = torch.where(empty[:, None], first.output.logits[:, -1, :][first.index], logits)
-    return output_cache(output), attention, positions, logits
+    return cache, attention, positions, logits
 
 
 def _single_token_stop_strings(stop_strings: Sequence[str], encode) -> tuple[set[int], list[str]]:
@@ -402,12 +389,13 @@ def _prefill_rests(
     pad_id: int,
     **forward_kwargs: Any,
 ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Prefill each row's new tokens on top of its kept cache (:class:`TurnCache`): (cache,
-    attention, positions, last logits) as :func:`prefill_prefixes` returns them."""
+    """Prefill each row's new tokens ``rests`` (left-padded) on top of its cache (``cached_tokens``:
+    the real tokens in it): (cache, attention, positions, last logits)."""
     device = cached_attention.device
     rest_ids, rest_mask = left_pad(rests, pad_id)
     rest_ids, rest_mask = rest_ids.to(device), rest_mask.to(device)
-    positions = cached_tokens[:, None] + rest_mask.cumsum(-1) - 1
+    # A row without new tokens keeps its last position (its logits are the caller's).
+    positions = (cached_tokens[:, None] + rest_mask.cumsum(-1) - 1).clamp(min=0)
     attention = torch.cat([cached_attention, rest_mask], dim=1)
     cache_name = cache_keyword(module)
     kwargs = {k: v for k, v in forward_kwargs.items() if k != cache_name}
