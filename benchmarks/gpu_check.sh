@@ -14,7 +14,9 @@
 #    OUT_DIR/gpu_check.json: seconds per step (first and steady), tokens/s, peak GPU memory.
 #
 # GPU_CHECK_DEVICE=cpu GPU_CHECK_STEPS=2 GPU_CHECK_SFT_STEPS=5 dry-runs it on a CPU; GPU_CHECK_RUNS puts
-# the runs' folders elsewhere; GPU_CHECK_TEST_S / GPU_CHECK_RUN_S bound the two parts in seconds.
+# the runs' folders elsewhere; GPU_CHECK_TEST_S / GPU_CHECK_RUN_S bound the two parts in seconds;
+# GPU_CHECK_TESTS names the test files, GPU_CHECK_CONFIGS the runs (default 6:fp32,6:bf16,48:fp32,48:bf16:
+# prompts per step and precision).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR="${1:-${OUT:-runs/gpu-check}}"
@@ -35,8 +37,8 @@ if torch.cuda.is_available():
     print("memory_gb", round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1))
 PY
 
-timeout "${GPU_CHECK_TEST_S:-200}" python3 -m pytest -s -rs -p no:randomly -p no:cacheprovider -k "not smollm2" tests/test_cuda.py \
-    tests/test_device.py tests/test_memory.py tests/test_lora.py 2>&1 | tee "$OUT_DIR/tests.txt" | tail -25
+timeout "${GPU_CHECK_TEST_S:-200}" python3 -m pytest -s -rs -p no:randomly -p no:cacheprovider -k "not smollm2" \
+    ${GPU_CHECK_TESTS:-tests/test_cuda.py tests/test_device.py tests/test_memory.py tests/test_lora.py} 2>&1 | tee "$OUT_DIR/tests.txt" | tail -25
 
 timeout "${GPU_CHECK_RUN_S:-330}" python3 - "$OUT_DIR" <<'PY'
 import json, os, sys, time
@@ -56,7 +58,8 @@ steps = int(os.environ.get("GPU_CHECK_STEPS", "5"))
 sft_steps = int(os.environ.get("GPU_CHECK_SFT_STEPS", "100"))
 results = []
 # The demo's batch (6 prompts x 8 rollouts) and 8x its rollouts; float32 first: the demo's precision.
-for prompts, bf16 in ((6, False), (6, True), (48, False), (48, True)):
+runs_wanted = os.environ.get("GPU_CHECK_CONFIGS", "6:fp32,6:bf16,48:fp32,48:bf16")
+for prompts, bf16 in [(int(p), dtype == "bf16") for p, dtype in (c.split(":") for c in runs_wanted.split(","))]:
     name = f"reader-{prompts}x8-{'bf16' if bf16 else 'fp32'}"
     overrides = [
         f"train.device={device}", f"train.out_dir={runs / name}", f"sft.steps={sft_steps}",
