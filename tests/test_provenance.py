@@ -1,14 +1,18 @@
 """Provenance: what code and environment a run was made with, and when two runs may be paired."""
 
 import json
+import re
 from dataclasses import replace
 
+import pytest
 from smoke_run import smoke_config
 
 import slca_grpo.provenance as provenance_module
 from slca_grpo.engine import native, native_kernels_available
 from slca_grpo.provenance import (
     PAIRING_FIELDS,
+    ProvenanceDamaged,
+    add_to_provenance,
     describe,
     pairing_key,
     provenance,
@@ -51,8 +55,6 @@ def test_a_run_folder_records_it_once_and_reports_a_resume_with_other_code(tmp_p
     assert record_provenance(tmp_path) == saved  # the first record is kept, and returned
     assert read_provenance(tmp_path) == saved
     assert pairing_key(other) != pairing_key(saved)
-    (tmp_path / "provenance.json").write_text("[1, 2]")
-    assert read_provenance(tmp_path) is None
     assert json.loads(json.dumps(provenance()))  # plain JSON
 
 
@@ -75,3 +77,48 @@ def test_a_resumed_run_with_other_code_warns(tmp_path, monkeypatch, capsys):
     (tmp_path / "run" / "provenance.json").write_text(json.dumps({**provenance(), "source_digest": "0" * 16}))
     train(config, resume=True, echo=False)
     assert "was started with" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[1, 2]", "holds list, not an object"),
+        ("{not json", "is not JSON"),
+        ('{"commit": 12345}', "commit is int, not text"),
+        ('{"torch": ["2.13"]}', "torch is list, not text"),
+        ('{"dirty": "yes"}', "dirty is str, not true or false"),
+        (b"\xff\xfe", "cannot be read (UnicodeDecodeError)"),
+    ],
+)
+def test_a_damaged_record_is_one_line_and_is_never_replaced_by_todays(tmp_path, text, says):
+    path = tmp_path / "provenance.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ProvenanceDamaged, match=f"provenance.json.*{re.escape(says)}"):
+        read_provenance(tmp_path)
+    with pytest.raises(ProvenanceDamaged):
+        record_provenance(tmp_path)
+    add_to_provenance(tmp_path, native_kernels={"decode_attention": 1})
+    # Left as it was: today's record written over it would pair the run as made by this code.
+    assert path.read_bytes() == (text if isinstance(text, bytes) else text.encode())
+
+
+def test_a_record_is_printed_without_its_control_characters():
+    record = {**provenance(), "cpu": "EPYC\x1b[2J\x1b]0;owned\x07", "commit": "\x1b[31mdeadbeef"}
+    line = describe(record)
+    assert "\x1b" not in line and "\x07" not in line
+    assert "EPYC\\x1b[2J" in line and "commit \\x1b[3" in line
+
+
+def test_a_run_with_a_damaged_record_trains_and_warns_and_keeps_it(tmp_path, capsys):
+    from slca_grpo.trainer.run import train
+
+    config = smoke_config(tmp_path / "run", **{"rl.steps": 1, "sft.steps": 0, "train.eval_tasks": 0})
+    train(config, echo=False)
+    path = tmp_path / "run" / "provenance.json"
+    path.write_text('{"commit": 12345}')
+    capsys.readouterr()
+    summary = train(config, resume=True, echo=False)  # was a TypeError
+    err = capsys.readouterr().err
+    assert "provenance.json: commit is int, not text" in err and "cannot be paired" in err
+    assert path.read_text() == '{"commit": 12345}'
+    assert summary["steps"] == 1

@@ -247,6 +247,14 @@ def test_eight_seeds_exact_tests_holm_truncation_and_one_provenance(tmp_path):
     (run_dir(tmp_path, NoiseLevel(), "slca", 3) / "provenance.json").write_text(json.dumps(other))
     with pytest.raises(ConfigError, match="different code or environments, and are not paired"):
         write_study_report(tmp_path, plan)
+    # A damaged record (a list where a version goes) is said in the report, not a crash, and the
+    # report is written anew.
+    (run_dir(tmp_path, NoiseLevel(), "slca", 3) / "provenance.json").write_text(json.dumps({**here, "torch": [2]}))
+    (tmp_path / "report.md").write_text("old")
+    report = write_study_report(tmp_path, plan)
+    assert report["settings"]["code"].startswith("not known: 1 of ")
+    assert "torch is list, not text" in report["settings"]["code"]
+    assert "Code and environment of every run: not known: 1 of " in (tmp_path / "report.md").read_text()
 
 
 TINY = (

@@ -24,7 +24,23 @@ LIBRARIES = ("torch", "transformers", "numpy")
 # The fields that must agree for two runs to be paired (the commit is implied by the digest).
 PAIRING_FIELDS = ("source_digest", "python", *LIBRARIES, "cpu")
 
-__all__ = ["PROVENANCE_FILE", "describe", "pairing_key", "provenance", "read_provenance", "record_provenance"]
+# Fields this module writes as text (or null); "dirty" is a boolean (or null).
+TEXT_FIELDS = ("source_digest", "commit", "version", "python", *LIBRARIES, "cpu")
+
+__all__ = [
+    "PROVENANCE_FILE",
+    "ProvenanceDamaged",
+    "describe",
+    "pairing_key",
+    "provenance",
+    "read_provenance",
+    "record_provenance",
+]
+
+
+class ProvenanceDamaged(ValueError):
+    """A run folder's provenance.json that cannot be read or holds fields of the wrong type: the
+    code and environment the run was made with are not known (and it is left as it is)."""
 
 
 def source_digest(root: Path = PACKAGE_DIR) -> str:
@@ -91,29 +107,55 @@ def pairing_key(record: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(record.get(field) for field in PAIRING_FIELDS)
 
 
+def printable(value: Any) -> str:
+    """``value`` as text with control characters (terminal escape codes) written as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
+
+
 def describe(record: dict[str, Any]) -> str:
     """One line: ``commit 9c222a1 (+ uncommitted changes), source 1a2b…, torch 2.13.0, …, CPU …``."""
     commit = record.get("commit")
-    where = f"commit {commit[:7]}" if commit else "no git checkout"
+    where = f"commit {printable(commit)[:7]}" if commit else "no git checkout"
     if record.get("dirty"):
         where += " (+ uncommitted changes)"
-    libraries = ", ".join(f"{name} {record.get(name)}" for name in ("python", *LIBRARIES))
-    return f"{where}, source digest {record.get('source_digest')}, {libraries}, CPU {record.get('cpu')}"
+    libraries = ", ".join(f"{name} {printable(record.get(name))}" for name in ("python", *LIBRARIES))
+    digest, cpu = printable(record.get("source_digest")), printable(record.get("cpu"))
+    return f"{where}, source digest {digest}, {libraries}, CPU {cpu}"
 
 
 def read_provenance(run_dir: str | Path) -> dict[str, Any] | None:
-    """The provenance a run folder recorded (None for folders made before it was recorded)."""
+    """The provenance a run folder recorded; None for a folder made before it was recorded.
+    Raises :class:`ProvenanceDamaged` (one line naming the file) for one that cannot be read."""
+    path = Path(run_dir) / PROVENANCE_FILE
     try:
-        data = json.loads((Path(run_dir) / PROVENANCE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return None
-    return data if isinstance(data, dict) else None
+    except (OSError, ValueError) as exc:
+        raise ProvenanceDamaged(f"{path} cannot be read ({type(exc).__name__})") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ProvenanceDamaged(f"{path} is not JSON") from None
+    if not isinstance(data, dict):
+        raise ProvenanceDamaged(f"{path} holds {type(data).__name__}, not an object")
+    for field in TEXT_FIELDS:
+        if data.get(field) is not None and not isinstance(data[field], str):
+            raise ProvenanceDamaged(f"{path}: {field} is {type(data[field]).__name__}, not text")
+    if data.get("dirty") is not None and not isinstance(data["dirty"], bool):
+        raise ProvenanceDamaged(f"{path}: dirty is {type(data['dirty']).__name__}, not true or false")
+    return data
 
 
 def add_to_provenance(run_dir: str | Path, **fields: Any) -> None:
     """Add ``fields`` (what became known as the run went: which C kernels ran, say) to a run
-    folder's provenance, written whole or not at all; pairing reads none of them."""
-    _write(Path(run_dir) / PROVENANCE_FILE, {**(read_provenance(run_dir) or provenance()), **fields})
+    folder's provenance, written whole or not at all; pairing reads none of them. A damaged
+    provenance.json is left as it is (replacing it would pass the run off as made by this code)."""
+    try:
+        earlier = read_provenance(run_dir)
+    except ProvenanceDamaged:
+        return
+    _write(Path(run_dir) / PROVENANCE_FILE, {**(earlier or provenance()), **fields})
 
 
 def _write(path: Path, record: dict[str, Any]) -> None:
@@ -125,7 +167,8 @@ def _write(path: Path, record: dict[str, Any]) -> None:
 
 def record_provenance(run_dir: str | Path) -> dict[str, Any] | None:
     """Write this process's provenance into a run folder that has none; return the one recorded
-    before when it differs (a run resumed with other code or on another machine), else None."""
+    before when it differs (a run resumed with other code or on another machine), else None.
+    Raises :class:`ProvenanceDamaged` for a damaged one, which is left as it is."""
     path = Path(run_dir) / PROVENANCE_FILE
     current = provenance()
     earlier = read_provenance(run_dir)

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from slca_grpo.config import ConfigError
-from slca_grpo.provenance import describe, pairing_key, read_provenance
+from slca_grpo.provenance import ProvenanceDamaged, describe, pairing_key, printable, read_provenance
 from slca_grpo.report import PROBE_METRICS, load_run, moving_average, train_truncation
 from slca_grpo.study.metrics import (
     GRAD_COSINE,
@@ -57,8 +57,16 @@ def run_record(path: Path) -> dict[str, Any]:
         "grad_cosine": sum(cosines) / len(cosines) if cosines else None,
         "noise": {key: _mean(per_step(metrics, key).values()) for key in NOISE_KEYS},
         TRAINING_TRUNCATED: train_truncation(metrics),
-        "provenance": read_provenance(path),
+        "provenance": _provenance_or_damage(path),
     }
+
+
+def _provenance_or_damage(path: Path) -> dict[str, Any] | None:
+    """The run's provenance, or ``{"damaged": why}`` where its provenance.json cannot be read."""
+    try:
+        return read_provenance(path)
+    except ProvenanceDamaged as exc:
+        return {"damaged": str(exc)}
 
 
 def _mean(values: Any) -> float | None:
@@ -244,6 +252,14 @@ def run_provenance(runs: Sequence[Mapping[str, Any]]) -> str | None:
     """One line describing the code and environment every run shares; an error when they differ
     (the study pairs runs seed by seed, which holds only within one commit and one environment)."""
     records = [run["provenance"] for run in runs]
+    damaged = [record["damaged"] for record in records if record and "damaged" in record]
+    if damaged:
+        # Said in the report, not raised: the numbers stand, their pairing cannot be checked.
+        return (
+            f"not known: {len(damaged)} of {len(records)} runs' provenance.json is damaged "
+            f"({printable(damaged[0])}{'; …' if len(damaged) > 1 else ''}), so whether the runs share one "
+            "commit and environment cannot be checked"
+        )
     if all(record is None for record in records):
         return None  # runs made before provenance was recorded
     keys = {pairing_key(record) if record else None for record in records}

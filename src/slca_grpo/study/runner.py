@@ -20,7 +20,7 @@ from typing import Any
 
 from slca_grpo.config import ConfigError, apply_overrides, load_yaml_config
 from slca_grpo.presets import resolve_config_path
-from slca_grpo.provenance import describe, pairing_key, provenance, read_provenance
+from slca_grpo.provenance import ProvenanceDamaged, describe, pairing_key, provenance, read_provenance
 from slca_grpo.study.plan import PLAN_FILE, TIMINGS_FILE, NoiseLevel, StudyPlan, read_json, run_dir
 from slca_grpo.study.report import write_study_report
 from slca_grpo.trainer.logger import clock
@@ -67,7 +67,10 @@ def iter_runs(plan: StudyPlan) -> Iterator[tuple[int, NoiseLevel, str]]:
 
 def provenance_difference(target: Path) -> str | None:
     """Why a started run cannot be paired with runs made now (other code or environment), or None."""
-    earlier = read_provenance(target)
+    try:
+        earlier = read_provenance(target)
+    except ProvenanceDamaged as exc:
+        return f"{exc}, so the code and environment it was made with are not known"
     if earlier is None:
         return "it was made by an earlier version that did not record its code and environment"
     if pairing_key(earlier) != pairing_key(provenance()):

@@ -31,7 +31,7 @@ from slca_grpo.eval.indomain import evaluate_loop
 from slca_grpo.models.checkpoint import latest_checkpoint, load_latest_checkpoint, save_checkpoint, set_rng_state
 from slca_grpo.models.device import bf16_autocast
 from slca_grpo.plugins import load_plugins, loaded_plugins
-from slca_grpo.provenance import add_to_provenance, describe, provenance, record_provenance
+from slca_grpo.provenance import ProvenanceDamaged, add_to_provenance, describe, provenance, record_provenance
 from slca_grpo.trainer.build import build_rl_trainer, check_rl_fits, keep_lora_base, rl_models, start_process
 from slca_grpo.trainer.diagnostics import std
 from slca_grpo.trainer.logger import MetricsLogger, progress_note
@@ -227,7 +227,15 @@ def _run_folder_held(config: RunConfig, *, resume: bool, may_differ: tuple[str, 
 def _record_start(config: RunConfig, out_dir: Path) -> None:
     """``config.yaml``, and the code and machine the run is on (a warning when it was started on others)."""
     save_yaml_config(config, out_dir / "config.yaml")
-    earlier = record_provenance(out_dir)
+    try:
+        earlier = record_provenance(out_dir)
+    except ProvenanceDamaged as exc:
+        print(
+            f"warning: {exc}: the code and environment this run was started with are not known, so its "
+            "steps cannot be paired with other runs; the file is left as it is",
+            file=sys.stderr,
+        )
+        return
     if earlier is not None:
         print(
             f"warning: {out_dir} was started with {describe(earlier)}; it continues with {describe(provenance())}, "
