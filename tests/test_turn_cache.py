@@ -124,4 +124,3 @@ def test_a_kept_row_that_no_longer_begins_its_sequence_is_prefilled_again(tokeni
     unknown = sample(model, edited[:2], max_new_tokens=4, config=config, stop_token_ids=[], pad_id=0,
                      turn_cache=kept, row_keys=["x", "y"])  # fmt: skip
     assert kept.reused_tokens == 0 and [g.token_ids for g in unknown] == [g.token_ids for g in plain[:2]]
-
