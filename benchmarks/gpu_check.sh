@@ -16,7 +16,8 @@
 # GPU_CHECK_DEVICE=cpu GPU_CHECK_STEPS=2 GPU_CHECK_SFT_STEPS=5 dry-runs it on a CPU; GPU_CHECK_RUNS puts
 # the runs' folders elsewhere; GPU_CHECK_TEST_S / GPU_CHECK_RUN_S bound the two parts in seconds;
 # GPU_CHECK_TESTS names the test files, GPU_CHECK_CONFIGS the runs (default 6:fp32,6:bf16,48:fp32,48:bf16:
-# prompts per step and precision).
+# prompts per step and precision; a third field `nocache` runs without the kept turn cache, for an A/B
+# on one machine and one commit).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR="${1:-${OUT:-runs/gpu-check}}"
@@ -59,8 +60,15 @@ sft_steps = int(os.environ.get("GPU_CHECK_SFT_STEPS", "100"))
 results = []
 # The demo's batch (6 prompts x 8 rollouts) and 8x its rollouts; float32 first: the demo's precision.
 runs_wanted = os.environ.get("GPU_CHECK_CONFIGS", "6:fp32,6:bf16,48:fp32,48:bf16")
-for prompts, bf16 in [(int(p), dtype == "bf16") for p, dtype in (c.split(":") for c in runs_wanted.split(","))]:
-    name = f"reader-{prompts}x8-{'bf16' if bf16 else 'fp32'}"
+import slca_grpo.rollout.loop as agent_loop
+
+keep_turns = agent_loop.TurnCache
+for config in runs_wanted.split(","):
+    prompts, dtype, *variant = config.split(":")
+    prompts, bf16, no_turn_cache = int(prompts), dtype == "bf16", variant == ["nocache"]
+    # Without a turn cache every turn prefills its whole sequence again (the code before the cache).
+    agent_loop.TurnCache = (lambda: None) if no_turn_cache else keep_turns
+    name = f"reader-{prompts}x8-{dtype}" + ("-nocache" if no_turn_cache else "")
     overrides = [
         f"train.device={device}", f"train.out_dir={runs / name}", f"sft.steps={sft_steps}",
         f"rl.steps={steps}", f"rl.prompts_per_step={prompts}", f"rl.mini_batch_prompts={prompts}",

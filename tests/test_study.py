@@ -269,6 +269,7 @@ TINY = (
     "rl.mini_batch_prompts=2",
     "rl.micro_batch_rollouts=6",
     "rl.diagnostics_every=1",
+    "data.probe_tasks=2",  # the probe set's curve is tested in tests/test_probe.py
 )
 
 
