@@ -94,14 +94,65 @@ def test_rows_share_their_prompt_in_the_kept_cache(tokenizer, shared_and_fused):
     model = _model(tokenizer, "smollm2-shaped")
     kept = TurnCache()
     _turns(model, tokenizer, kept)
-    assert kept.prefix is not None and {row.prompt for row in kept.rows.values()} == {0, 1, 2}
+    assert kept.prefix is not None and {row.block.groups[row.index] for row in kept.rows.values()} == {0, 1, 2}
     # The prompt is kept once per prompt; each row's real slots, its prompt's and its own, are
     # exactly the tokens it has cached.
     prompts = uneven_prompts(tokenizer)
     assert kept.prefix.keys[0].shape[0] == 3
     for key, row in kept.rows.items():
-        assert int(row.prompt_mask.sum()) == len(prompts[key])
-        assert int(row.prompt_mask.sum() + row.mask.sum()) == len(row.token_ids)
+        prompt_mask, own_mask = row.block.prompt_masks[row.index], row.block.mask[row.index]
+        assert int(prompt_mask.sum()) == len(prompts[key])
+        assert (
+            int(prompt_mask.sum() + own_mask.sum())
+            == len(row.token_ids)
+            == len(prompts[key]) + row.block.counts[row.index]
+        )
+        # Right-aligned: the row's real slots are the block's last ones.
+        count = row.block.counts[row.index]
+        assert own_mask[own_mask.shape[0] - count :].all() and not own_mask[: own_mask.shape[0] - count].any()
+
+
+def test_keeping_and_restoring_cost_the_same_operations_for_any_number_of_rows(tokenizer, shared_and_fused):
+    """Rows are kept and restored a batch at a time: on a GPU, operations per row and layer (a
+    launch each) cost more than the prefill they save at small batches."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    model = _model(tokenizer, "smollm2-shaped")
+    prompt = tokenizer.encode("call the weather tool for Paris")
+    counted = {}
+    for rows in (2, 8):
+        kept = TurnCache()
+        counts = {}
+        for method in ("keep", "restore"):
+            original = getattr(kept, method)
+
+            def wrapped(*args, _original=original, _method=method, **kwargs):
+                with Count() as counter:
+                    out = _original(*args, **kwargs)
+                counts[_method] = counts.get(_method, 0) + counter.calls
+                return out
+
+            setattr(kept, method, wrapped)
+        sequences = [list(prompt) for _ in range(rows)]
+        for _ in range(2):
+            generations = sample(
+                model, sequences, max_new_tokens=4, config=SamplingConfig(temperature=0.0), stop_token_ids=[],
+                pad_id=tokenizer.pad_token_id, prefix_lengths=[len(prompt)] * rows, turn_cache=kept,
+                row_keys=list(range(rows)),
+            )  # fmt: skip
+            sequences = [s + g.token_ids + tokenizer.encode(" ok") for s, g in zip(sequences, generations)]
+        assert kept.reused_tokens > 0
+        counted[rows] = counts
+    assert counted[2] == counted[8]
 
 
 def test_a_kept_row_that_no_longer_begins_its_sequence_is_prefilled_again(tokenizer, shared_and_fused):
