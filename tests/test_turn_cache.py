@@ -135,10 +135,10 @@ def test_keeping_and_restoring_cost_the_same_operations_for_any_number_of_rows(t
         for method in ("keep", "restore"):
             original = getattr(kept, method)
 
-            def wrapped(*args, _original=original, _method=method, **kwargs):
+            def wrapped(*args, _original=original, _method=method, _counts=counts, **kwargs):
                 with Count() as counter:
                     out = _original(*args, **kwargs)
-                counts[_method] = counts.get(_method, 0) + counter.calls
+                _counts[_method] = _counts.get(_method, 0) + counter.calls
                 return out
 
             setattr(kept, method, wrapped)
