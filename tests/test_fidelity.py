@@ -333,6 +333,29 @@ def test_end_to_end_on_two_airline_tasks(airline_run):
     assert "## Sim-to-real table" in text and "| error agreement |" in text
 
 
+def test_an_out_that_holds_a_report_or_is_a_file_is_refused_before_the_replay(airline_run, tmp_path, capsys):
+    from slca_grpo.cli import main
+
+    status, out = airline_run
+    assert status == 0
+    written = (out / "report.json").read_bytes()
+    stamp = (out / "report.json").stat().st_mtime_ns
+    argv = ["fidelity", "--domain", "airline", "--limit", "2", "--no-progress", "--out"]
+    assert main([*argv, str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --out {out} already holds a run (report.md, report.json, sequences.jsonl)")
+    assert "--force to replace it" in err and err.count("\n") == 1
+    assert (out / "report.json").stat().st_mtime_ns == stamp and (out / "report.json").read_bytes() == written
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    assert main([*argv, str(a_file)]) == 2
+    assert capsys.readouterr().err == f"error: --out {a_file} is a file, not a folder\n"
+    assert a_file.read_text() == "mine"
+    # --force replaces the report with the same replay's.
+    assert main([*argv, str(out), "--force"]) == 0
+    assert json.loads((out / "report.json").read_text())["domains"]["airline"]["tasks"] == 1
+
+
 def test_read_only_replays_leave_the_database_alone():
     from slca_grpo.data.tau2.package import prepare_environment
 

@@ -5,6 +5,7 @@ work starts."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +52,9 @@ def load(*overrides: str) -> RunConfig:
         ("rl.micro_batch_rollouts=0", "rl.micro_batch_rollouts must be >= 1"),
         ("rl.steps=-1", "rl.steps must be >= 0"),
         ("rollout.temperature=-0.5", "rollout.temperature must be >= 0"),
+        # Logits over a tinier temperature overflow and the softmax is NaN (once blamed on rl.lr).
+        ("rollout.temperature=1e-300", "rollout.temperature must be 0 (greedy) or at least 0.01, got 1e-300"),
+        ("data.tools_per_task=[1, 100000]", "data.tools_per_task must be [min, max] with 1 <= min <= max <= 38"),
         ("train.eval_tasks=-1", "train.eval_tasks must be >= 0"),
         ("train.save_every=-1", "train.save_every must be >= 0"),
         ("train.torch_threads=-2", "train.torch_threads must be >= 0"),
@@ -69,6 +73,23 @@ def test_bad_values_are_one_line_errors_naming_the_key(override, message):
 def test_float_spellings_people_write_are_accepted():
     config = load("rl.lr=1e-3", "sft.lr=5E-4", "rl.kl_coef=0", "rollout.temperature=1")
     assert (config.rl.lr, config.sft.lr, config.rl.kl_coef, config.rollout.temperature) == (1e-3, 5e-4, 0.0, 1.0)
+    assert load("rollout.temperature=0").rollout.temperature == 0  # greedy
+    assert load("rollout.temperature=0.01").rollout.temperature == 0.01
+
+
+def test_a_config_name_with_a_folder_in_it_is_the_users_file_never_a_preset(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert resolve_config_path("demo-quick").name == "demo-quick.yaml"  # a bare name: the preset
+    for name in ("../configs/demo-quick", "configs/demo-quick.yaml", str(tmp_path / "demo-quick")):
+        with pytest.raises(FileNotFoundError, match="is not a file"):
+            resolve_config_path(name)
+    mine = tmp_path / "configs" / "demo-quick.yaml"
+    mine.parent.mkdir()
+    mine.write_text("rl: {steps: 1}\n")
+    assert resolve_config_path("configs/demo-quick.yaml") == Path("configs/demo-quick.yaml")
+    assert main(["train", "../configs/demo-quick"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: '../configs/demo-quick' is not a file") and len(err.splitlines()) == 1
 
 
 def test_a_backend_name_is_checked_when_the_simulator_is_built():

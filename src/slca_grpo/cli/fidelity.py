@@ -50,6 +50,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--judge", default="rule", help="summary judge: 'rule' (default) or 'openai:BASE_URL#MODEL'")
     parser.add_argument("--out", default=None, help="output directory (default runs/fidelity/<domain>-<time>)")
+    parser.add_argument(
+        "--force", action="store_true", help="replace the report that --out already holds (refused without it)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_fidelity_command)
 
@@ -98,6 +101,7 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         from slca_grpo.eval.fidelity.report import summary_table
         from slca_grpo.eval.fidelity.runner import FidelitySettings, run_fidelity
         from slca_grpo.eval.fidelity.sequences import PERTURBATIONS
+        from slca_grpo.trainer.run_folder import RunFolderBusy, check_out_folder, hold_run_folder
 
         settings = FidelitySettings(
             domains=domains,
@@ -110,9 +114,12 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
             simulator=config,
         )
         out = Path(args.out) if args.out else _default_out(domains)
+        # Before the replay: a file, a checkpoint or another run's folder is refused, not found after it.
+        check_out_folder(out, flag="--out", resume=False, force=args.force)
         started = time.perf_counter()
-        results = run_fidelity(settings, out, progress=not args.no_progress)
-    except (Tau2Unavailable, TaskSelectionError) as exc:
+        with hold_run_folder(out, "slca fidelity", next_step="use another --out"):
+            results = run_fidelity(settings, out, progress=not args.no_progress)
+    except (Tau2Unavailable, TaskSelectionError, RunFolderBusy) as exc:
         return fail(str(exc))
     except ValueError as exc:  # a bad judge spec or setting: the message names it
         return fail(str(exc))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from slca_grpo.config import ConfigError, at_least
 from slca_grpo.data.formats import AUTO, get_format
+from slca_grpo.data.synthetic.catalogue import TOOL_SPECS
 from slca_grpo.data.synthetic.generator import KINDS, MAX_SYNTHETIC_TASKS
 
 
@@ -36,8 +37,11 @@ class DataConfig:
         for key in ("train_format", "test_format"):
             _check_format(key, getattr(self, key))
         bounds = list(self.tools_per_task)
-        if len(bounds) != 2 or not 1 <= bounds[0] <= bounds[1]:
-            raise ConfigError(f"tools_per_task must be [min, max] with 1 <= min <= max, got {self.tools_per_task!r}")
+        if len(bounds) != 2 or not 1 <= bounds[0] <= bounds[1] <= len(TOOL_SPECS):
+            raise ConfigError(
+                f"tools_per_task must be [min, max] with 1 <= min <= max <= {len(TOOL_SPECS)} (the synthetic "
+                f"catalogue's tools), got {self.tools_per_task!r}"
+            )
         if self.kinds:
             unknown = sorted(str(kind) for kind in self.kinds if kind not in KINDS)
             if unknown:

@@ -19,6 +19,8 @@ from slca_grpo.datatypes import Observation, Task, Trajectory, Turn
 from slca_grpo.engine import STOP_LENGTH, SamplingConfig, TurnCache, decode_session, sample
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, malformed_turn_observation, plan_block_calls
 
+MIN_TEMPERATURE = 0.01  # below it, sample greedily: temperature 0
+
 
 @dataclass
 class RolloutConfig:
@@ -38,6 +40,9 @@ class RolloutConfig:
             self, 1, "group_size", "max_turns", "max_parallel_calls", "max_response_tokens", "max_tool_response_tokens"
         )
         at_least(self, 0, "temperature", "top_k")
+        if 0 < self.temperature < MIN_TEMPERATURE:
+            # Logits divided by a tinier one overflow to inf, and the softmax of inf is NaN.
+            raise ConfigError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}, got {self.temperature!r}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p!r}")
 

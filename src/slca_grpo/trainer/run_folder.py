@@ -52,8 +52,8 @@ class RunFolderTaken(ValueError):
 
 
 def run_work(folder: Path) -> list[str]:
-    """What a run (training or pretraining) has done in ``folder``: its summary, a checkpoint,
-    logged metrics, a model. The settings files a run writes at its start (``config.yaml``,
+    """What a run (training, pretraining, an evaluation) has done in ``folder``: its summary, a
+    checkpoint, logged metrics, a model, a report. The settings files a run writes at its start (``config.yaml``,
     ``provenance.json``) are not work: a start that failed before any step (a bad data file, say)
     may be run again as it is."""
     done = []
@@ -67,6 +67,9 @@ def run_work(folder: Path) -> list[str]:
     for made in ("model", "sft"):
         if (folder / made).is_dir():
             done.append(f"{made}/")
+    for report in ("report.md", "report.json", "sequences.jsonl"):  # an evaluation's (slca fidelity)
+        if (folder / report).is_file():
+            done.append(report)
     return done
 
 
