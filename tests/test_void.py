@@ -26,14 +26,15 @@ class FaultyBackend(SchemaBackend):
     """The schema backend, except that the calls numbered in ``failing`` (0-based, in the order the
     simulator asks) raise, as a crashed or unreachable backend would."""
 
-    def __init__(self, failing):
+    def __init__(self, failing, error=None):
         super().__init__(0)
         self.failing, self.calls = failing, 0
+        self.error = error or ConnectionError("simulator backend unreachable")
 
     def generate(self, request):
         index, self.calls = self.calls, self.calls + 1
         if self.failing is all or index in self.failing:
-            raise ConnectionError("simulator backend unreachable")
+            raise self.error
         return super().generate(request)
 
 
@@ -134,9 +135,12 @@ def trainer_with(backend, judge=None, group_size=4):
     return task, RLTrainer(loop.model, None, loop, judge or RuleJudge(), RewardConfig(), config)
 
 
-def test_a_rollout_the_simulator_failed_is_counted_and_left_out_of_the_loss():
+# A plugin backend that calls sys.exit is a failed call like any other: once, it ended the whole
+# run after SFT with exit status 0 and no word.
+@pytest.mark.parametrize("error", [ConnectionError("unreachable"), SystemExit(0)])
+def test_a_rollout_the_simulator_failed_is_counted_and_left_out_of_the_loss(error):
     # Calls go turn by turn over the 4 rollouts: call 1 is rollout 1's first call.
-    task, trainer = trainer_with(FaultyBackend({1}))
+    task, trainer = trainer_with(FaultyBackend({1}, error))
     metrics, trajectories = trainer.step([task], 0)
     assert [simulator_fault(t.turns) for t in trajectories] == [None, BACKEND_ERROR, None, None]
     assert metrics["rollout/void"] == 1.0 and metrics["rollout/void_rate"] == 0.25

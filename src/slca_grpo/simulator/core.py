@@ -184,7 +184,7 @@ class Simulator:
             if pending.cached_text is None:
                 try:
                     result = await self.backend.agenerate(pending.request)
-                except Exception as exc:  # a backend bug must not take the rollout down
+                except (Exception, SystemExit) as exc:  # a backend bug (sys.exit too) must not end the run
                     result = BackendResult(error=_backend_crash(exc))
             return self._finish(pending, result)
         except OverBudget as exc:  # a caller's budget (the service's) ran out during the exchange
@@ -315,7 +315,7 @@ class Simulator:
     def _generate_safely(self, request: BackendRequest) -> BackendResult:
         try:
             return self.backend.generate(request)
-        except Exception as exc:  # a backend bug must not take the rollout down
+        except (Exception, SystemExit) as exc:  # a backend bug (sys.exit too) must not end the run
             return BackendResult(error=_backend_crash(exc))
 
     def _finish(self, pending: _Pending, result: BackendResult | None) -> Observation:
@@ -405,5 +405,5 @@ def _parse(text: str) -> Any:
         return None
 
 
-def _backend_crash(exc: Exception) -> Any:
+def _backend_crash(exc: BaseException) -> Any:
     return ObservationError(E.BACKEND_ERROR, f"simulator backend failed: {type(exc).__name__}: {exc}")
