@@ -284,3 +284,20 @@ def test_train_refuses_a_folder_holding_a_run_unless_resumed_or_forced(tmp_path,
         assert main(["train", "demo-quick-tiny", "--set", f"train.out_dir={out}", "--force"]) != 0
         assert why in capsys.readouterr().err
     assert ran == [False, False]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
+def test_a_model_folder_with_damaged_weights_is_one_line_in_train_and_bench(finished_run, tmp_path, capsys, damage):
+    folder = tmp_path / "model"
+    shutil.copytree(finished_run / "checkpoints" / "step-000000" / "model", folder)
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes({"garbage": os.urandom(1000), "truncated": data[: len(data) // 2], "empty": b""}[damage])
+    for argv in (
+        ["train", "demo-quick-tiny", *sets(f"model.name={folder}", f"train.out_dir={tmp_path / 'out'}")],
+        ["bench", "demo-quick-tiny", "--steps", "0", "--sft-steps", "0", *sets(f"model.name={folder}")],
+    ):
+        assert main(argv) == 2, argv
+        err = one_error_line(capsys)
+        assert err.startswith(f"error: model.name: model folder {folder} cannot be loaded: "), err
+    assert weights.stat().st_size == {"garbage": 1000, "truncated": len(data) // 2, "empty": 0}[damage]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -186,8 +187,12 @@ def load_model(
         raise ValueError(f"{folder} is not a checkpoint folder: it has no config.json")
     if kwargs:
         raise TypeError(f"unexpected keyword(s) for a checkpoint folder: {', '.join(sorted(kwargs))}")
-    tokenizer = load_tokenizer(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype)
+    try:
+        tokenizer = load_tokenizer(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype)
+    except (OSError, ValueError, KeyError, SafetensorError) as exc:  # a damaged or partial folder
+        reason = " ".join(str(exc).split())[:300]
+        raise ValueError(f"model folder {folder} cannot be loaded: {type(exc).__name__}: {reason}") from None
     model.eval()
     return model, tokenizer
 
