@@ -209,30 +209,3 @@ def test_the_value_check_finds_test_split_values() -> None:
     """The check above can fail: test-split tasks trip it."""
     text = "\n".join(render_gold(task) for task in generate_tasks(0, 60, "test"))
     assert len(_whole_words(_test_only_values(), text)) >= 10
-
-
-def test_choosing_drills_name_the_one_listed_tool_that_does_what_is_asked() -> None:
-    from slca_grpo.data.corpus import _choose
-
-    rng = random.Random(11)
-    listed_line = re.compile(r"^- (\w+): (.+)$", re.M)
-    asked = re.compile(r"(?:to|can|my|will) (\w+) (?:a|the|my)? ?(.+?)(?:\?|\.|\. Which tool\?)$")
-    says_what_it_does = 0
-    for _ in range(300):
-        user, assistant = _choose(rng)
-        listed = listed_line.findall(user["content"])
-        names = [name for name, _ in listed]
-        assert 2 <= len(listed) <= 5 and len(set(names)) == len(names)
-        assert assistant["content"] in names  # only copying from the list answers it
-        question = user["content"].splitlines()[-1].replace(" Which tool?", "")
-        verb, noun = asked.search(question).groups()
-        noun = noun.rstrip("?.")
-        # Exactly one description does what is asked, and it is the answer's.
-        matching = [
-            name for name, description in listed
-            if re.search(rf"\b{verb}s? (?:a|the) {re.escape(noun)}\b", description, re.I)
-        ]  # fmt: skip
-        assert matching == [assistant["content"]], (user["content"], assistant["content"])
-        says_what_it_does += assistant["content"] == f"{verb}_{noun.replace(' ', '_')}"
-    # Most names do not say what their tool does: the description has to be read.
-    assert 0.2 < says_what_it_does / 300 < 0.5

@@ -17,8 +17,7 @@ filling its arguments can only be learnt by reading the schema in the prompt:
   parallel calls, two steps where the second copies an id from the first one's response, or a
   polite refusal when no tool fits.
 - ``drill``: several short exchanges that exercise copying on its own: repeat a value, pick one of
-  several named values, fill a JSON object from a list, convert a spelt-out date or a 12-hour time,
-  name the listed tool whose description does what is asked (corpus v5).
+  several named values, fill a JSON object from a list, convert a spelt-out date or a 12-hour time.
 
 Only the train split's tools, phrasings and value pools are used; the test split's never appear
 (``tests/test_corpus.py`` checks the text), so held-out evaluation stays held out.
@@ -38,7 +37,6 @@ from slca_grpo.data.invented_tools import (
     InventedTool,
     Param,
     disguise,
-    free_name,
     fresh_code,
     invented_tool,
     invented_word,
@@ -48,7 +46,7 @@ from slca_grpo.data.invented_tools import (
 from slca_grpo.data.synthetic import DEFAULT_KIND_WEIGHTS, SuiteConfig, generate_tasks, gold_messages
 from slca_grpo.data.synthetic.leaks import argument_strings, schema_enum_values
 from slca_grpo.data.synthetic.values import MONTHS
-from slca_grpo.data.tool_words import VERBS, noun_phrase, real_tool_name, snake
+from slca_grpo.data.tool_words import snake
 
 KINDS = ("task", "drill", "invented")
 DEFAULT_MIX = {"task": 0.4, "drill": 0.25, "invented": 0.35}
@@ -259,56 +257,11 @@ def _convert(rng: random.Random) -> list[dict[str, str]]:
     return _exchange(f"Write {spoken} in 24-hour form.", f"{hours:02d}:{mins:02d}")
 
 
-def _drill_tool_name(rng: random.Random, verb: str, noun: str, taken: set[str]) -> str:
-    """A listed tool's name: its verb and noun a third of the time, as real tools' names go;
-    otherwise real words that say something else, or invented syllables, so that only the
-    description beside the name says what the tool does."""
-    roll = rng.random()
-    if roll < 1 / 3:
-        name = f"{verb}_{snake(noun)}"
-    elif roll < 2 / 3:
-        name = real_tool_name(rng)
-    else:
-        name = "_".join(invented_word(rng).lower() for _ in range(rng.randint(1, 2)))
-    return free_name(name, lambda: real_tool_name(rng), taken)
-
-
-def _choose(rng: random.Random) -> list[dict[str, str]]:
-    """Which listed tool does what is asked: the answer is a name that can only be copied from the
-    list. Siblings share the wanted tool's noun or verb, so neither word alone finds it; names
-    mostly do not say what the tool does (the failure of builds three and four: calls naming a
-    plausible tool that was not offered)."""
-    verb, noun = rng.choice(VERBS), noun_phrase(rng)
-    # A list, not a set: the order must not depend on the process's hash seed.
-    listed_pairs = [(verb, noun)]
-    wanted = rng.randint(2, 5)
-    while len(listed_pairs) < wanted:
-        roll = rng.random()
-        pair = (rng.choice(VERBS) if roll < 0.7 else verb, noun if roll < 0.35 else noun_phrase(rng))
-        if pair not in listed_pairs:
-            listed_pairs.append(pair)
-    rng.shuffle(listed_pairs)
-    taken: set[str] = set()
-    names = {pair: _drill_tool_name(rng, *pair, taken) for pair in listed_pairs}
-    describe = rng.choice(("{V} a {n}.", "Can {v} the {n}.", "Use this to {v} a {n}.", "{V} the {n} the user names."))
-    listed = "\n".join(f"- {names[v, n]}: {describe.format(V=v.capitalize(), v=v, n=n)}" for v, n in listed_pairs)
-    ask = rng.choice(
-        (
-            "Which tool should I use to {v} a {n}?",
-            "Name the tool that can {v} the {n}.",
-            "I want to {v} my {n}. Which tool?",
-            "Which of these tools will {v} a {n}?",
-        )
-    )
-    return _exchange(f"Tools:\n{listed}\n{ask.format(v=verb, n=noun)}", names[verb, noun])
-
-
 # One exchange of each kind of drill (``drill(rng) -> [user, assistant]``), and how often each is drawn.
-DRILLS = {"repeat": _repeat, "recall": _recall, "fill": _fill, "convert": _convert, "choose": _choose}
+DRILLS = {"repeat": _repeat, "recall": _recall, "fill": _fill, "convert": _convert}
 # Filling a JSON object is drawn most: at 0.3 a build copied single values (recall 92 %) and
-# answered every fill request with one of them (0 %). Choosing a tool by its description
-# (corpus v5) takes a share from each of the others.
-_DRILL_WEIGHTS = (0.15, 0.2, 0.3, 0.1, 0.25)
+# answered every fill request with one of them (0 %).
+_DRILL_WEIGHTS = (0.2, 0.3, 0.35, 0.15)
 
 
 def drill_document(rng: random.Random, config: CorpusConfig) -> str:

@@ -223,7 +223,7 @@ def invented_tool(rng: random.Random, taken: set[str] | None = None) -> Invented
     else:
         name = real_tool_name(rng)
     # Another tool of the document may have taken it (an opaque name may say this tool's verb and noun).
-    name = free_name(name, lambda: real_tool_name(rng), taken)
+    name = _free_name(name, lambda: real_tool_name(rng), taken)
     taken_params: set[str] = set()
     required = [_param(rng, noun, taken_params) for _ in range(rng.randint(1, 3))]
     optional = [_param(rng, noun, taken_params) for _ in range(rng.choice((0, 0, 1, 2)))]
@@ -239,7 +239,7 @@ def invented_tool(rng: random.Random, taken: set[str] | None = None) -> Invented
     return InventedTool(name, verb, noun, required, optional, description)
 
 
-def free_name(name: str, redraw: Any, taken: set[str]) -> str:
+def _free_name(name: str, redraw: Any, taken: set[str]) -> str:
     """``name``, or ``redraw()`` until a name is neither in ``taken`` nor holds a held-out tool's
     name; the name joins ``taken``."""
     while name in taken or not allowed_name(name, DEFAULT_HELDOUT_TOOLS):
@@ -276,7 +276,7 @@ def disguise(
             new = old
         else:
             verb = old.split("_", 1)[0] if rng.random() < 0.5 else None
-            new = free_name(real_tool_name(rng, verb=verb), lambda verb=verb: real_tool_name(rng, verb=verb), used)
+            new = _free_name(real_tool_name(rng, verb=verb), lambda verb=verb: real_tool_name(rng, verb=verb), used)
         names[old] = function["name"] = new
         properties = function.get("parameters", {}).get("properties", {})
         renamed = {key: real_param_name(rng) if rng.random() < rename_params else key for key in properties}
