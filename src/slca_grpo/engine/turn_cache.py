@@ -38,21 +38,14 @@ class _KeptBlock:
     groups: list[int] | None  # each row's prompt in the kept prefix (None: the rows hold their prompts)
     prompt_masks: torch.Tensor | None  # [rows, P]: the prefix slots that are each row's prompt
 
-    def rows(self, indices: list[int], width: int, layer: int | None) -> tuple[torch.Tensor, ...]:
-        """Rows ``indices``' keys and values of ``layer`` (or, for None, their mask), the last
-        ``width`` slots (left-padded with zeros where this block is narrower)."""
-        index = torch.tensor(indices, dtype=torch.long, device=self.mask.device)
-        tensors = [self.mask] if layer is None else [self.keys[layer], self.values[layer]]
-        out = []
-        for tensor in tensors:
-            chosen = tensor.index_select(0, index)
-            length = chosen.shape[-2] if layer is not None else chosen.shape[-1]
-            if layer is None:
-                chosen = chosen[:, length - width :] if length >= width else F.pad(chosen, (width - length, 0))
-            else:
-                chosen = chosen[:, :, length - width :] if length >= width else F.pad(chosen, (0, 0, width - length, 0))
-            out.append(chosen)
-        return tuple(out)
+
+def _last_slots(tensor: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    """The last ``width`` slots of ``tensor`` along ``dim`` (negative), left-padded with zeros
+    where it has fewer: right-aligned rows keep their real slots."""
+    length = tensor.shape[dim]
+    if length >= width:
+        return tensor.narrow(dim, length - width, width)
+    return F.pad(tensor, [0, 0] * (-dim - 1) + [width - length, 0])
 
 
 @dataclass
@@ -175,26 +168,34 @@ class TurnCache:
         # block's rows are taken at once, then put in the order asked for.
         by_block: dict[int, tuple[_KeptBlock, list[int], list[int]]] = {}
         for position, k in enumerate(kept):
-            by_block.setdefault(id(k.block), (k.block, [], []))
-            by_block[id(k.block)][1].append(position)
-            by_block[id(k.block)][2].append(k.index)
-        parts = list(by_block.values())
-        placed = [position for _, positions, _ in parts for position in positions]
+            _, positions, indices = by_block.setdefault(id(k.block), (k.block, [], []))
+            positions.append(position)
+            indices.append(k.index)
+        blocks = [block for block, _, _ in by_block.values()]
+        indexes = [
+            torch.tensor(indices, dtype=torch.long, device=block.mask.device) for block, _, indices in by_block.values()
+        ]
+        placed = [position for _, positions, _ in by_block.values() for position in positions]
         reorder = None
         if placed != list(range(len(kept))):
             reorder = torch.argsort(torch.tensor(placed, dtype=torch.long)).to(device)
 
-        def gathered(layer: int | None) -> list[torch.Tensor]:
-            pieces = [block.rows(indices, width, layer) for block, _, indices in parts]
-            joined = [torch.cat(column).to(device) for column in zip(*pieces)]
-            return [t if reorder is None else t.index_select(0, reorder) for t in joined]
+        def gathered(tensors: list[torch.Tensor], slot_dim: int | None = None) -> torch.Tensor:
+            """The kept rows of ``tensors`` (one per block of ``blocks``), in the order asked for;
+            with ``slot_dim``, each block's last ``width`` slots (blocks differ in width)."""
+            chosen = [tensor.index_select(0, index) for tensor, index in zip(tensors, indexes)]
+            if slot_dim is not None:
+                chosen = [_last_slots(tensor, width, slot_dim) for tensor in chosen]
+            joined = torch.cat(chosen).to(device)
+            return joined if reorder is None else joined.index_select(0, reorder)
 
-        (own_mask,) = gathered(None)
+        own_mask = gathered([block.mask for block in blocks], -1)
         layer_class = cache.layer_class_to_replicate
         if shared:
             group = torch.tensor([k.block.groups[k.index] for k in kept], dtype=torch.long, device=device)
         for layer_index in range(len(kept[0].block.keys)):
-            keys, values = gathered(layer_index)
+            keys = gathered([block.keys[layer_index] for block in blocks], -2)
+            values = gathered([block.values[layer_index] for block in blocks], -2)
             layer = layer_class()
             if shared:
                 layer.restore_shared(
@@ -203,17 +204,9 @@ class TurnCache:
             else:
                 layer.restore(keys, values)
             cache.layers.append(layer)
-        if shared:
-            prompt_masks = [
-                block.prompt_masks.index_select(0, torch.tensor(indices, device=block.mask.device))
-                for block, _, indices in parts
-            ]
-            prompt_mask = torch.cat(prompt_masks).to(device)
-            if reorder is not None:
-                prompt_mask = prompt_mask.index_select(0, reorder)
-            attention = torch.cat([prompt_mask, own_mask], dim=1)
-        else:
-            attention = own_mask
+        attention = (
+            torch.cat([gathered([block.prompt_masks for block in blocks]), own_mask], dim=1) if shared else own_mask
+        )
         real = attention.sum(dim=1)
         rests = [list(seq[len(k.token_ids) :]) for k, seq in zip(kept, sequences)]
         self.reused_tokens += sum(len(k.token_ids) for k in kept)
