@@ -1,48 +1,88 @@
-"""Size the reader by measurement: a few model shapes pretrained for the same CPU time each.
+"""Size the reader by measurement: model shapes and corpus variants pretrained on the same budget.
 
-Each shape gets the number of steps its measured step time allows within ``--minutes`` (a full
-warm-up and cosine schedule over those steps), then its probe loss, copy accuracy and greedy
-drill accuracy are recorded against compute (tokens and CPU-seconds). Finished shapes are
-skipped on a rerun, and an interrupted one resumes. Writes ``sweep.json`` and ``sweep.png`` into
-``--out``.
+Each run is ``SHAPE[:CORPUS][@STEPS]`` (``4x128``, ``4x192:readable``, ``8x256:v3@9000``): a full
+`slca pretrain` build (warm-up, length curriculum, cosine schedule) of that shape on that corpus
+variant, with the probe set every 100 steps and, every ``--task-eval-every`` steps, greedy rollouts
+on 40 synthetic test tasks and greedy drills. Each run writes its own folder under ``--out``
+(resumable: a rerun continues unfinished runs and skips finished ones) and ``result.json``; the
+sweep then gathers every run in ``--out`` into ``sweep.json`` and ``sweep.png`` (probe loss, copied
+and name accuracy, task Name-F1 and greedy drills against training compute, 6 x parameters x tokens).
 
-    python benchmarks/reader_sweep.py --minutes 6 --out runs/reader-sweep
-    python benchmarks/reader_sweep.py --out runs/reader-sweep --with-run "4x128 build=runs/reader@3.3"
+    python benchmarks/reader_sweep.py 4x128 4x192 --steps 3000 --out runs/reader-sweep
+    python benchmarks/reader_sweep.py 4x128 4x128:readable 8x256 --device cuda --jobs 3 --out $OUT/sweep
+    python benchmarks/reader_sweep.py --out runs/reader-sweep          # gather and plot only
 
-``--step-seconds 4x128=2.11,...`` gives step times measured beforehand on the idle machine (the
-measurement is skewed while other work shares the cores); ``--with-run`` adds a finished build's
-probe curve (a longer budget) to the plot.
+``--minutes M`` instead sizes each run to M minutes of this machine (its step time measured first),
+the CPU-budget sweep; ``--jobs`` runs several at once (a GPU has room; a 2-core CPU has not).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import platform
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from slca_grpo.models import load_model
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model, count_parameters
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.trainer.logger import read_metrics
-from slca_grpo.trainer.pretrain import PretrainConfig, drill_accuracy, next_token_loss, pretrain
+from slca_grpo.trainer.pretrain import PretrainConfig, next_token_loss, pretrain
 
 SHAPES = {
     "4x128": TinyModelConfig(num_layers=4, hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=384),
     "4x192": TinyModelConfig(num_layers=4, hidden_size=192, num_heads=6, num_kv_heads=2, intermediate_size=576),
     "6x192": TinyModelConfig(num_layers=6, hidden_size=192, num_heads=6, num_kv_heads=2, intermediate_size=576),
+    "8x256": TinyModelConfig(num_layers=8, hidden_size=256, num_heads=8, num_kv_heads=2, intermediate_size=768),
 }
+# Corpus variants: v3 (tool and parameter names of other real words a quarter to half of the time)
+# and readable (names that say what the tool or parameter is, as the evaluations' do).
+CORPORA = {"v3": {}, "readable": {"readable_names": True}}
 
 
-def step_seconds(config: PretrainConfig, shape: TinyModelConfig, tokenizer) -> float:
+def parse_run(spec: str, default_steps: int) -> tuple[str, str, int]:
+    """``SHAPE[:CORPUS][@STEPS]`` as (shape, corpus, steps); a bad one is a one-line error."""
+    rest, _, steps = spec.partition("@")
+    shape, _, corpus = rest.partition(":")
+    corpus = corpus or "v3"
+    if shape not in SHAPES or corpus not in CORPORA or (steps and not steps.isdigit()):
+        raise SystemExit(
+            f"run {spec!r}: expected SHAPE[:CORPUS][@STEPS], SHAPE in {list(SHAPES)}, CORPUS in {list(CORPORA)}"
+        )
+    return shape, corpus, int(steps) if steps else default_steps
+
+
+def run_name(shape: str, corpus: str, steps: int) -> str:
+    return f"{shape}-{corpus}-{steps}"
+
+
+def build_config(shape: str, corpus: str, steps: int, args: argparse.Namespace) -> PretrainConfig:
+    base = PretrainConfig(bf16=args.bf16, task_eval_every=args.task_eval_every)
+    config = replace(base, model=SHAPES[shape], steps=steps, corpus=replace(base.corpus, **CORPORA[corpus]))
+    if steps < base.steps:  # a short budget keeps the schedule's proportions
+        scale = steps / base.steps
+        config = replace(
+            config,
+            warmup_steps=max(5, int(base.warmup_steps * scale)),
+            short_seq_steps=int(base.short_seq_steps * scale),
+            corpus=replace(config.corpus, warmup_docs=int(base.corpus.warmup_docs * scale)),
+            probe_every=max(1, steps // 10),
+        )
+    return config
+
+
+def step_seconds(config: PretrainConfig, device: str) -> float:
     """The best of three optimizer steps of this shape on random tokens (the probe of its cost)."""
-    model = build_tiny_model(tokenizer, shape)
+    tokenizer = train_tokenizer(["a b c d e f g"] * 10, vocab_size=300, pretokenizer=config.pretokenizer)
+    model = build_tiny_model(tokenizer, config.model).to(device)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    ids = torch.randint(1, len(tokenizer), (config.rows_per_step, config.seq_len))
+    ids = torch.randint(1, len(tokenizer), (config.rows_per_step, config.seq_len), device=device)
     times = []
     for _ in range(3):
         began = time.perf_counter()
@@ -50,106 +90,94 @@ def step_seconds(config: PretrainConfig, shape: TinyModelConfig, tokenizer) -> f
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - began)
     return min(times)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, default=8.0, help="CPU minutes of training per shape")
-    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, from {', '.join(SHAPES)}")
-    parser.add_argument("--out", default="runs/reader-sweep")
-    parser.add_argument("--bf16", action="store_true")
-    parser.add_argument(
-        "--with-run",
-        action="append",
-        default=[],
-        metavar="NAME=DIR@S",
-        help="also plot a finished `slca pretrain` run (its metrics.jsonl) at S seconds a step, e.g. a longer build",
-    )
-    parser.add_argument(
-        "--step-seconds",
-        default="",
-        metavar="NAME=S,...",
-        help="step times measured beforehand on the idle machine (a busy one would skew the budgets)",
-    )
-    args = parser.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    base = PretrainConfig(bf16=args.bf16)
-    from slca_grpo.data.corpus import document
-
-    tokenizer = train_tokenizer(
-        [document(i, base.corpus)[1] for i in range(200)], vocab_size=base.vocab_size, pretokenizer=base.pretokenizer
-    )
-    results = json.loads((out / "sweep.json").read_text()) if (out / "sweep.json").exists() else {}
-    for name in [n for n in args.shapes.split(",") if n]:
-        shape = SHAPES[name]
-        run = out / name
-        if name in results:
-            print(f"{name}: done before, skipped")
-            continue
-        given = dict(item.split("=") for item in args.step_seconds.split(",") if item)
-        seconds = float(given[name]) if name in given else step_seconds(base, shape, tokenizer)
+def run_one(spec: str, args: argparse.Namespace) -> None:
+    shape, corpus, steps = parse_run(spec, args.steps)
+    if args.minutes:
+        seconds = step_seconds(build_config(shape, corpus, 3000, args), args.device)
         steps = max(20, int(args.minutes * 60 / seconds))
-        config = replace(
-            base, model=shape, steps=steps, warmup_steps=max(5, steps // 10), probe_every=max(1, steps // 4)
-        )
-        print(f"{name}: {seconds:.2f} s a step -> {steps} steps", flush=True)
-        began = time.monotonic()
-        final = pretrain(config, run, resume=(run / "checkpoints").exists(), progress=False)
-        elapsed = time.monotonic() - began
-        model, model_tokenizer = load_model(final)
-        torch.manual_seed(0)
-        drills = drill_accuracy(model, model_tokenizer, per_kind=50, seed=123)
-        probes = [r for r in read_metrics(run / "metrics.jsonl") if "probe/loss" in r]
-        results[name] = {
-            "parameters": count_parameters(model),
-            "step_seconds": seconds,
-            "steps": steps,
-            "tokens": steps * config.rows_per_step * config.seq_len,
-            "wall_seconds": elapsed,
-            "curve": [
-                {
-                    "step": r["step"],
-                    "tokens": r["step"] * config.rows_per_step * config.seq_len,
-                    "loss": r["probe/loss"],
-                    "copy_acc": r["probe/copy_acc"],
-                }
-                for r in probes
-            ],
-            "drills": drills,
-        }
-        (out / "sweep.json").write_text(json.dumps(results, indent=1))
-        print(f"{name}: {json.dumps(results[name]['drills'])} probe loss {probes[-1]['probe/loss']:.3f}", flush=True)
-    for item in args.with_run:
-        name, _, rest = item.partition("=")
-        folder, _, seconds = rest.rpartition("@")
-        probes = [r for r in read_metrics(Path(folder) / "metrics.jsonl") if "probe/loss" in r]
-        config = json.loads((Path(folder) / "pretrain_config.json").read_text())
-        tokens_per_step = config["rows_per_step"] * config["seq_len"]
-        results[name] = {
-            "parameters": results.get(name, {}).get("parameters") or _parameters(config),
-            "step_seconds": float(seconds),
-            "steps": probes[-1]["step"],
-            "curve": [
-                {
-                    "step": r["step"],
-                    "tokens": r["step"] * tokens_per_step,
-                    "loss": r["probe/loss"],
-                    "copy_acc": r["probe/copy_acc"],
-                }
-                for r in probes
-            ],
-        }
-    plot(results, out / "sweep.png")
+    config = build_config(shape, corpus, steps, args)
+    folder = Path(args.out) / run_name(shape, corpus, steps)
+    if (folder / "result.json").exists():
+        print(f"{folder.name}: done before, skipped", flush=True)
+        return
+    print(f"{folder.name}: {steps} steps on {args.device}", flush=True)
+    began = time.monotonic()
+    resume = (folder / "checkpoints").exists()
+    final = pretrain(config, folder, resume=resume, progress=False, device=args.device)
+    rows = read_metrics(folder / "metrics.jsonl")
+    model_parameters = count_parameters(build_tiny_model(_tokenizer_of(final), config.model))
+    result = {
+        "shape": shape,
+        "corpus": corpus,
+        "steps": steps,
+        "parameters": model_parameters,
+        "tokens_per_step": config.rows_per_step * config.seq_len,
+        "device": args.device,
+        "machine": _machine(args.device),
+        "wall_seconds_this_call": time.monotonic() - began,
+        "resumed": resume,
+        "curve": [
+            {k: v for k, v in r.items() if k == "step" or k.startswith(("probe/", "tasks/", "drill/"))}
+            for r in rows
+            if "probe/loss" in r
+        ],
+    }
+    (folder / "result.json").write_text(json.dumps(result, indent=1))
+    print(f"{folder.name}: done in {result['wall_seconds_this_call']:.0f} s; last: {result['curve'][-1]}", flush=True)
 
 
-def _parameters(config: dict) -> int:
-    from slca_grpo.models import load_model
+def _tokenizer_of(final: Path):
+    from transformers import AutoTokenizer
 
-    _, tokenizer = load_model("reader")
-    return count_parameters(build_tiny_model(tokenizer, TinyModelConfig(**config["model"])))
+    return AutoTokenizer.from_pretrained(final)
+
+
+def _machine(device: str) -> str:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return platform.processor() or platform.machine()
+
+
+def gather(out: Path) -> dict:
+    results = {}
+    for path in sorted(out.glob("*/result.json")):
+        results[path.parent.name] = json.loads(path.read_text())
+    for path in sorted(out.glob("*/metrics.jsonl")):  # unfinished runs: their curve so far
+        name = path.parent.name
+        if name not in results and (path.parent / "pretrain_config.json").exists():
+            config = json.loads((path.parent / "pretrain_config.json").read_text())
+            results[name] = {
+                "unfinished": True,
+                "steps": config["steps"],
+                "parameters": None,
+                "model": config["model"],
+                "tokens_per_step": config["rows_per_step"] * config["seq_len"],
+                "curve": [
+                    {k: v for k, v in r.items() if k == "step" or k.startswith(("probe/", "tasks/", "drill/"))}
+                    for r in read_metrics(path)
+                    if "probe/loss" in r
+                ],
+            }
+    (out / "sweep.json").write_text(json.dumps(results, indent=1))
+    if results:
+        plot(results, out / "sweep.png")
+    return results
+
+
+def _compute(result: dict, step: int) -> float:
+    """Training compute up to ``step``: 6 x parameters x tokens (embeddings included)."""
+    parameters = result.get("parameters")
+    if parameters is None:
+        model = result["model"]
+        hidden, layers, inner = model["hidden_size"], model["num_layers"], model["intermediate_size"]
+        parameters = 4096 * hidden + layers * (2 * hidden * hidden + hidden * hidden // 2 + 3 * hidden * inner)
+    return 6 * parameters * step * result["tokens_per_step"]
 
 
 def plot(results: dict, path: Path) -> None:
@@ -158,23 +186,86 @@ def plot(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, result in results.items():
-        seconds = [point["step"] * result["step_seconds"] / 60 for point in result["curve"]]
-        label = f"{name} ({result['parameters'] / 1e6:.1f} M, {result['steps']} steps)"
-        left.plot(seconds, [point["loss"] for point in result["curve"]], marker="o", label=label)
-        right.plot(seconds, [point["copy_acc"] for point in result["curve"]], marker="o", label=label)
-    left.set_xlabel("CPU minutes (2 cores)")
-    left.set_ylabel("probe loss (nats/token)")
-    right.set_xlabel("CPU minutes (2 cores)")
-    right.set_ylabel("probe copy accuracy (teacher-forced)")
-    right.set_ylim(0, 1)
-    for axis in (left, right):
+    panels = (
+        ("probe/loss", "probe loss (nats/token)"),
+        ("probe/copy_acc", "probe: copied tokens right"),
+        ("probe/name_acc", "probe: called names right"),
+        ("tasks/name_f1", "40 test tasks, greedy: Name-F1"),
+        ("drill/recall", "greedy drills: recall"),
+        ("drill/fill", "greedy drills: fill JSON"),
+    )
+    figure, axes = plt.subplots(2, 3, figsize=(15, 8))
+    for (key, title), axis in zip(panels, axes.flat):
+        for name, result in results.items():
+            points = [p for p in result["curve"] if key in p]
+            if points:
+                axis.plot(
+                    [_compute(result, p["step"]) for p in points], [p[key] for p in points], marker=".", label=name
+                )
         axis.set_xscale("log")
-    left.legend()
+        axis.set_xlabel("training compute (FLOP, 6 x parameters x tokens)")
+        axis.set_title(title)
+        if key != "probe/loss":
+            axis.set_ylim(0, 1)
+    axes.flat[0].legend(fontsize=7)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="*", help="SHAPE[:CORPUS][@STEPS]; none: gather and plot what --out holds")
+    parser.add_argument("--steps", type=int, default=3000, help="steps of a run that names none (default 3000)")
+    parser.add_argument("--minutes", type=float, help="instead: each run's steps fill this many minutes here")
+    parser.add_argument("--out", default="runs/reader-sweep")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--task-eval-every", type=int, default=500)
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once, each in its own process")
+    parser.add_argument("--threads", type=int, help="torch threads per run")
+    parser.add_argument("--no-gather", action="store_true", help=argparse.SUPPRESS)  # a --jobs child
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    for spec in args.runs:
+        parse_run(spec, args.steps)  # every spec checked before any work
+    if args.jobs > 1 and len(args.runs) > 1:
+        base = [
+            sys.executable,
+            __file__,
+            "--no-gather",
+            "--out",
+            args.out,
+            "--steps",
+            str(args.steps),
+            "--device",
+            args.device,
+        ]
+        base += ["--task-eval-every", str(args.task_eval_every)] + (["--bf16"] if args.bf16 else [])
+        base += ["--threads", str(args.threads)] if args.threads else []
+        base += ["--minutes", str(args.minutes)] if args.minutes else []
+        pending, running = list(args.runs), []
+        while pending or running:
+            while pending and len(running) < args.jobs:
+                spec = pending.pop(0)
+                log = open(out / f"{spec.replace(':', '-').replace('@', '-')}.log", "w")  # noqa: SIM115
+                running.append((subprocess.Popen([*base, spec], stdout=log, stderr=subprocess.STDOUT), log))
+            time.sleep(2)
+            for process, log in [r for r in running if r[0].poll() is not None]:
+                log.close()
+                running.remove((process, log))
+    else:
+        for spec in args.runs:
+            run_one(spec, args)
+    if args.no_gather:
+        return
+    results = gather(out)
+    for name, result in results.items():
+        last = result["curve"][-1] if result["curve"] else {}
+        print(name, "(unfinished)" if result.get("unfinished") else "", json.dumps(last), flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import pytest
 from slca_grpo.data.corpus import CorpusConfig, document, invented_document
 from slca_grpo.data.invented_tools import disguise, invented_tool
 from slca_grpo.data.synthetic import generate_tasks, gold_messages
-from slca_grpo.data.tool_words import ATTRIBUTES, FORBIDDEN_WORDS, NOUNS, VERBS
+from slca_grpo.data.tool_words import ATTRIBUTES, FORBIDDEN_WORDS, NOUNS, VERBS, readable_name, snake, words_of
 
 
 def _tools(text: str) -> dict[str, dict]:
@@ -112,16 +112,18 @@ def test_disguise_renames_every_tool_consistently_and_keeps_descriptions() -> No
                 assert message["name"] in new
 
 
-def test_task_documents_keep_about_a_quarter_of_the_catalogue_names() -> None:
+@pytest.mark.parametrize(("readable", "low", "high"), [(False, 0.15, 0.35), (True, 0.25, 0.45)])
+def test_task_documents_keep_a_quarter_to_a_third_of_the_catalogue_names(readable, low, high) -> None:
     """Too few for a catalogue name to be recalled with any confidence; enough to show that names
-    often say what the request says."""
-    config = CorpusConfig(warmup_docs=0)
+    often say what the request says. (A readable rename may land on the catalogue name itself:
+    "Send an email." says ``send_email``.)"""
+    config = CorpusConfig(warmup_docs=0, readable_names=readable)
     catalogue = {t["function"]["name"] for task in generate_tasks(1, 200, "train") for t in task.tools}
     docs = [text for kind, text in (document(i, config) for i in range(120)) if kind == "task"]
     assert len(docs) >= 30
     offered = [name for text in docs for name in _tools(text)]
     kept = sum(name in catalogue for name in offered) / len(offered)
-    assert 0.15 <= kept <= 0.35, kept
+    assert low <= kept <= high, kept
 
 
 def test_disguise_keeps_no_name_at_keep_name_zero_and_every_name_at_one() -> None:
@@ -148,3 +150,56 @@ def test_the_word_banks_leave_out_the_unseen_domains_words() -> None:
     """The unseen-domains task file stays a domain the corpus has never shown."""
     words = {word for entry in (*VERBS, *NOUNS, *ATTRIBUTES) for word in entry.split()}
     assert not words & FORBIDDEN_WORDS
+
+
+def test_words_of_a_description_leave_out_grammar_examples_and_other_names() -> None:
+    assert words_of("Reserve a hotel by its hotel_id for a guest and dates, e.g. 'Ann Lee'") == [
+        "reserve", "hotel", "guest", "dates",
+    ]  # fmt: skip
+    assert words_of("Hotel identifier from search_hotels") == ["hotel", "identifier"]
+    assert words_of("Room (default whole house)") == ["room"]
+
+
+def test_a_readable_name_is_one_or_two_consecutive_words_of_the_description() -> None:
+    rng = random.Random(0)
+    words = words_of("Get the daily weather forecast for a city.")
+    assert words == ["get", "daily", "weather", "forecast", "city"]
+    pairs = {"_".join(words[i : i + 2]) for i in range(len(words) - 1)}
+    names = {readable_name(rng, "Get the daily weather forecast for a city.", prefix="get") for _ in range(60)}
+    assert len(names) >= 5
+    for name in names:
+        rest = name.removeprefix("get_")
+        assert name.startswith("get_") and (rest in words[1:] or rest in pairs), name
+    assert readable_name(rng, "Do it.", prefix="do") is None
+
+
+def test_readable_disguise_names_each_tool_and_parameter_by_its_own_description() -> None:
+    rng = random.Random(0)
+    said = total = 0
+    for task in generate_tasks(0, 60, "train"):
+        messages, tools = disguise(
+            gold_messages(task), task.tools, rng, rename_params=1.0, keep_name=0.0, readable=True
+        )
+        for before, after in zip(task.tools, tools):
+            _, _, rest = after["function"]["name"].partition("_")
+            total += 1
+            said += bool(rest) and set(rest.split("_")) <= set(words_of(before["function"]["description"]))
+            properties = before["function"]["parameters"]["properties"]
+            for (key, schema), new_key in zip(properties.items(), after["function"]["parameters"]["properties"]):
+                assert new_key == key or set(new_key.split("_")) <= set(words_of(schema.get("description", "")))
+        new = {t["function"]["name"]: t["function"] for t in tools}
+        assert len(new) == len(task.tools)
+        for message in messages:
+            for call in message.get("tool_calls") or []:
+                jsonschema.validate(call["function"]["arguments"], new[call["function"]["name"]]["parameters"])
+    # Only a name a sibling took first is drawn from other words.
+    assert said / total >= 0.9, (said, total)
+
+
+def test_readable_invented_tools_say_their_verb_and_noun_and_their_parameters_labels() -> None:
+    rng = random.Random(3)
+    for _ in range(200):
+        tool = invented_tool(rng, readable=True)
+        assert tool.name.startswith(f"{tool.verb}_{snake(tool.noun)}")
+        for param in tool.params:
+            assert param.name in (snake(param.label), f"{snake(tool.noun)}_{snake(param.label)}")

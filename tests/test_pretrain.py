@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from slca_grpo.cli.pretrain import resume_command
-from slca_grpo.data.corpus import CorpusConfig
+from slca_grpo.config import ConfigError
+from slca_grpo.data.corpus import DRILLS, CorpusConfig
 from slca_grpo.models import load_model
 from slca_grpo.models.checkpoint import save_checkpoint
 from slca_grpo.models.tiny import TinyModelConfig
@@ -148,6 +149,9 @@ def test_a_build_split_in_two_is_the_build_that_ran_through(tmp_path) -> None:
     for key in ("name_f1", "arg_match", "success@0.7", "unoffered_calls"):
         assert 0.0 <= tasks[0][f"tasks/{key}"] <= 1.0
     assert not [x for x in lines[1] if "tasks/" in x]
+    # Greedy drills are measured with the tasks: teacher-forced accuracy alone passed builds that copied nothing.
+    assert {key for key in tasks[0] if key.startswith("drill/")} == {f"drill/{kind}" for kind in DRILLS}
+    assert all(0.0 <= tasks[0][f"drill/{kind}"] <= 1.0 for kind in DRILLS)
 
 
 def test_name_positions_are_the_called_names_in_assistant_turns_only() -> None:
@@ -232,9 +236,12 @@ def test_pruning_keeps_the_checkpoint_just_written(tmp_path) -> None:
 
 
 def test_the_resume_hint_carries_every_setting_the_build_started_with() -> None:
-    args = argparse.Namespace(out="runs/my reader", steps=1200, seed=3, bf16=True)
-    assert resume_command(args) == "slca pretrain --out 'runs/my reader' --steps 1200 --seed 3 --bf16 --resume"
-    plain = argparse.Namespace(out="runs/reader", steps=None, seed=0, bf16=False)
+    args = argparse.Namespace(out="runs/my reader", steps=1200, seed=3, bf16=True, device="cuda:1")
+    assert (
+        resume_command(args)
+        == "slca pretrain --out 'runs/my reader' --steps 1200 --seed 3 --bf16 --device cuda:1 --resume"
+    )
+    plain = argparse.Namespace(out="runs/reader", steps=None, seed=0, bf16=False, device="cpu")
     assert resume_command(plain) == "slca pretrain --out runs/reader --resume"
 
 
@@ -248,3 +255,33 @@ def test_force_removes_a_linked_build_folder_not_what_it_points_to(tmp_path) -> 
         pretrain(SMALL, out, progress=False)
     assert pretrain(replace(SMALL, steps=2), out, progress=False, force=True) is not None
     assert (elsewhere / "kept").is_dir() and not (out / "model").is_symlink()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_device_this_machine_lacks_is_one_line_naming_the_flag_before_any_work(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="--device is 'cuda' but this torch sees no CUDA device"):
+        pretrain(SMALL, tmp_path / "build", progress=False, device="cuda")
+    with pytest.raises(ConfigError, match="--device must be auto, cpu, cuda or cuda:N, got 'gpu'"):
+        pretrain(SMALL, tmp_path / "build", progress=False, device="gpu")
+    assert not (tmp_path / "build").exists()
+
+
+def test_the_step_and_the_probe_make_every_tensor_on_the_models_device(tmp_path, monkeypatch) -> None:
+    """With the default device set to meta (where nothing computes), a tensor made without a device
+    meets the CPU model and fails, as it would meet a CUDA one: a loss total made on the CPU once
+    stopped the first GPU build."""
+    import slca_grpo.trainer.pretrain as module
+
+    def on_meta(function):
+        def placed(*args, **kwargs):
+            torch.set_default_device("meta")
+            try:
+                return function(*args, **kwargs)
+            finally:
+                torch.set_default_device(None)
+
+        return placed
+
+    for name in ("next_token_loss", "probe"):
+        monkeypatch.setattr(module, name, on_meta(getattr(module, name)))
+    assert pretrain(replace(SMALL, steps=2), tmp_path / "build", progress=False) is not None

@@ -44,6 +44,12 @@ def register(subparsers: Any) -> None:
         metavar="STEPS",
         help="roll the model out greedily on 40 synthetic test tasks every STEPS steps (default: 500; 0: never)",
     )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where the steps run: cpu (default), cuda, cuda:N or auto; the build is the same, so one may be "
+        "resumed on another",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (probe lines are still printed)")
     parser.set_defaults(func=run_pretrain)
 
@@ -69,6 +75,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
             force=args.force,
             progress=not args.no_progress,
             stop_at=args.stop_at,
+            device=args.device,
         )
     except (ValueError, CheckpointError, FloatingPointError, RunFolderBusy) as exc:
         return fail(str(exc))
@@ -88,4 +95,6 @@ def resume_command(args: argparse.Namespace) -> str:
         words += ["--seed", str(args.seed)]
     if args.bf16:
         words.append("--bf16")
+    if args.device != "cpu":
+        words += ["--device", shlex.quote(args.device)]
     return " ".join([*words, "--resume"])

@@ -30,6 +30,7 @@ from slca_grpo.data.tool_words import (
     VERBS,
     allowed_name,
     noun_phrase,
+    readable_name,
     real_param_name,
     real_tool_name,
     snake,
@@ -132,11 +133,15 @@ def _unused(make: Any, taken: set[str]) -> str:
     return word
 
 
-def _param(rng: random.Random, noun: str, taken: set[str], depth: int = 0) -> Param:
-    """A new parameter; ``taken`` holds the labels and names already used by the tool (it grows)."""
+def _param(rng: random.Random, noun: str, taken: set[str], depth: int = 0, readable: bool = False) -> Param:
+    """A new parameter; ``taken`` holds the labels and names already used by the tool (it grows).
+    ``readable``: its name says its label (``color``, ``parcel_color``), as real parameters' do."""
     label = _unused(lambda: rng.choice(ATTRIBUTES), taken)
+    if readable:
+        name = label if rng.random() < 0.8 else _unused(lambda: f"{snake(noun)}_{snake(label)}", taken)
     # The name is the label half the time; otherwise other words, and only the description connects them.
-    name = label if rng.random() < 0.5 else _unused(lambda: real_param_name(rng, noun), taken)
+    else:
+        name = label if rng.random() < 0.5 else _unused(lambda: real_param_name(rng, noun), taken)
     kind = rng.choice(_PARAM_TYPES[:-2] if depth else _PARAM_TYPES)
     what = rng.choice(("The {n}'s {l}", "{L} of the {n}", "Which {l} to use", "The {l} (as the user says it)"))
     description = what.format(n=noun, l=label, L=label.capitalize())
@@ -156,7 +161,7 @@ def _param(rng: random.Random, noun: str, taken: set[str], depth: int = 0) -> Pa
         schema["description"] = description + rng.choice(("", " (an id)", ", e.g. 'AB-12CD'"))
     elif kind == "object":
         inner: set[str] = set(taken)
-        children = [_param(rng, noun, inner, depth + 1) for _ in range(2)]
+        children = [_param(rng, noun, inner, depth + 1, readable) for _ in range(2)]
         schema = {
             "type": "object",
             "description": description,
@@ -207,26 +212,27 @@ class InventedTool:
         return " and ".join(by_name[name].phrase(value, rng) for name, value in arguments.items())
 
 
-def invented_tool(rng: random.Random, taken: set[str] | None = None) -> InventedTool:
+def invented_tool(rng: random.Random, taken: set[str] | None = None, readable: bool = False) -> InventedTool:
     """A new tool whose noun and name are not in ``taken`` (the nouns and names of the other tools
-    of its document; both join it)."""
+    of its document; both join it). ``readable``: its name and its parameters' names always say
+    what they are (no name of other words)."""
     taken = taken if taken is not None else set()
     noun = _unused(lambda: noun_phrase(rng), taken)
     verb = rng.choice(VERBS)
     roll = rng.random()
     # Most names say the verb and the noun, as real tools' do; the rest say other words, and only
     # the description tells what the tool does.
-    if roll < 0.45:
+    if roll < (0.7 if readable else 0.45):
         name = f"{verb}_{snake(noun)}"
-    elif roll < 0.7:
+    elif readable or roll < 0.7:
         name = f"{verb}_{snake(noun)}_{rng.choice(ATTRIBUTES)}"
     else:
         name = real_tool_name(rng)
     # Another tool of the document may have taken it (an opaque name may say this tool's verb and noun).
     name = _free_name(name, lambda: real_tool_name(rng), taken)
     taken_params: set[str] = set()
-    required = [_param(rng, noun, taken_params) for _ in range(rng.randint(1, 3))]
-    optional = [_param(rng, noun, taken_params) for _ in range(rng.choice((0, 0, 1, 2)))]
+    required = [_param(rng, noun, taken_params, readable=readable) for _ in range(rng.randint(1, 3))]
+    optional = [_param(rng, noun, taken_params, readable=readable) for _ in range(rng.choice((0, 0, 1, 2)))]
     labels = " and ".join(p.label for p in required)
     description = rng.choice(
         (
@@ -257,10 +263,13 @@ def disguise(
     rng: random.Random,
     rename_params: float = 0.5,
     keep_name: float = 0.25,
+    readable: bool = False,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The same conversation with most tools renamed (and some parameters) to other real words:
     a catalogue name cannot be recalled, since a quarter keep theirs (``keep_name``) and the rest
-    are called anything (``get_weather_forecast`` → ``get_parcel_status``).
+    are called anything (``get_weather_forecast`` → ``get_parcel_status``), or, ``readable``,
+    by words of their own description (``get_weather_forecast`` → ``get_daily_weather``,
+    a parameter ``days`` → ``forecast``).
 
     Descriptions stay, so the request still leads to the right tool and argument, but only through
     the schema. Returns new ``(messages, tools)``; the inputs are not changed.
@@ -274,12 +283,29 @@ def disguise(
         old = function["name"]
         if rng.random() < keep_name:
             new = old
+        elif readable:
+            verb = old.split("_", 1)[0] if rng.random() < 0.85 else rng.choice(VERBS)
+            text = function.get("description", "")
+
+            def redraw(verb: str = verb, text: str = text) -> str:  # a sibling took it: other words may say it
+                said = readable_name(rng, text, prefix=verb) if rng.random() < 0.5 else None
+                return said or real_tool_name(rng, verb=verb)
+
+            first = readable_name(rng, text, prefix=verb) or real_tool_name(rng, verb=verb)
+            # A description may say the catalogue name itself (``send_email``): it is then kept.
+            new = first if first == old else _free_name(first, redraw, used)
         else:
             verb = old.split("_", 1)[0] if rng.random() < 0.5 else None
             new = _free_name(real_tool_name(rng, verb=verb), lambda verb=verb: real_tool_name(rng, verb=verb), used)
         names[old] = function["name"] = new
         properties = function.get("parameters", {}).get("properties", {})
-        renamed = {key: real_param_name(rng) if rng.random() < rename_params else key for key in properties}
+        if readable:
+            renamed = {
+                key: readable_name(rng, value.get("description", "")) or key if rng.random() < rename_params else key
+                for key, value in properties.items()
+            }
+        else:
+            renamed = {key: real_param_name(rng) if rng.random() < rename_params else key for key in properties}
         if len(set(renamed.values())) < len(renamed):
             renamed = {key: key for key in properties}
         params[new] = renamed

@@ -14,6 +14,7 @@ may contain a held-out tool's name (:func:`allowed_name`).
 from __future__ import annotations
 
 import random
+import re
 
 VERBS = (
     "get", "find", "check", "create", "update", "list", "cancel", "book", "send", "search", "set", "add",
@@ -100,3 +101,32 @@ def real_param_name(rng: random.Random, noun: str | None = None) -> str:
     if roll < 0.75 and noun:
         return f"{snake(noun)}_{word}"
     return f"{word}_{rng.choice(('id', 'name', 'code', 'value', 'text', 'type', 'count', 'date'))}"
+
+
+# Words a readable name is never made of: grammar, and description boilerplate.
+_NOT_NAME_WORDS = frozenset(
+    """the and for with from into that this these its your you our their own one given what which when how
+    many much by of in on at to or as is are be can will not has have was default optionally best first
+    order only more most than other another all any each per via e g yyyy mm dd hh been out off turn coming
+    between two latest recent available cheapest earliest rated match delivered listed main whole""".split()
+)
+
+
+def words_of(text: str) -> list[str]:
+    """The content words of a description, in order, lower case (an example after ``e.g.`` left out)."""
+    text = re.split(r"\be\.g\.|\(", text, maxsplit=1)[0]
+    text = re.sub(r"\w+_\w+", " ", text)  # another name ("from search_hotels") is not this one's words
+    words = [w for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 3 and w not in _NOT_NAME_WORDS]
+    return list(dict.fromkeys(words))  # once each, in order ("a hotel by its hotel_id": hotel once)
+
+
+def readable_name(rng: random.Random, description: str, prefix: str | None = None) -> str | None:
+    """A name said by the description's own words (``"Get the latest share price of a stock"`` →
+    ``get_share_price``, ``get_stock``): fresh each time, and readable off the schema, as the names
+    the evaluations offer are. ``None`` when the description has no content word."""
+    words = [w for w in words_of(description) if w != prefix]
+    if not words:
+        return None
+    length = min(len(words), rng.choice((1, 2, 2)))
+    start = rng.randrange(len(words) - length + 1)
+    return "_".join(([prefix] if prefix else []) + words[start : start + length])

@@ -19,19 +19,19 @@ from slca_grpo.provenance import cpu_model
 DEVICE_SPEC = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
-def resolve_device(spec: str) -> torch.device:
+def resolve_device(spec: str, key: str = "train.device") -> torch.device:
     """``auto`` is the first CUDA device when there is one, else the CPU; an unavailable device is
-    a ConfigError naming ``train.device``."""
-    if not DEVICE_SPEC.fullmatch(spec):
-        raise ConfigError(f"train.device must be auto, cpu, cuda or cuda:N, got {spec!r}")
+    a ConfigError naming ``key``."""
+    if not isinstance(spec, str) or not DEVICE_SPEC.fullmatch(spec):
+        raise ConfigError(f"{key} must be auto, cpu, cuda or cuda:N, got {spec!r}")
     if spec == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(spec)
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError(f"train.device is {spec!r} but this torch sees no CUDA device (use cpu or auto)")
+            raise ConfigError(f"{key} is {spec!r} but this torch sees no CUDA device (use cpu or auto)")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(f"train.device is {spec!r} but only {torch.cuda.device_count()} CUDA device(s) exist")
+            raise ConfigError(f"{key} is {spec!r} but only {torch.cuda.device_count()} CUDA device(s) exist")
     return device
 
 

@@ -32,9 +32,9 @@ class ChunkedCrossEntropy(torch.autograd.Function):
         kept = targets != IGNORE_INDEX
         count = int(kept.sum())
         exact = torch.promote_types(hidden.dtype, torch.float32)  # softmax and sums: float32 or wider
-        total = torch.zeros((), dtype=exact)
+        total = torch.zeros((), dtype=exact, device=hidden.device)
         grad_hidden = torch.zeros_like(hidden)
-        grad_weight = torch.zeros(weight.shape, dtype=exact)
+        grad_weight = torch.zeros(weight.shape, dtype=exact, device=weight.device)
         weight_c = weight.to(compute_dtype)
         for start in range(0, hidden.shape[0], chunk_rows):
             rows = slice(start, start + chunk_rows)
@@ -48,7 +48,7 @@ class ChunkedCrossEntropy(torch.autograd.Function):
             total += (lse - logits.gather(1, target[:, None]).squeeze(1)).sum()
             # d loss / d logits = softmax - one_hot, formed in place over the chunk's logits.
             grad_logits = logits.sub_(lse[:, None]).exp_()
-            grad_logits[torch.arange(len(target)), target] -= 1.0
+            grad_logits[torch.arange(len(target), device=target.device), target] -= 1.0
             grad_logits = grad_logits.to(compute_dtype)
             grad_hidden[start : start + chunk_rows][chunk_kept] = (grad_logits @ weight_c).to(hidden.dtype)
             grad_weight += (grad_logits.T @ h.to(compute_dtype)).to(exact)

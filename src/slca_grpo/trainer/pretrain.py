@@ -41,6 +41,7 @@ from slca_grpo.models.checkpoint import (
     save_pretrained_atomic,
     set_rng_state,
 )
+from slca_grpo.models.device import resolve_device
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model, count_parameters
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.rewards.factory import make_judge
@@ -113,7 +114,7 @@ class PretrainConfig:
 
 def next_token_loss(model: torch.nn.Module, ids: torch.Tensor, labels: torch.Tensor, *, bf16: bool) -> torch.Tensor:
     """The mean next-token loss of packed rows, the output layer a chunk at a time (see chunked_loss)."""
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=bf16):
         hidden = model.model(input_ids=ids).last_hidden_state
     weight = model.get_output_embeddings().weight
     return chunked_next_token_loss(hidden, weight, labels, compute_dtype=torch.bfloat16 if bf16 else torch.float32)
@@ -204,6 +205,9 @@ def copy_positions(tokenizer: Any, text: str) -> tuple[list[int], list[int], lis
     return ids, assistant, copied
 
 
+# Greedy drills of each kind measured at every task evaluation (and by `drill_accuracy`'s callers).
+DRILLS_PER_KIND = 50
+
 # A call as rendered: its name, then its arguments (an argument called "name" is not a tool's name).
 _CALL_NAME = re.compile(r'\{"name": "([^"]*)", "arguments"')
 
@@ -237,7 +241,7 @@ def probe(model: torch.nn.Module, tokenizer: Any, texts: list[str], seq_len: int
         ids, assistant, copied = copy_positions(tokenizer, text)
         named = name_positions(tokenizer, text)
         ids = ids[:seq_len]
-        inputs = torch.tensor([ids])
+        inputs = torch.tensor([ids], device=model.device)
         logits = model(input_ids=inputs).logits[0, :-1].float()
         targets = inputs[0, 1:]
         totals["loss"] += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").item()
@@ -246,7 +250,8 @@ def probe(model: torch.nn.Module, tokenizer: Any, texts: list[str], seq_len: int
         for key, positions in zip(kinds, (assistant, copied, named)):
             kept = [p - 1 for p in positions if 0 < p < len(ids)]
             totals[key] += len(kept)
-            totals[f"{key}_right"] += int((predicted[kept] == targets[kept]).sum()) if kept else 0
+            kept = torch.tensor(kept, dtype=torch.long, device=predicted.device)
+            totals[f"{key}_right"] += int((predicted[kept] == targets[kept]).sum())
     model.train(was_training)
     return {
         "probe/loss": totals["loss"] / max(1, totals["tokens"]),
@@ -320,13 +325,19 @@ ADDED_SETTINGS = {"short_seq_len": 1024, "short_seq_steps": 0}
 MEASURING_SETTINGS = ("task_eval_every", "task_eval_tasks")
 
 
+ADDED_CORPUS_SETTINGS = {"readable_names": False}
+
+
 def written_config(saved: Any) -> Any:
     """A checkpoint's recorded config, with each setting added since it was written at the value
-    that does what that build did (:data:`ADDED_SETTINGS`), so it compares equal to a config
-    that would continue it exactly."""
+    that does what that build did (:data:`ADDED_SETTINGS`, :data:`ADDED_CORPUS_SETTINGS`), so it
+    compares equal to a config that would continue it exactly."""
     if not isinstance(saved, dict):
         return saved
-    return {**{key: value for key, value in ADDED_SETTINGS.items() if key not in saved}, **saved}
+    written = {**{key: value for key, value in ADDED_SETTINGS.items() if key not in saved}, **saved}
+    if isinstance(written.get("corpus"), dict):
+        written["corpus"] = {**ADDED_CORPUS_SETTINGS, **written["corpus"]}
+    return written
 
 
 def same_build(saved: Any, config: PretrainConfig) -> bool:
@@ -352,9 +363,12 @@ def pretrain(
     force: bool = False,
     progress: bool = True,
     stop_at: int | None = None,
+    device: str = "cpu",
 ) -> Path | None:
     """Train the base model into ``out_dir`` (``checkpoints/``, ``metrics.jsonl``, ``model/`` at the end).
 
+    ``device`` (``cpu``, ``cuda``, ``cuda:N`` or ``auto``) only decides where the steps run: the
+    corpus, the schedule and the checkpoints are the same, so a build may be resumed on another.
     ``stop_at`` ends this call after that step with a checkpoint (a build split over sessions;
     ``resume=True`` continues it); the final model is written only when all steps are done, and
     only then is a path returned. A folder that holds a run is refused unless ``resume`` continues
@@ -362,15 +376,18 @@ def pretrain(
     """
     if stop_at is not None and (not isinstance(stop_at, int) or stop_at < 1):
         raise ValueError(f"stop_at must be a positive step number, got {stop_at!r}")
+    where = resolve_device(device, key="--device")
     check_out_folder(out_dir, flag="--out", resume=resume, force=force)
     with hold_run_folder(out_dir, "slca pretrain", next_step="use another --out"):
         if force and not resume:
             for name in BUILD_FILES:
                 remove_path(Path(out_dir) / name)
-        return _pretrain(config, Path(out_dir), resume=resume, progress=progress, stop_at=stop_at)
+        return _pretrain(config, Path(out_dir), resume=resume, progress=progress, stop_at=stop_at, device=where)
 
 
-def _pretrain(config: PretrainConfig, out: Path, *, resume: bool, progress: bool, stop_at: int | None) -> Path | None:
+def _pretrain(
+    config: PretrainConfig, out: Path, *, resume: bool, progress: bool, stop_at: int | None, device: torch.device
+) -> Path | None:
     checkpoints = out / "checkpoints"
     found = load_latest_checkpoint(checkpoints) if resume else None
     if found is not None:
@@ -385,6 +402,7 @@ def _pretrain(config: PretrainConfig, out: Path, *, resume: bool, progress: bool
         tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size, pretokenizer=config.pretokenizer)
         model = build_tiny_model(tokenizer, config.model)
         start, position, state = 0, config.tokenizer_docs, None
+    model.to(device)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
     if state is not None:
@@ -401,7 +419,7 @@ def _pretrain(config: PretrainConfig, out: Path, *, resume: bool, progress: bool
     for step in range(start, last):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step)
-        ids, labels = stream.rows(*row_shape(config, step))
+        ids, labels = (tensor.to(device) for tensor in stream.rows(*row_shape(config, step)))
         loss = next_token_loss(model, ids, labels, bf16=config.bf16)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"pretraining loss is {loss.item()} at step {step}; lower pretrain.lr")
@@ -419,6 +437,8 @@ def _pretrain(config: PretrainConfig, out: Path, *, resume: bool, progress: bool
             metrics.update(probe(model, tokenizer, probes, config.seq_len))
             if config.task_eval_every and (done % config.task_eval_every == 0 or done == config.steps):
                 metrics.update(task_evaluation(model, tokenizer, config.task_eval_tasks))
+                # Greedy drills too: teacher-forced copy accuracy rose in builds that copied nothing greedily.
+                metrics.update(drill_accuracy(model, tokenizer, per_kind=DRILLS_PER_KIND))
             metrics["time/elapsed_s"] = time.monotonic() - began
             _report(bar, done, metrics)
         logger.log(done, metrics, echo=False)
@@ -501,6 +521,9 @@ def _report(bar: Any, step: int, metrics: dict[str, float]) -> None:
             f"  tasks: Name-F1 {metrics['tasks/name_f1']:.3f} ArgMatch {metrics['tasks/arg_match']:.3f} "
             f"unoffered calls {metrics['tasks/unoffered_calls']:.3f}"
         )
+    drills = [f"{key.split('/')[1]} {value:.2f}" for key, value in metrics.items() if key.startswith("drill/")]
+    if drills:
+        line += f"  drills: {' '.join(drills)}"
     line += f"  ({metrics['time/elapsed_s']:.0f} s)"
     if bar is not None:
         bar.write(line)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The reader sweep (benchmarks/reader_sweep.py) on a CUDA machine with minutes to spare: several
+# shapes and corpus variants at once, then everything packed into a few files of OUT_DIR.
+#
+#   bash benchmarks/reader_sweep_gpu.sh [OUT_DIR] [RUN ...]     # default OUT_DIR: ${OUT:-runs/sweep-gpu}
+#
+# Wheels in $GPU_WHEELS (default .whl) are installed for what the machine lacks, as gpu_check.sh
+# does. SWEEP_S bounds the sweep in seconds (unfinished runs keep their curves so far);
+# SWEEP_THREADS sets the CPU threads of each run; SWEEP_MODELS names the runs whose models come
+# back (a finished run's model/, else its newest checkpoint's).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT_DIR="${1:-${OUT:-runs/sweep-gpu}}"
+shift || true
+RUNS=("$@")
+[ ${#RUNS[@]} -gt 0 ] || RUNS=(4x128 4x192 8x256 4x128:readable 4x192:readable 8x256:readable)
+mkdir -p "$OUT_DIR"
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+WHEELS="${GPU_WHEELS:-.whl}"
+if [ -d "$WHEELS" ] && ! python3 -c "import fastapi, jsonschema, tenacity" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/slca-site \
+        "$WHEELS"/*.whl > "$OUT_DIR/pip.log" 2>&1 || echo "some wheels did not install (see $OUT_DIR/pip.log)"
+    export PYTHONPATH="$PYTHONPATH:/tmp/slca-site"
+fi
+WORK="${SWEEP_WORK:-/tmp/reader-sweep}"
+DEVICE="${SWEEP_DEVICE:-cuda}"
+timeout "${SWEEP_S:-420}" python3 benchmarks/reader_sweep.py "${RUNS[@]}" --device "$DEVICE" --jobs ${#RUNS[@]} \
+    --threads "${SWEEP_THREADS:-2}" --out "$WORK" 2>&1 | tee "$OUT_DIR/sweep.log" | grep -v "^\s*$" | tail -20
+python3 benchmarks/reader_sweep.py --out "$WORK" > "$OUT_DIR/gather.log" 2>&1  # curves of unfinished runs too
+tar czf "$OUT_DIR/sweep.tgz" -C "$WORK" --exclude=checkpoints --exclude=model --exclude=.lock .
+for name in ${SWEEP_MODELS:-}; do
+    run="$WORK/$name"
+    model="$run/model"
+    [ -d "$model" ] || model="$(ls -d "$run"/checkpoints/step-*/model 2>/dev/null | tail -1)"
+    [ -n "$model" ] && [ -d "$model" ] && tar czf "$OUT_DIR/model-$name.tgz" -C "$(dirname "$model")" model
+done
+ls -la "$OUT_DIR"
