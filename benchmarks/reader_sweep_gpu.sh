@@ -7,7 +7,8 @@
 # Wheels in $GPU_WHEELS (default .whl) are installed for what the machine lacks, as gpu_check.sh
 # does. SWEEP_S bounds the sweep in seconds (unfinished runs keep their curves so far);
 # SWEEP_THREADS sets the CPU threads of each run; SWEEP_MODELS names the runs whose models come
-# back (a finished run's model/, else its newest checkpoint's).
+# back (a finished run's model/, else its newest checkpoint's: weights only, no optimizer state).
+# The device tool brings back at most 8 files: sweep.tgz (curves, logs) and up to 7 models.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR="${1:-${OUT:-runs/sweep-gpu}}"
@@ -19,16 +20,17 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TOKEN
 WHEELS="${GPU_WHEELS:-.whl}"
 if [ -d "$WHEELS" ] && ! python3 -c "import fastapi, jsonschema, tenacity" 2>/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/slca-site \
-        "$WHEELS"/*.whl > "$OUT_DIR/pip.log" 2>&1 || echo "some wheels did not install (see $OUT_DIR/pip.log)"
+        "$WHEELS"/*.whl > /tmp/slca-pip.log 2>&1 || { echo "some wheels did not install:"; tail -5 /tmp/slca-pip.log; }
     export PYTHONPATH="$PYTHONPATH:/tmp/slca-site"
 fi
 WORK="${SWEEP_WORK:-/tmp/reader-sweep}"
+mkdir -p "$WORK"
 DEVICE="${SWEEP_DEVICE:-cuda}"
 timeout "${SWEEP_S:-420}" python3 benchmarks/reader_sweep.py "${RUNS[@]}" --device "$DEVICE" --jobs ${#RUNS[@]} \
-    --threads "${SWEEP_THREADS:-2}" --out "$WORK" 2>&1 | tee "$OUT_DIR/sweep.log" | grep -v "^\s*$" | tail -20
-python3 benchmarks/reader_sweep.py --out "$WORK" > "$OUT_DIR/gather.log" 2>&1  # curves of unfinished runs too
+    --threads "${SWEEP_THREADS:-2}" --out "$WORK" > "$WORK/sweep.log" 2>&1
+python3 benchmarks/reader_sweep.py --out "$WORK" 2>&1 | tee "$WORK/gather.log"  # curves of unfinished runs too
 tar czf "$OUT_DIR/sweep.tgz" -C "$WORK" --exclude=checkpoints --exclude=model --exclude=.lock .
-for name in ${SWEEP_MODELS:-}; do
+for name in $(echo ${SWEEP_MODELS:-} | tr ' ' '\n' | head -7); do
     run="$WORK/$name"
     model="$run/model"
     [ -d "$model" ] || model="$(ls -d "$run"/checkpoints/step-*/model 2>/dev/null | tail -1)"

@@ -175,3 +175,63 @@ def test_blocking_calls_share_one_bound_across_threads_and_close_releases_the_po
     assert http.stats == {"requests": 6, "retries": 0, "failures": 0}
     http.close()  # the background loop's client: closed from this thread without deadlock
     assert http.post("/x", {"n": 7}) == {"n": 7}  # and a fresh one is made on the next call
+
+
+class Trickle(httpx.AsyncByteStream):
+    """A body of ``chunks`` pieces of ``size`` bytes with no Content-Length, ``pause`` seconds apart;
+    ``sent`` counts the pieces read."""
+
+    def __init__(self, chunks: int, size: int, pause: float = 0.0) -> None:
+        self.chunks, self.size, self.pause, self.sent = chunks, size, pause, 0
+
+    async def __aiter__(self):
+        for _ in range(self.chunks):
+            if self.pause:
+                await asyncio.sleep(self.pause)
+            self.sent += 1
+            yield b"x" * self.size
+
+
+def test_a_reply_body_past_the_cap_is_refused_while_it_streams_not_after():
+    body = Trickle(chunks=1000, size=1024)  # 1 MB, no Content-Length
+    handler, seen = scripted([httpx.Response(200, stream=body)])
+    http = HTTPClient("http://api.test", max_reply_bytes=10_000, transport=httpx.MockTransport(handler))
+    with pytest.raises(RequestFailed, match=r"reply body is over 10,000 bytes \(max_reply_bytes\)"):
+        http.post("/v1", {"a": 1})
+    assert body.sent <= 11 and len(seen) == 1  # stopped at the cap, and not asked again
+    assert http.stats["failures"] == 1
+
+
+def test_a_declared_length_past_the_cap_is_refused_before_reading_and_a_reply_under_it_parses():
+    body = Trickle(chunks=3, size=10)
+    huge = httpx.Response(200, headers={"Content-Length": str(10**10)}, stream=body)
+    handler, _ = scripted([huge])
+    http = HTTPClient("http://api.test", max_reply_bytes=1000, transport=httpx.MockTransport(handler))
+    with pytest.raises(RequestFailed, match="over 1,000 bytes"):
+        http.post("/v1", {})
+    assert body.sent == 0
+    handler, _ = scripted([httpx.Response(200, json={"ok": "y" * 900})])
+    assert HTTPClient("http://api.test", max_reply_bytes=1000, transport=httpx.MockTransport(handler)).post(
+        "/v1", {}
+    ) == {"ok": "y" * 900}
+
+
+def test_a_reply_that_trickles_past_the_deadline_is_retried_then_fails_whatever_each_chunk_takes():
+    # Each piece comes well within the timeout; the whole reply would take 2 s against a 0.2 s deadline.
+    bodies = [Trickle(chunks=40, size=10, pause=0.05) for _ in range(2)]
+    handler, seen = scripted([httpx.Response(200, stream=body) for body in bodies])
+    http = HTTPClient(
+        "http://api.test",
+        timeout_s=0.2,
+        policy=RetryPolicy(max_retries=1, backoff_s=0.0),
+        transport=httpx.MockTransport(handler),
+    )
+    with pytest.raises(RequestFailed, match=r"gave up after 2 attempts: Timeout: no complete reply within 0.2 s"):
+        http.post("/v1", {})
+    assert len(seen) == 2 and all(body.sent < 40 for body in bodies)
+    assert http.stats == {"requests": 2, "retries": 1, "failures": 1}
+
+
+def test_the_reply_cap_must_be_positive():
+    with pytest.raises(ValueError, match="max_reply_bytes must be >= 1"):
+        HTTPClient("http://api.test", max_reply_bytes=0)

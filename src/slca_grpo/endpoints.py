@@ -26,7 +26,12 @@ from urllib.parse import urlparse
 import httpx
 
 from slca_grpo.aio import run_sync
-from slca_grpo.http_client import HTTPClient, RequestFailed, RetryPolicy
+from slca_grpo.http_client import DEFAULT_MAX_REPLY_BYTES, HTTPClient, RequestFailed, RetryPolicy
+
+# The largest reply read from an endpoint whose answer is a verdict or one tool observation (the
+# judge, the completeness checker, the simulator's LLM backend); a policy's completions may take
+# DEFAULT_MAX_REPLY_BYTES (4 MiB).
+SHORT_REPLY_BYTES = 2**20
 
 T = TypeVar("T")
 
@@ -129,12 +134,16 @@ class EndpointConfig:
     max_backoff_s: float = 8.0
     concurrency: int = 16
     max_tokens: int | None = None
+    # The largest reply body read (a chat completion is a few KB): each kind of endpoint sets its own.
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
 
     def __post_init__(self) -> None:
         if not self.base_url or not self.model:
             raise ValueError("an OpenAI-compatible endpoint needs a base_url and a model name")
         if self.timeout_s <= 0 or self.max_retries < 0 or self.backoff_s < 0:
             raise ValueError("timeout_s must be > 0, max_retries and backoff_s >= 0")
+        if self.max_reply_bytes < 1:
+            raise ValueError(f"max_reply_bytes must be >= 1, got {self.max_reply_bytes}")
 
     @property
     def url(self) -> str:
@@ -190,6 +199,7 @@ class ChatClient:
             timeout_s=config.timeout_s,
             policy=config.retry_policy,
             concurrency=config.concurrency,
+            max_reply_bytes=config.max_reply_bytes,
             transport=transport,
             sleep=sleep,
         )

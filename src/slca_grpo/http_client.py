@@ -1,12 +1,15 @@
 """The one HTTP client behind every outbound call: the LLM judge and completeness checker, the
 simulator's LLM backend, the simulator service client and the endpoint policy of evaluation.
 
-Every request has a timeout. Transport errors (refused connections, timeouts, dropped
-connections), HTTP 429 and 5xx, and replies the caller's ``parse`` marks as retryable are retried
-(tenacity) with jittered exponential backoff that honours ``Retry-After`` up to the cap; other 4xx
-fail at once. At most ``concurrency`` requests are in flight per client and event loop. What still
-fails raises :class:`RequestFailed` with the last reason; callers turn it into a failure verdict or
-an error observation, never a crashed step.
+Every attempt has a deadline: the whole reply, from sending to its last byte, within ``timeout_s``
+(a server trickling bytes cannot hold a request longer), and a reply body is read as a stream and
+refused past ``max_reply_bytes`` (a server cannot flood the process). Transport errors (refused
+connections, timeouts, dropped connections, deadlines), HTTP 429 and 5xx, and replies the caller's
+``parse`` marks as retryable are retried (tenacity) with jittered exponential backoff that honours
+``Retry-After`` up to the cap; other 4xx and an oversized reply fail at once. At most
+``concurrency`` requests are in flight per client and event loop. What still fails raises
+:class:`RequestFailed` with the last reason; callers turn it into a failure verdict or an error
+observation, never a crashed step.
 
 Requests are async; the blocking methods run them on the shared background loop
 (``slca_grpo.aio``), so the retry logic exists once and blocking callers share one pool.
@@ -113,6 +116,13 @@ def _ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=cafile)
 
 
+# A chat completion is a few KB; a reply this large is a misbehaving server.
+DEFAULT_MAX_REPLY_BYTES = 4 * 2**20
+
+# Headers that describe the body as it came over the wire, not as it is kept (decoded, whole).
+_WIRE_HEADERS = ("content-encoding", "content-length", "transfer-encoding")
+
+
 class HTTPClient:
     """POST/GET with timeouts, retries and bounded concurrency; async, with blocking wrappers; thread-safe.
 
@@ -128,11 +138,15 @@ class HTTPClient:
         timeout_s: float = 60.0,
         policy: RetryPolicy | None = None,
         concurrency: int = 16,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if max_reply_bytes < 1:
+            raise ValueError(f"max_reply_bytes must be >= 1, got {max_reply_bytes}")
+        self.max_reply_bytes = int(max_reply_bytes)
         self.base_url = base_url.rstrip("/")
         self.headers = dict(headers or {})
         self.timeout_s = timeout_s
@@ -208,6 +222,23 @@ class HTTPClient:
             raise RequestFailed(f"HTTP {status}: {response.text[:200]}", status=status)
         return parse(response)
 
+    async def _exchange(self, client: httpx.AsyncClient, method: str, url: str, body: dict) -> httpx.Response:
+        """One attempt: the reply read as a stream, at most ``max_reply_bytes`` of it (decoded)."""
+        cap = self.max_reply_bytes
+        too_big = f"reply body is over {cap:,} bytes (max_reply_bytes); refused"
+        async with client.stream(method, url, **body) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > cap and "content-encoding" not in response.headers:
+                raise RequestFailed(too_big, status=response.status_code)
+            chunks, size = [], 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > cap:
+                    raise RequestFailed(too_big, status=response.status_code)
+                chunks.append(chunk)
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _WIRE_HEADERS]
+        return httpx.Response(response.status_code, headers=headers, content=b"".join(chunks), request=response.request)
+
     async def arequest(
         self, method: str, url: str, *, json: Any = None, parse: Callable[[httpx.Response], T] = decode_json
     ) -> T:
@@ -225,11 +256,13 @@ class HTTPClient:
             async for attempt in retrying:
                 with attempt:
                     self._count("requests")
-                    try:
-                        async with slots:
-                            response = await client.request(method, url, **body)
-                    except httpx.TransportError as exc:
-                        raise RetryableReply(f"{type(exc).__name__}: {exc}") from None
+                    async with slots:  # waiting for a slot is not the server's time
+                        try:
+                            response = await asyncio.wait_for(self._exchange(client, method, url, body), self.timeout_s)
+                        except asyncio.TimeoutError:
+                            raise RetryableReply(f"Timeout: no complete reply within {self.timeout_s:g} s") from None
+                        except httpx.TransportError as exc:
+                            raise RetryableReply(f"{type(exc).__name__}: {exc}") from None
                     return self._interpret(response, parse)
         except RetryableReply as exc:
             self._count("failures")

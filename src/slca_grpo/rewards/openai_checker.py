@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from slca_grpo.aio import run_sync
 from slca_grpo.datatypes import tool_function
-from slca_grpo.endpoints import EndpointConfig, EndpointError
+from slca_grpo.endpoints import SHORT_REPLY_BYTES, EndpointConfig, EndpointError
 from slca_grpo.rewards.completeness import CompletenessChecker, CompletenessRequest, CompletenessVerdict
 from slca_grpo.rewards.endpoint_backed import EndpointBacked
 from slca_grpo.rewards.rating import parse_yes_no
@@ -74,6 +74,7 @@ class OpenAICompletenessChecker(EndpointBacked, CompletenessChecker):
             max_backoff_s=max_backoff_s,
             concurrency=concurrency,
             max_tokens=max_tokens,
+            max_reply_bytes=SHORT_REPLY_BYTES,
         )
         self._init_endpoint(endpoint, temperature)
 

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Sequence
 
 from slca_grpo.aio import run_sync
-from slca_grpo.endpoints import EndpointConfig, EndpointError
+from slca_grpo.endpoints import SHORT_REPLY_BYTES, EndpointConfig, EndpointError
 from slca_grpo.rewards.endpoint_backed import EndpointBacked
 from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict
 from slca_grpo.rewards.rating import parse_rating
@@ -91,6 +91,7 @@ class OpenAIJudge(EndpointBacked, Judge):
             max_backoff_s=max_backoff_s,
             concurrency=concurrency,
             max_tokens=max_tokens,
+            max_reply_bytes=SHORT_REPLY_BYTES,
         )
         self._init_endpoint(endpoint, temperature)
         self.max_response_chars = max_response_chars

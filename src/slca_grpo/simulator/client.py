@@ -28,6 +28,8 @@ from slca_grpo.simulator.base import BatchItem
 from slca_grpo.simulator.text import TokenCounter, approx_token_count, truncate_middle_to_tokens
 
 TOKEN_ENV = SIMULATOR_TOKEN_ENV
+# A batch of up to 256 observations, each cut to the observation budget, fits well within this.
+SERVICE_MAX_REPLY_BYTES = 64 * 2**20
 
 
 class _Failure(Exception):
@@ -62,6 +64,7 @@ class SimulatorClient:
             timeout_s=timeout_s,
             policy=RetryPolicy(max_retries, backoff_s, max_backoff_s),
             concurrency=concurrency,
+            max_reply_bytes=SERVICE_MAX_REPLY_BYTES,
             transport=transport,  # blocking calls too: they run on the shared background loop
         )
         self._lock = threading.Lock()

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slca_grpo.config import ConfigError
-from slca_grpo.endpoints import EndpointConfig
+from slca_grpo.endpoints import SHORT_REPLY_BYTES, EndpointConfig
 from slca_grpo.keys import SIMULATOR_KEY_ENV, resolve_api_key
 
 
@@ -47,6 +47,7 @@ class OpenAIConfig:
             max_backoff_s=self.max_backoff_s,
             concurrency=self.concurrency,
             max_tokens=self.max_tokens,
+            max_reply_bytes=SHORT_REPLY_BYTES,
         )
 
 
