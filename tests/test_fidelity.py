@@ -385,6 +385,16 @@ def test_read_only_replays_leave_the_database_alone():
         (["--domain", "airline,moon"], "error: unknown τ² domain 'moon'"),
         (["--limit", "0"], "error: --limit must be >= 1, got 0"),
         (["--simulator", "gpt"], "error: bad endpoint spec 'gpt': it does not start with 'openai:'; expected 'schema'"),
+        (
+            ["--simulator", "openai:http://127.0.0.1:9/v1#m", "--timeout-s", "0"],
+            "error: --timeout-s must be a number of seconds > 0, got 0.0",
+        ),
+        (["--simulator", "openai:http://127.0.0.1:9/v1#m", "--timeout-s", "nan"], "error: --timeout-s must be"),
+        (["--simulator", "openai:http://127.0.0.1:9/v1#m", "--retries", "-1"], "error: --retries must be >= 0, got -1"),
+        (
+            ["--timeout-s", "5"],
+            "error: --timeout-s and --retries apply to an endpoint simulator (--simulator openai:…) only",
+        ),
     ],
 )
 def test_cli_errors_are_one_line(argv, message, capsys, tmp_path):
@@ -407,5 +417,35 @@ def test_simulator_spec_builds_the_openai_backend_config():
         3,
     )
     assert simulator_config("schema", seed=0).backend == "schema"
+    tuned = simulator_config("openai:http://127.0.0.1:8000/v1#m", seed=0, timeout_s=2.5, retries=0)
+    assert (tuned.openai.timeout_s, tuned.openai.max_retries) == (2.5, 0)
+    assert tuned.openai.endpoint().max_reply_bytes == 2**20  # one observation: a short reply
     assert parse_domains(["airline", "retail,airline"]) == ("airline", "retail")
     assert parse_domains(None) == ("airline",)
+
+
+def test_an_endpoint_that_only_fails_is_a_count_and_a_one_line_refusal_not_a_finding(tmp_path, capsys):
+    """Every SGLS answer a backend failure: no sequence is compared (training voids such rollouts),
+    the report says so and is kept, and the command fails naming the cause."""
+    from slca_grpo.data.tau2.package import prepare_environment
+
+    prepare_environment()
+    pytest.importorskip("tau2.registry", reason="needs the tau2 extra")
+    from fake_openai import FakeOpenAIServer, FakeReply
+
+    from slca_grpo.cli import main
+
+    out = tmp_path / "fidelity"
+    with FakeOpenAIServer(default=FakeReply.error(503)) as server:
+        argv = ["fidelity", "--domain", "airline", "--limit", "2", "--no-perturbations", "--no-progress"]
+        status = main([*argv, "--simulator", f"openai:{server.url}#m", "--retries", "0", "--out", str(out)])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: nothing was compared: SGLS itself failed in every sequence (")
+    assert "HTTP 503" in err and err.count("\n") == 1
+    airline = json.loads((out / "report.json").read_text())["domains"]["airline"]
+    assert airline["void_sequences"] == airline["sequences"] >= 1
+    assert airline["simulator_faults"] == {"backend_error": airline["calls"]}
+    assert "err_neither" not in airline["by_tool"] and "error_agree" not in airline["by_tool"]  # nothing scored
+    report = (out / "report.md").read_text()
+    assert f"**{airline['sequences']} of {airline['sequences']} sequences not compared**" in report

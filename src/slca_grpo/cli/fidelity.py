@@ -6,6 +6,7 @@ Only light imports at module level: ``slca --help`` must not import τ² (litell
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the perturbations and of SGLS (default 0)")
     parser.add_argument("--simulator", default="schema", help=SIMULATOR_HELP)
     parser.add_argument(
+        "--timeout-s",
+        type=float,
+        default=None,
+        help="an endpoint simulator's time for one whole reply, in seconds (default 60)",
+    )
+    parser.add_argument(
+        "--retries", type=int, default=None, help="an endpoint simulator's retries of a failed request (default 3)"
+    )
+    parser.add_argument(
         "--perturbations",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -68,7 +78,7 @@ def parse_domains(values: list[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def simulator_config(spec: str, seed: int) -> Any:
+def simulator_config(spec: str, seed: int, timeout_s: float | None = None, retries: int | None = None) -> Any:
     """The SimulatorConfig of ``--simulator``: the schema backend, or the openai backend on an endpoint
     (the one spec grammar of ``slca_grpo.endpoints``; the key as for the simulator everywhere,
     ``slca_grpo.keys``)."""
@@ -76,9 +86,18 @@ def simulator_config(spec: str, seed: int) -> Any:
     from slca_grpo.simulator.config import OpenAIConfig, SimulatorConfig
 
     endpoint = parse_endpoint_spec(spec, offline="schema")
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise ValueError(f"--timeout-s must be a number of seconds > 0, got {timeout_s}")
+    if retries is not None and retries < 0:
+        raise ValueError(f"--retries must be >= 0, got {retries}")
     if endpoint is None:
+        if timeout_s is not None or retries is not None:
+            raise ValueError("--timeout-s and --retries apply to an endpoint simulator (--simulator openai:…) only")
         return SimulatorConfig(backend="schema", seed=seed, max_observation_tokens=None)
-    openai = OpenAIConfig(base_url=endpoint.base_url, model=endpoint.model)
+    given = {"timeout_s": timeout_s, "max_retries": retries}
+    openai = OpenAIConfig(
+        base_url=endpoint.base_url, model=endpoint.model, **{k: v for k, v in given.items() if v is not None}
+    )
     return SimulatorConfig(backend="openai", seed=seed, max_observation_tokens=None, openai=openai)
 
 
@@ -91,7 +110,7 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         domains = parse_domains(args.domain)
         if args.limit is not None and args.limit < 1:
             raise ValueError(f"--limit must be >= 1, got {args.limit}")
-        config = simulator_config(args.simulator, args.seed)
+        config = simulator_config(args.simulator, args.seed, args.timeout_s, args.retries)
     except ValueError as exc:
         return fail(str(exc))
     from slca_grpo.data.tau2.package import Tau2Unavailable
@@ -124,6 +143,12 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a bad judge spec or setting: the message names it
         return fail(str(exc))
     print(summary_table(results), flush=True)
+    if results and all(r.compared_sequences == 0 and r.void_sequences for r in results.values()):
+        first = next(r for r in results.values() if r.fault_example)
+        return fail(
+            f"nothing was compared: SGLS itself failed in every sequence ({first.fault_example[:160]!r}); "
+            f"check --simulator (report: {out / 'report.md'})"
+        )
     calls = sum(r.calls for r in results.values())
     print(
         f"{calls} calls replayed in {time.perf_counter() - started:.1f} s; report: {out / 'report.md'}", file=sys.stderr

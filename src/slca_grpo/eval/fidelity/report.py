@@ -83,6 +83,11 @@ def summary_table(results: dict[str, Any]) -> str:
     """The sim-to-real table: one row per metric, one column per domain (rate and n)."""
     domains = list(results)
     lines = ["| metric | " + " | ".join(domains) + " |", "|---|" + "---:|" * len(domains)]
+    lines.append(
+        "| sequences compared (not compared: SGLS failed) | "
+        + " | ".join(f"{results[d].compared_sequences} ({results[d].void_sequences})" for d in domains)
+        + " |"
+    )
     for label, render in SUMMARY_ROWS:
         lines.append(f"| {label} | " + " | ".join(render(results[d].by_tool, OVERALL) for d in domains) + " |")
     for label, render in REWARD_ROWS:
@@ -132,6 +137,16 @@ def environment_line() -> str:
     return f"Python {platform.python_version()}, {platform.machine()}, {platform.system()}"
 
 
+def void_line(result: Any) -> str:
+    """How many sequences were left out because the simulator itself failed, and how."""
+    kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(result.simulator_faults.items()))
+    return (
+        f"**{result.void_sequences} of {result.sequences} sequences not compared**: SGLS itself failed in them "
+        f"({kinds} calls; first: {result.fault_example!r}). Rates above are over the other "
+        f"{result.compared_sequences}."
+    )
+
+
 def write_report(out: Path, settings: Any, results: dict[str, Any], wall_s: float) -> None:
     simulator = settings.simulator
     backend = simulator.backend if simulator.backend != "openai" else f"openai ({simulator.openai.model})"
@@ -168,6 +183,8 @@ def write_report(out: Path, settings: Any, results: dict[str, Any], wall_s: floa
         ]
         if result.skipped_tasks:
             header += ["", f"Tasks without gold actions, not replayed: {', '.join(result.skipped_tasks)}."]
+        if result.void_sequences:
+            header += ["", void_line(result)]
     (out / "report.md").write_text("\n".join(header) + "\n", encoding="utf-8")
     payload = {
         "settings": settings.to_dict(),

@@ -24,6 +24,7 @@ from slca_grpo.rewards.factory import make_judge
 from slca_grpo.simulator.checks import compile_validator
 from slca_grpo.simulator.config import SimulatorConfig
 from slca_grpo.simulator.core import build_simulator
+from slca_grpo.simulator.errors import SIMULATOR_FAULTS
 
 
 @dataclass
@@ -58,6 +59,15 @@ class DomainResult:
     skipped_tasks: list[str] = field(default_factory=list)  # tasks without gold actions
     wall_s: float = 0.0
     details: list[dict[str, Any]] = field(default_factory=list)
+    # Sequences whose SGLS replay met a failure of the simulator itself (its backend failed, answered
+    # junk or ran over budget): not compared, as training voids such rollouts, and counted here.
+    void_sequences: int = 0
+    simulator_faults: dict[str, int] = field(default_factory=dict)  # error kind -> calls
+    fault_example: str = ""  # the first fault's message
+
+    @property
+    def compared_sequences(self) -> int:
+        return self.sequences - self.void_sequences
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +76,9 @@ class DomainResult:
             "sequences": self.sequences,
             "calls": self.calls,
             "skipped_tasks": self.skipped_tasks,
+            "void_sequences": self.void_sequences,
+            "simulator_faults": self.simulator_faults,
+            "fault_example": self.fault_example,
             "wall_s": round(self.wall_s, 2),
             "by_tool": self.by_tool.to_dict(),
             "by_kind": self.by_kind.to_dict(),
@@ -132,12 +145,20 @@ def run_domain(
                 read_only_env = read_only_env or real_domain.fresh_environment(task)
                 environment = read_only_env
             real = replay_real(environment, sequence)
+            result.sequences += 1
+            result.calls += len(sequence.steps)
+            faults = [outcome for outcome in sim if outcome.error_kind in SIMULATOR_FAULTS]
+            if faults:
+                result.void_sequences += 1
+                for outcome in faults:
+                    result.simulator_faults[outcome.error_kind] = result.simulator_faults.get(outcome.error_kind, 0) + 1
+                result.fault_example = result.fault_example or faults[0].text[:300]
+                result.details.append(_sequence_detail(sequence, real, sim, {"void": "simulator fault"}))
+                continue
             _compare(sequence, real, sim, writes, validators, result)
             pair = score_rollouts(task, view, sequence, real, sim, judge)
             add_reward_metrics(pair, lambda metric, value, kind=sequence.kind: result.by_kind.add(metric, kind, value))
             result.details.append(_sequence_detail(sequence, real, sim, pair.to_dict()))
-            result.sequences += 1
-            result.calls += len(sequence.steps)
     result.wall_s = time.perf_counter() - started
     return result
 
