@@ -12,6 +12,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 import warnings
 
 import httpx
@@ -23,8 +24,10 @@ from slca_grpo.config import ConfigError
 from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import Simulator, SimulatorConfig, create_app
 from slca_grpo.simulator import fabricate as fabricate_module
+from slca_grpo.simulator.base import Backend, BackendResult
 from slca_grpo.simulator.budget import OverBudget, check_deadline, time_budget
 from slca_grpo.simulator.cache import ResponseCache
+from slca_grpo.simulator.openai_backend import OpenAIBackend
 from slca_grpo.simulator.regexgen import string_from_pattern
 from slca_grpo.simulator.regexsize import pattern_cost
 from slca_grpo.simulator.safety import (
@@ -154,6 +157,72 @@ def test_in_process_a_call_over_its_budget_stops_and_is_an_over_budget_observati
     assert "call_budget_s" in observation.error.message
     assert sim.stats.errors["over_budget"] == 1
     assert call(sim, probe()).error is None  # the next call starts with a budget of its own
+
+
+class Hanging(Backend):
+    """A plugin backend that never checks a deadline: it answers only when ``release`` is set."""
+
+    name = "hanging"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.threads: list[str] = []
+
+    def generate(self, request):
+        self.threads.append(threading.current_thread().name)
+        self.release.wait(30)
+        return BackendResult(text='{"ok": true}', data={"ok": True})
+
+
+class HangingAsync(Backend):
+    name = "hanging-async"
+    is_async = True
+
+    def __init__(self) -> None:
+        self.cancelled = 0
+
+    async def agenerate(self, request):
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return BackendResult(text="{}", data={})  # pragma: no cover
+
+
+def test_a_plugin_backend_that_hangs_is_cut_off_at_the_call_budget_sync_or_async():
+    hanging = Hanging()
+    sim = Simulator(SimulatorConfig(call_budget_s=0.3), backend=hanging)
+    started = time.monotonic()
+    observation = call(sim, probe())
+    assert observation.error is not None and observation.error.kind == "over_budget"
+    assert "call_budget_s" in observation.error.message
+    assert time.monotonic() - started < 10  # without the cut-off: 30 s, the backend's own wait
+    assert hanging.threads == ["slca-budgeted-call"]  # run aside, the caller waited for it
+    hanging.release.set()  # let the left-behind thread end
+    asynchronous = HangingAsync()
+    sim = Simulator(SimulatorConfig(call_budget_s=0.3), backend=asynchronous)
+    observation = call(sim, probe())
+    assert observation.error is not None and observation.error.kind == "over_budget"
+    assert asynchronous.cancelled == 1  # an async one is cancelled, not left running
+
+
+def test_a_plugin_backend_within_its_budget_answers_and_its_errors_stay_errors():
+    quick = Hanging()
+    quick.release.set()
+    sim = Simulator(SimulatorConfig(call_budget_s=5.0), backend=quick)
+    assert json.loads(call(sim, probe()).text) == {"ok": True}
+
+    class Broken(Backend):
+        name = "broken"
+
+        def generate(self, request):
+            raise KeyError("oops")
+
+    observation = call(Simulator(SimulatorConfig(call_budget_s=5.0), backend=Broken()), probe())
+    assert observation.error.kind == "backend_error" and "KeyError" in observation.error.message
+    # The built-in backends keep within the budget themselves and run in the caller's thread.
+    assert SchemaBackend.bounds_itself and OpenAIBackend.bounds_itself and not Backend.bounds_itself
 
 
 def test_a_batch_whose_budget_is_spent_answers_the_rest_at_once():

@@ -45,6 +45,10 @@ class Backend:
 
     name: str = "backend"
     is_async: bool = False
+    # True when the backend keeps within the simulator's call budget by itself (it checks the
+    # deadline as it works, or its waits have their own timeouts). Others (plugin backends by
+    # default) are cut off from outside when the budget is spent: the call is ``over_budget``.
+    bounds_itself: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

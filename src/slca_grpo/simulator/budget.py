@@ -12,10 +12,16 @@ nested budgets keep the earlier deadline.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # (monotonic deadline, why there is one); None: no budget in force.
 Budget = tuple[float, str]
@@ -63,6 +69,49 @@ def carried_budget(budget: Budget | None) -> Iterator[None]:
         return
     with time_budget(budget[0] - time.monotonic(), budget[1]):
         yield
+
+
+def seconds_left() -> float | None:
+    """Seconds until the budget in force is spent (0 when it is; None: no budget)."""
+    budget = _BUDGET.get()
+    return None if budget is None else max(0.0, budget[0] - time.monotonic())
+
+
+def run_within_budget(function: Callable[[], T]) -> T:
+    """``function()`` in a worker thread, waited for until the budget in force is spent, then
+    ``OverBudget``: for code that never checks the deadline itself (a plugin backend). The thread
+    cannot be stopped and is left to finish on its own (a daemon, so it never holds the process)."""
+    left = seconds_left()
+    if left is None:
+        return function()
+    outcome: dict[str, Any] = {}
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            outcome["value"] = context.run(function)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller as it is
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="slca-budgeted-call", daemon=True)
+    worker.start()
+    worker.join(left)
+    if worker.is_alive():
+        raise OverBudget(_BUDGET.get()[1])  # type: ignore[index]
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+async def await_within_budget(awaitable: Awaitable[T]) -> T:
+    """``await awaitable``, cancelled when the budget in force is spent (then ``OverBudget``)."""
+    left = seconds_left()
+    if left is None:
+        return await awaitable
+    try:
+        return await asyncio.wait_for(awaitable, left)
+    except asyncio.TimeoutError:
+        raise OverBudget(_BUDGET.get()[1]) from None  # type: ignore[index]
 
 
 def check_deadline() -> None:

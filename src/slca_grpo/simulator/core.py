@@ -20,7 +20,15 @@ from slca_grpo.datatypes import Observation, ObservationError, ToolCall
 from slca_grpo.registry import Registry
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult, BatchItem
-from slca_grpo.simulator.budget import OverBudget, budget_in_force, carried_budget, check_deadline, time_budget
+from slca_grpo.simulator.budget import (
+    OverBudget,
+    await_within_budget,
+    budget_in_force,
+    carried_budget,
+    check_deadline,
+    run_within_budget,
+    time_budget,
+)
 from slca_grpo.simulator.cache import ResponseCache
 from slca_grpo.simulator.checks import ToolChecker, ToolSpec
 from slca_grpo.simulator.config import SimulatorConfig
@@ -175,17 +183,19 @@ class Simulator:
             return self.simulate(call, tools, session_id)
         start = time.perf_counter()
         try:
-            # The budget covers the checks; the backend's network waits have their own timeouts.
+            # The budget covers the checks; a backend that bounds itself (the openai one: its network
+            # waits have their own timeouts) runs outside it, any other is cut off when it is spent.
             with self._call_budget():
                 pending = self._prepare(call, tools, session_id)
             if isinstance(pending, Observation):
                 return pending
             result = None
             if pending.cached_text is None:
-                try:
-                    result = await self.backend.agenerate(pending.request)
-                except (Exception, SystemExit) as exc:  # a backend bug (sys.exit too) must not end the run
-                    result = BackendResult(error=_backend_crash(exc))
+                if self.backend.bounds_itself:
+                    result = await self._agenerate_safely(pending.request)
+                else:
+                    with self._call_budget():
+                        result = await await_within_budget(self._agenerate_safely(pending.request))
             return self._finish(pending, result)
         except OverBudget as exc:  # a caller's budget (the service's) ran out during the exchange
             return self._done(E.error_observation(E.OVER_BUDGET, str(exc)), start)
@@ -314,7 +324,17 @@ class Simulator:
 
     def _generate_safely(self, request: BackendRequest) -> BackendResult:
         try:
-            return self.backend.generate(request)
+            if self.backend.bounds_itself:
+                return self.backend.generate(request)
+            # A backend that never checks the deadline (a plugin's) is waited for until the budget is
+            # spent, then the call is over_budget (OverBudget passes the handler below).
+            return run_within_budget(lambda: self.backend.generate(request))
+        except (Exception, SystemExit) as exc:  # a backend bug (sys.exit too) must not end the run
+            return BackendResult(error=_backend_crash(exc))
+
+    async def _agenerate_safely(self, request: BackendRequest) -> BackendResult:
+        try:
+            return await self.backend.agenerate(request)
         except (Exception, SystemExit) as exc:  # a backend bug (sys.exit too) must not end the run
             return BackendResult(error=_backend_crash(exc))
 

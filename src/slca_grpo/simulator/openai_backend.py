@@ -43,6 +43,7 @@ SYSTEM_PROMPT = (
 class OpenAIBackend(Backend):
     name = "openai"
     is_async = True
+    bounds_itself = True  # every request has its own deadline and retries (slca_grpo.http_client)
 
     def __init__(
         self,

@@ -30,6 +30,7 @@ class SchemaBackend(Backend):
     """Same seed + same call + same session state → the same answer, byte for byte."""
 
     name = "schema"
+    bounds_itself = True  # its loops check the deadline (slca_grpo.simulator.budget)
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
