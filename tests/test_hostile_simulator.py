@@ -221,6 +221,18 @@ def test_a_plugin_backend_within_its_budget_answers_and_its_errors_stay_errors()
 
     observation = call(Simulator(SimulatorConfig(call_budget_s=5.0), backend=Broken()), probe())
     assert observation.error.kind == "backend_error" and "KeyError" in observation.error.message
+
+    class Careless(Backend):  # returns its text, not a BackendResult
+        name = "careless"
+
+        def generate(self, request):
+            return '{"ok": true}'
+
+    observation = call(Simulator(SimulatorConfig(), backend=Careless()), probe())
+    assert observation.error.kind == "backend_error"
+    assert observation.error.message == (
+        "simulator backend failed: WrongResultType: generate returned str, not BackendResult"
+    )
     # The built-in backends keep within the budget themselves and run in the caller's thread.
     assert SchemaBackend.bounds_itself and OpenAIBackend.bounds_itself and not Backend.bounds_itself
 

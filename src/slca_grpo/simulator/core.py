@@ -325,16 +325,16 @@ class Simulator:
     def _generate_safely(self, request: BackendRequest) -> BackendResult:
         try:
             if self.backend.bounds_itself:
-                return self.backend.generate(request)
+                return _checked(self.backend.generate(request))
             # A backend that never checks the deadline (a plugin's) is waited for until the budget is
             # spent, then the call is over_budget (OverBudget passes the handler below).
-            return run_within_budget(lambda: self.backend.generate(request))
+            return _checked(run_within_budget(lambda: self.backend.generate(request)))
         except (Exception, SystemExit) as exc:  # a backend bug (sys.exit too) must not end the run
             return BackendResult(error=_backend_crash(exc))
 
     async def _agenerate_safely(self, request: BackendRequest) -> BackendResult:
         try:
-            return await self.backend.agenerate(request)
+            return _checked(await self.backend.agenerate(request))
         except (Exception, SystemExit) as exc:  # a backend bug (sys.exit too) must not end the run
             return BackendResult(error=_backend_crash(exc))
 
@@ -423,6 +423,17 @@ def _parse(text: str) -> Any:
         return json.loads(text)
     except (json.JSONDecodeError, TypeError):
         return None
+
+
+class WrongResultType(TypeError):
+    pass
+
+
+def _checked(result: Any) -> BackendResult:
+    """A backend's answer, which must be a BackendResult (a plugin may return anything)."""
+    if not isinstance(result, BackendResult):
+        raise WrongResultType(f"generate returned {type(result).__name__}, not BackendResult")
+    return result
 
 
 def _backend_crash(exc: BaseException) -> Any:
