@@ -193,8 +193,27 @@ def test_eval_indomain_cli_writes_reports(tmp_path, capsys):
         assert (tmp_path / name).stat().st_size > 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["n"] == 12 and summary["name_f1"] == 1.0
-    assert main(["eval", "indomain", "--policy", "nope", "--tasks", "synthetic", "--out", str(tmp_path)]) == 2
+    capsys.readouterr()
+    # The folder holds an evaluation now: another is refused before any work, unless --force.
+    written = (tmp_path / "summary.json").read_bytes()
+    assert main(["eval", "indomain", "--policy", "oracle", "--tasks", "synthetic", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --out {tmp_path} already holds a run (summary.json, report.md); add --force to replace it, "
+        "or use another folder\n"
+    )
+    assert (tmp_path / "summary.json").read_bytes() == written
+    command = ["eval", "indomain", "--tasks", "synthetic", "--limit", "3", "--out", str(tmp_path), "--force"]
+    assert main([*command, "--policy", "nope"]) == 2
     assert "unknown policy spec" in capsys.readouterr().err
+    assert main([*command, "--policy", "oracle"]) == 0
+    assert json.loads((tmp_path / "summary.json").read_text())["n"] == 3
+
+
+def test_eval_indomain_writes_a_new_folder_by_default(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", "indomain", "--policy", "oracle", "--tasks", "synthetic", "--limit", "2"]) == 0
+    (made,) = (tmp_path / "runs" / "eval-indomain").iterdir()
+    assert made.name.startswith("oracle-") and (made / "summary.json").is_file()
 
 
 def test_token_counts_reach_the_in_domain_metrics(fake_openai):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,10 @@ def register(subparsers: Any) -> Any:
         help="deprecated: shows the token in ps; use --simulator-token-file or $SLCA_SIM_TOKEN",
     )
     add_chat_format_arguments(indomain)
-    indomain.add_argument("--out", default="runs/eval-indomain")
+    indomain.add_argument("--out", default=None, help="output folder (default: runs/eval-indomain/<policy>-<time>)")
+    indomain.add_argument(
+        "--force", action="store_true", help="replace the evaluation that --out holds (refused without it)"
+    )
     indomain.set_defaults(func=run_indomain)
 
     from slca_grpo.cli.bfcl import register_bfcl
@@ -49,6 +53,12 @@ def register(subparsers: Any) -> Any:
     register_bfcl(eval_subparsers)
     register_tau2(eval_subparsers)
     return eval_subparsers
+
+
+def default_out_dir(kind: str, policy: str) -> Path:
+    """``runs/<kind>/<policy>-<time>``: a new folder for each evaluation, named so it can be found."""
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in policy)
+    return Path("runs") / kind / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def run_indomain(args: argparse.Namespace) -> int:
@@ -60,8 +70,12 @@ def run_indomain(args: argparse.Namespace) -> int:
     from slca_grpo.eval.text_loop import TaskOracleAgent, run_text_episodes
     from slca_grpo.rewards.factory import make_judge
     from slca_grpo.rollout.environment import ToolEnvironment
+    from slca_grpo.trainer.run_folder import RunFolderBusy, check_out_folder, hold_run_folder
 
+    out = Path(args.out) if args.out else default_out_dir("eval-indomain", args.policy)
     try:
+        # Before any work: a file, a checkpoint or another run's folder is refused, not found after it.
+        check_out_folder(out, flag="--out", resume=False, force=args.force, can_resume=False)
         if args.tasks == "synthetic":
             from slca_grpo.data.synthetic import generate_suite
 
@@ -96,18 +110,21 @@ def run_indomain(args: argparse.Namespace) -> int:
         from slca_grpo.simulator import SimulatorClient
 
         simulator = SimulatorClient(args.simulator, token=simulator_token)
-    trajectories = run_text_episodes(agent, tasks, ToolEnvironment(simulator), max_turns=args.max_turns)
-    items, summary, _ = score_trajectories(trajectories, tasks, judge)
-    for item, trajectory in zip(items, trajectories):
-        item["response"] = trajectory.response_text
-    out = Path(args.out)
-    write_eval_report(
-        out,
-        items,
-        summary,
-        title=f"In-domain evaluation of {args.policy}",
-        chart_keys=("success@0.9", "name_f1", "arg_match", "process"),
-    )
+    try:
+        with hold_run_folder(out, "slca eval indomain", next_step="use another --out"):
+            trajectories = run_text_episodes(agent, tasks, ToolEnvironment(simulator), max_turns=args.max_turns)
+            items, summary, _ = score_trajectories(trajectories, tasks, judge)
+            for item, trajectory in zip(items, trajectories):
+                item["response"] = trajectory.response_text
+            write_eval_report(
+                out,
+                items,
+                summary,
+                title=f"In-domain evaluation of {args.policy}",
+                chart_keys=("success@0.9", "name_f1", "arg_match", "process"),
+            )
+    except RunFolderBusy as exc:
+        return fail(str(exc))
     print(json.dumps({k: v for k, v in summary.items() if k not in ("by_kind", "slots")}, indent=1))
     print(f"wrote {out}/per_item.jsonl, summary.json, report.md and metrics.png")
     return 0
