@@ -271,21 +271,15 @@ def test_cli_runs_the_oracle_and_refuses_unknown_specs(tmp_path, capsys):
     assert args.func(args) == 0
     assert "| simple_java | 100.00 | 2 | 2 |" in capsys.readouterr().out
     assert json.loads((tmp_path / "summary.json").read_text())["overall_accuracy"] == 1.0
-    args = parser.parse_args(
-        [
-            "bfcl",
-            "--policy",
-            "oracle",
-            "--categories",
-            "web_search_base",
-            "--out",
-            str(tmp_path),
-            "--no-progress",
-        ]
-    )
+    web_search = ["bfcl", "--policy", "oracle", "--categories", "web_search_base", "--out", str(tmp_path)]
+    args = parser.parse_args([*web_search, "--no-progress"])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err  # the folder holds the first evaluation: refused before any work
+    assert f"--out {tmp_path} already holds a run (summary.json, report.md); add --force to replace it" in err
+    args = parser.parse_args([*web_search, "--no-progress", "--force"])
     assert args.func(args) == 2
     assert "excluded" in capsys.readouterr().err
-    args = parser.parse_args(["bfcl", "--policy", "smollm2", "--max-new-tokens", "0", "--out", str(tmp_path)])
+    args = parser.parse_args(["bfcl", "--policy", "smollm2", "--max-new-tokens", "0", "--out", str(tmp_path / "b")])
     assert args.func(args) == 2
     assert "--max-new-tokens must be >= 1" in capsys.readouterr().err
     with pytest.raises(ValueError, match="not a checkpoint folder"):

@@ -239,6 +239,7 @@ def test_cli_oracle_scripted_runs_offline_and_writes_only_to_out(capsys, tmp_pat
     printed = capsys.readouterr().out
     assert "pass^1=1.000" in printed and "pass^2=1.000" in printed
     assert sorted(p.name for p in out.iterdir()) == [
+        ".lock",  # the run-folder lock, held while the evaluation wrote the folder
         "pass_hat_k.png",
         "per_item.jsonl",
         "report.md",
@@ -246,6 +247,12 @@ def test_cli_oracle_scripted_runs_offline_and_writes_only_to_out(capsys, tmp_pat
         "tau2_results.json",
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing else in the working directory
+    # Another evaluation into the same folder is refused before any work, unless --force.
+    again = ["eval", "tau2", "--policy", "oracle", "--domain", "retail", "--user", "scripted", "--task-ids", "0"]
+    again += ["--out", str(out), "--no-progress"]
+    assert cli(again) == 2
+    assert f"error: --out {out} already holds a run (summary.json, report.md)" in capsys.readouterr().err
+    assert cli([*again, "--force"]) == 0
     assert _tree_state(package_dir) == before  # nothing written into site-packages
     assert not (package_dir / "data" / "simulations").exists()
 

@@ -70,6 +70,9 @@ def register_bfcl(eval_subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--limit", type=int, default=None, help="first N entries of each category")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: runs/bfcl/<policy>-<time>)")
+    parser.add_argument(
+        "--force", action="store_true", help="replace the evaluation that --out holds (refused without it)"
+    )
     parser.add_argument("--batch-size", type=int, default=8, help="episodes answered per agent call")
     parser.add_argument(
         "--max-steps-per-turn",
@@ -93,20 +96,23 @@ def run_bfcl_command(args: argparse.Namespace) -> int:
     from slca_grpo.data.bfcl.package import BFCLNotInstalledError
     from slca_grpo.eval.bfcl.report import markdown_table
     from slca_grpo.eval.bfcl.runner import run_bfcl
+    from slca_grpo.trainer.run_folder import RunFolderBusy, check_out_folder, hold_run_folder
 
     out_dir = args.out if args.out is not None else _default_out_dir(args.policy)
     try:
+        check_out_folder(out_dir, flag="--out", resume=False, force=args.force, can_resume=False)
         agent = resolve_agent(args.policy, **chat_format_options(args))
-        report = run_bfcl(
-            agent,
-            categories=args.categories,
-            limit=args.limit,
-            out_dir=out_dir,
-            batch_size=args.batch_size,
-            max_steps_per_turn=args.max_steps_per_turn,
-            progress=not args.no_progress,
-        )
-    except (BFCLNotInstalledError, UnsupportedCategoryError, ValueError) as exc:
+        with hold_run_folder(out_dir, "slca eval bfcl", next_step="use another --out"):
+            report = run_bfcl(
+                agent,
+                categories=args.categories,
+                limit=args.limit,
+                out_dir=out_dir,
+                batch_size=args.batch_size,
+                max_steps_per_turn=args.max_steps_per_turn,
+                progress=not args.no_progress,
+            )
+    except (BFCLNotInstalledError, UnsupportedCategoryError, ValueError, RunFolderBusy) as exc:
         print(f"slca eval bfcl: {exc}", file=sys.stderr)
         return 2
     print(markdown_table(report))

@@ -68,6 +68,9 @@ def register_tau2(eval_subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=300, help="seed of the per-trial seeds (τ²'s default)")
     parser.add_argument("--concurrency", type=int, default=1, help="simulations in parallel (agent turns batched)")
     parser.add_argument("--out", default=None, help="output directory (default runs/tau2/<domain>_<policy>_<time>)")
+    parser.add_argument(
+        "--force", action="store_true", help="replace the evaluation that --out holds (refused without it)"
+    )
     add_chat_format_arguments(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_tau2_command)
@@ -94,28 +97,32 @@ def run_tau2_command(args: argparse.Namespace) -> int:
             user = parse_user_llm(args.user_llm)
         except EndpointSpecError as exc:
             return fail(str(exc))
+    from slca_grpo.trainer.run_folder import RunFolderBusy, check_out_folder, hold_run_folder
+
     try:
         from slca_grpo.data.tau2.tasks import TaskSelectionError
         from slca_grpo.eval.tau2.runner import run_tau2
 
-        agent = resolve_agent(args.policy, args.domain, **chat_format_options(args))
         out_dir = Path(args.out) if args.out else _default_out(args.domain, args.policy)
-        report = run_tau2(
-            agent,
-            args.domain,
-            user=user,
-            out_dir=out_dir,
-            task_ids=args.task_ids,
-            limit=args.limit,
-            split=args.split,
-            trials=args.trials,
-            max_steps=args.max_steps,
-            max_errors=args.max_errors,
-            seed=args.seed,
-            concurrency=args.concurrency,
-            progress=not args.no_progress,
-        )
-    except (Tau2Unavailable, UnknownPolicy, TaskSelectionError) as exc:
+        check_out_folder(out_dir, flag="--out", resume=False, force=args.force, can_resume=False)
+        agent = resolve_agent(args.policy, args.domain, **chat_format_options(args))
+        with hold_run_folder(out_dir, "slca eval tau2", next_step="use another --out"):
+            report = run_tau2(
+                agent,
+                args.domain,
+                user=user,
+                out_dir=out_dir,
+                task_ids=args.task_ids,
+                limit=args.limit,
+                split=args.split,
+                trials=args.trials,
+                max_steps=args.max_steps,
+                max_errors=args.max_errors,
+                seed=args.seed,
+                concurrency=args.concurrency,
+                progress=not args.no_progress,
+            )
+    except (Tau2Unavailable, UnknownPolicy, TaskSelectionError, RunFolderBusy) as exc:
         return fail(str(exc))
     except ValueError as exc:  # bad numbers (trials, limits): the message names the argument
         return fail(str(exc))
