@@ -161,6 +161,24 @@ def test_bench_refuses_negative_step_counts(capsys):
     assert capsys.readouterr().err.strip().endswith("--steps must be >= 0, got -1")
 
 
+def test_a_json_target_that_would_fail_or_overwrite_is_refused_before_measuring(tmp_path, capsys, monkeypatch):
+    from slca_grpo.cli import main
+    from slca_grpo.trainer import bench
+
+    monkeypatch.setattr(bench, "run_bench", lambda *a, **k: pytest.fail("measured before refusing"))
+    kept = tmp_path / "numbers.json"
+    kept.write_text("mine")
+    for target, message in (
+        (tmp_path, f"--json {tmp_path} is a folder; name a file"),
+        (kept, f"--json {kept} exists; add --force to replace it, or name another file"),
+        (tmp_path / "nowhere" / "b.json", f"the folder {tmp_path / 'nowhere'} does not exist"),
+    ):
+        assert main(["bench", "demo-quick-tiny", "--json", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert kept.read_text() == "mine"
+
+
 def test_every_matrix_product_is_counted_and_timed():
     from slca_grpo.trainer.bench import linear_shapes, matmul_rate
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 
@@ -32,8 +33,22 @@ def register(subparsers: Any) -> None:
     bench.add_argument(
         "--sft-steps", type=int, default=3, help="timed SFT steps after one warm-up (default 3; 0: none)"
     )
-    bench.add_argument("--json", metavar="FILE", help="also write the numbers here")
+    bench.add_argument("--json", metavar="FILE", help="also write the numbers here (a new file)")
+    bench.add_argument("--force", action="store_true", help="replace the file --json names when it exists")
     bench.set_defaults(func=run_bench_command)
+
+
+def check_json_target(path: Path, *, force: bool) -> None:
+    """ConfigError (one line) for a ``--json`` that is a folder, lies in no folder, or is a file
+    that ``force`` does not allow to replace."""
+    from slca_grpo.config import ConfigError
+
+    if path.is_dir():
+        raise ConfigError(f"--json {path} is a folder; name a file")
+    if path.exists() and not force:
+        raise ConfigError(f"--json {path} exists; add --force to replace it, or name another file")
+    if not path.parent.is_dir():
+        raise ConfigError(f"--json {path}: the folder {path.parent} does not exist")
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
@@ -45,6 +60,8 @@ def run_bench_command(args: argparse.Namespace) -> int:
     for option, value in (("--steps", args.steps), ("--sft-steps", args.sft_steps)):
         if value < 0:
             raise ConfigError(f"{option} must be >= 0, got {value}")
+    if args.json:  # before minutes of measuring, not after
+        check_json_target(Path(args.json), force=args.force)
     config = load_yaml_config(RunConfig, resolve_config_path(args.config), args.overrides)
     result = run_bench(config, rl_steps=args.steps, sft_steps=args.sft_steps)
     print(format_bench(result))
