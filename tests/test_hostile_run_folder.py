@@ -174,15 +174,23 @@ def test_a_save_that_fails_midway_leaves_the_run_resumable(tmp_path, tiny, monke
     def disk_full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    with monkeypatch.context() as patch:
-        patch.setattr(checkpoint.torch, "save", disk_full)
-        with pytest.raises(OSError, match="No space left"):
-            write(root, 2, tiny)
-    assert any(p.name.startswith(".tmp-") for p in root.iterdir())  # the half-written one
-    folder, _, info = load_latest_checkpoint(root)
-    assert folder.name == "step-000001" and info["step"] == 1 and (root / "latest").read_text().strip() == folder.name
-    write(root, 2, tiny)  # the next save clears the debris
-    assert not any(p.name.startswith(".tmp-") for p in root.iterdir())
+    def torch_disk_full(*args, **kwargs):  # how a full disk reaches torch.save's zip writer
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 64 vs 0\nmore lines")
+
+    for failure, message in ((disk_full, "No space left on device"), (torch_disk_full, "inline_container")):
+        with monkeypatch.context() as patch:
+            patch.setattr(checkpoint.torch, "save", failure)
+            with pytest.raises(checkpoint.CheckpointWriteError) as raised:
+                write(root, 2, tiny)
+        assert str(raised.value).startswith(f"checkpoint step-000002 could not be written under {root} (")
+        assert message in str(raised.value) and "\n" not in str(raised.value)
+        assert str(raised.value).endswith("the earlier checkpoints are kept")
+        assert isinstance(raised.value, OSError)  # the commands' OSError handlers make it one line
+        assert not any(p.name.startswith(".tmp-") for p in root.iterdir())  # nothing half-written left
+        folder, _, info = load_latest_checkpoint(root)
+        assert folder.name == "step-000001" and info["step"] == 1
+        assert (root / "latest").read_text().strip() == folder.name
+    write(root, 2, tiny)
     assert load_latest_checkpoint(root)[2]["step"] == 2
 
 

@@ -113,7 +113,7 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause (a bad setting, file or checkpoint): one line, not a traceback."""
     from slca_grpo.config import ConfigError
     from slca_grpo.data.tasks import TaskFormatError
-    from slca_grpo.models.checkpoint import CheckpointError
+    from slca_grpo.models.checkpoint import CheckpointError, CheckpointWriteError
     from slca_grpo.plugins import PluginError
 
     return (
@@ -121,6 +121,7 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
         TaskFormatError,
         PluginError,
         CheckpointError,
+        CheckpointWriteError,
         FileNotFoundError,
         IsADirectoryError,
         NotADirectoryError,

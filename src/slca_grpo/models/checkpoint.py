@@ -86,6 +86,10 @@ def remove_path(path: Path) -> None:
         shutil.rmtree(path)
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (a full disk, say): one line; nothing half-written is left."""
+
+
 def save_checkpoint(
     root: str | Path,
     step: int,
@@ -103,11 +107,18 @@ def save_checkpoint(
         shutil.rmtree(stale, ignore_errors=True)
     name = f"{PREFIX}{step:06d}"
     temporary = root / f".tmp-{name}-{os.getpid()}"
-    _save_model(model, temporary / "model")
-    if tokenizer is not None:
-        tokenizer.save_pretrained(temporary / "model")
-    torch.save({**state, "rng": rng_state()}, temporary / "state.pt")
-    (temporary / "trainer_state.json").write_text(json.dumps({"step": step, **info}, indent=1), encoding="utf-8")
+    try:
+        _save_model(model, temporary / "model")
+        if tokenizer is not None:
+            tokenizer.save_pretrained(temporary / "model")
+        torch.save({**state, "rng": rng_state()}, temporary / "state.pt")
+        (temporary / "trainer_state.json").write_text(json.dumps({"step": step, **info}, indent=1), encoding="utf-8")
+    except (OSError, RuntimeError) as exc:  # a full disk reaches torch.save as a RuntimeError
+        shutil.rmtree(temporary, ignore_errors=True)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointWriteError(
+            f"checkpoint {name} could not be written under {root} ({first}); the earlier checkpoints are kept"
+        ) from None
     final = root / name
     if final.exists():
         shutil.rmtree(final)
