@@ -358,6 +358,25 @@ def test_a_tiny_study_end_to_end_with_paired_prompts_and_resume(tmp_path, monkey
     assert "summary_noise_std must be >= 0" in capsys.readouterr().err
 
 
+def test_a_study_refuses_a_training_runs_folder_a_file_and_a_checkpoint_before_any_work(tmp_path, capsys):
+    from slca_grpo.cli import main
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-000003").mkdir(parents=True)
+    (run / "summary.json").write_text("{}")
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    for out, message in (
+        (run, f"error: --out {run} holds a training run (summary.json, checkpoints), not a study; give the study"),
+        (a_file, f"error: --out {a_file} is a file, not a folder"),
+        (run / "checkpoints" / "step-000003" / "s", "is inside the checkpoint"),
+    ):
+        assert main(["study", "--out", str(out), "--quick"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "summary.json"] and a_file.read_text() == "mine"
+
+
 def test_a_saved_config_that_predates_a_key_matches_its_default(tmp_path):
     from slca_grpo.config import save_yaml_config, to_dict
     from slca_grpo.study.runner import settings_difference

@@ -115,9 +115,11 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     from slca_grpo.data.tasks import TaskFormatError
     from slca_grpo.models.checkpoint import CheckpointError, CheckpointWriteError
     from slca_grpo.plugins import PluginError
+    from slca_grpo.trainer.run_folder import RunFolderTaken
 
     return (
         ConfigError,
+        RunFolderTaken,
         TaskFormatError,
         PluginError,
         CheckpointError,

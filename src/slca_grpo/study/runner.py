@@ -26,7 +26,14 @@ from slca_grpo.study.report import write_study_report
 from slca_grpo.trainer.logger import clock
 from slca_grpo.trainer.run import train
 from slca_grpo.trainer.run_config import RunConfig, check_estimators
-from slca_grpo.trainer.run_folder import RESUME_MAY_DIFFER, hold_run_folder, settings_difference
+from slca_grpo.trainer.run_folder import (
+    RESUME_MAY_DIFFER,
+    RunFolderTaken,
+    check_out_folder,
+    hold_run_folder,
+    run_work,
+    settings_difference,
+)
 from slca_grpo.trainer.sft_cache import ensure_sft, sft_is_current
 
 # Set by the study from --out, so they may differ between a run and its resumption (the study
@@ -78,10 +85,26 @@ def provenance_difference(target: Path) -> str | None:
     return None
 
 
+# What a single training run leaves at its folder's top level; a study keeps its runs in subfolders.
+SINGLE_RUN_WORK = ("summary.json", "checkpoints", "metrics.jsonl", "model/")
+
+
+def check_study_folder(out_dir: Path) -> None:
+    """Before any work: a file, a folder inside a checkpoint, or a training run's folder is refused
+    (a study resumes only a study: rerunning it continues its unfinished runs)."""
+    check_out_folder(out_dir, flag="--out", resume=True, force=False)  # a file, or inside a checkpoint
+    single = [item for item in run_work(out_dir) if item in SINGLE_RUN_WORK] if out_dir.is_dir() else []
+    if single:
+        raise RunFolderTaken(
+            f"--out {out_dir} holds a training run ({', '.join(single)}), not a study; give the study another --out"
+        )
+
+
 def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbose: bool = False) -> dict[str, Any]:
     """SFT once, run every (seed, level, estimator) not yet finished, then write the report."""
     started = time.perf_counter()
     out_dir = Path(out_dir)
+    check_study_folder(out_dir)
     base = base_config(plan)
     check_estimators(plan.estimators, base.rl.log_rewards)
     # Held from before the started runs are read until the report is written: a second study on
