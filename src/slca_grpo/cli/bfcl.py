@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.cli.common import add_chat_format_arguments, chat_format_options
+from slca_grpo.cli.common import add_chat_format_arguments, chat_format_options, default_out_dir
 from slca_grpo.eval.agent import ChatAgent
 
 
@@ -86,11 +85,6 @@ def register_bfcl(eval_subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _default_out_dir(policy: str) -> Path:
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in policy)
-    return Path("runs") / "bfcl" / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
 def run_bfcl_command(args: argparse.Namespace) -> int:
     from slca_grpo.data.bfcl.entries import UnsupportedCategoryError
     from slca_grpo.data.bfcl.package import BFCLNotInstalledError
@@ -98,7 +92,7 @@ def run_bfcl_command(args: argparse.Namespace) -> int:
     from slca_grpo.eval.bfcl.runner import run_bfcl
     from slca_grpo.trainer.run_folder import RunFolderBusy, check_out_folder, hold_run_folder
 
-    out_dir = args.out if args.out is not None else _default_out_dir(args.policy)
+    out_dir = args.out if args.out is not None else default_out_dir("bfcl", args.policy)
     try:
         check_out_folder(out_dir, flag="--out", resume=False, force=args.force, can_resume=False)
         agent = resolve_agent(args.policy, **chat_format_options(args))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 # Set by ``slca --debug`` (or SLCA_DEBUG=1): expected errors show their traceback too.
@@ -78,3 +80,9 @@ def chat_format_options(args: argparse.Namespace) -> dict[str, Any]:
         "max_new_tokens": args.max_new_tokens,
         "bf16": bf16,
     }
+
+
+def default_out_dir(kind: str, policy: str) -> Path:
+    """``runs/<kind>/<policy>-<time>``: a new folder for each evaluation, named so it can be found."""
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in policy)
+    return Path("runs") / kind / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"

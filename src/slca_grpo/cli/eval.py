@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.cli.common import add_chat_format_arguments, chat_format_options, fail
+from slca_grpo.cli.common import add_chat_format_arguments, chat_format_options, default_out_dir, fail
 
 
 def register(subparsers: Any) -> Any:
@@ -53,12 +52,6 @@ def register(subparsers: Any) -> Any:
     register_bfcl(eval_subparsers)
     register_tau2(eval_subparsers)
     return eval_subparsers
-
-
-def default_out_dir(kind: str, policy: str) -> Path:
-    """``runs/<kind>/<policy>-<time>``: a new folder for each evaluation, named so it can be found."""
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in policy)
-    return Path("runs") / kind / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def run_indomain(args: argparse.Namespace) -> int:
