@@ -41,8 +41,9 @@ SHAPES = {
     "8x256": TinyModelConfig(num_layers=8, hidden_size=256, num_heads=8, num_kv_heads=2, intermediate_size=768),
 }
 # Corpus variants: v3 (tool and parameter names of other real words a quarter to half of the time)
-# and readable (names that say what the tool or parameter is, as the evaluations' do).
-CORPORA = {"v3": {}, "readable": {"readable_names": True}}
+# and readable (corpus v4, the default since: names that say what the tool or parameter is, as the
+# evaluations' do). Each is named in full, so a run means the same corpus whatever the default.
+CORPORA = {"v3": {"readable_names": False}, "readable": {"readable_names": True}}
 
 
 def parse_run(spec: str, default_steps: int) -> tuple[str, str, int]:
