@@ -29,6 +29,8 @@ from pathlib import Path
 
 import torch
 
+from slca_grpo.models import load_model
+from slca_grpo.models.checkpoint import latest_checkpoint
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model, count_parameters
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.trainer.logger import read_metrics
@@ -111,32 +113,33 @@ def run_one(spec: str, args: argparse.Namespace) -> None:
     began = time.monotonic()
     resume = (folder / "checkpoints").exists()
     final = pretrain(config, folder, resume=resume, progress=False, device=args.device)
-    rows = read_metrics(folder / "metrics.jsonl")
-    model_parameters = count_parameters(build_tiny_model(_tokenizer_of(final), config.model))
     result = {
         "shape": shape,
         "corpus": corpus,
         "steps": steps,
-        "parameters": model_parameters,
+        "parameters": _parameters(final),
         "tokens_per_step": config.rows_per_step * config.seq_len,
         "device": args.device,
         "machine": _machine(args.device),
         "wall_seconds_this_call": time.monotonic() - began,
         "resumed": resume,
-        "curve": [
-            {k: v for k, v in r.items() if k == "step" or k.startswith(("probe/", "tasks/", "drill/"))}
-            for r in rows
-            if "probe/loss" in r
-        ],
+        "curve": _curve(folder / "metrics.jsonl"),
     }
     (folder / "result.json").write_text(json.dumps(result, indent=1))
     print(f"{folder.name}: done in {result['wall_seconds_this_call']:.0f} s; last: {result['curve'][-1]}", flush=True)
 
 
-def _tokenizer_of(final: Path):
-    from transformers import AutoTokenizer
+def _curve(metrics_path: Path) -> list[dict]:
+    """Each probe step's measurements (probe set, task evaluation, greedy drills) from a metrics.jsonl."""
+    return [
+        {k: v for k, v in row.items() if k == "step" or k.startswith(("probe/", "tasks/", "drill/"))}
+        for row in read_metrics(metrics_path)
+        if "probe/loss" in row
+    ]
 
-    return AutoTokenizer.from_pretrained(final)
+
+def _parameters(model_folder: Path) -> int:
+    return count_parameters(load_model(model_folder)[0])
 
 
 def _machine(device: str) -> str:
@@ -151,19 +154,15 @@ def gather(out: Path) -> dict:
         results[path.parent.name] = json.loads(path.read_text())
     for path in sorted(out.glob("*/metrics.jsonl")):  # unfinished runs: their curve so far
         name = path.parent.name
-        if name not in results and (path.parent / "pretrain_config.json").exists():
+        checkpoint = latest_checkpoint(path.parent / "checkpoints")
+        if name not in results and checkpoint is not None:  # its weights give the parameter count
             config = json.loads((path.parent / "pretrain_config.json").read_text())
             results[name] = {
                 "unfinished": True,
                 "steps": config["steps"],
-                "parameters": None,
-                "model": config["model"],
+                "parameters": _parameters(checkpoint / "model"),
                 "tokens_per_step": config["rows_per_step"] * config["seq_len"],
-                "curve": [
-                    {k: v for k, v in r.items() if k == "step" or k.startswith(("probe/", "tasks/", "drill/"))}
-                    for r in read_metrics(path)
-                    if "probe/loss" in r
-                ],
+                "curve": _curve(path),
             }
     (out / "sweep.json").write_text(json.dumps(results, indent=1))
     if results:
@@ -173,12 +172,7 @@ def gather(out: Path) -> dict:
 
 def _compute(result: dict, step: int) -> float:
     """Training compute up to ``step``: 6 x parameters x tokens (embeddings included)."""
-    parameters = result.get("parameters")
-    if parameters is None:
-        model = result["model"]
-        hidden, layers, inner = model["hidden_size"], model["num_layers"], model["intermediate_size"]
-        parameters = 4096 * hidden + layers * (2 * hidden * hidden + hidden * hidden // 2 + 3 * hidden * inner)
-    return 6 * parameters * step * result["tokens_per_step"]
+    return 6 * result["parameters"] * step * result["tokens_per_step"]
 
 
 def plot(results: dict, path: Path) -> None:
