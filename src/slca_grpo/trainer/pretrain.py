@@ -205,7 +205,7 @@ def copy_positions(tokenizer: Any, text: str) -> tuple[list[int], list[int], lis
     return ids, assistant, copied
 
 
-# Greedy drills of each kind measured at every task evaluation (and by `drill_accuracy`'s callers).
+# Greedy drills of each kind that `drill_accuracy` measures (at every task evaluation of a build).
 DRILLS_PER_KIND = 50
 
 # A call as rendered: its name, then its arguments (an argument called "name" is not a tool's name).
@@ -293,7 +293,9 @@ def task_evaluation(model: torch.nn.Module, tokenizer: Any, count: int, seed: in
 
 
 @torch.no_grad()
-def drill_accuracy(model: torch.nn.Module, tokenizer: Any, per_kind: int = 50, seed: int = 123) -> dict[str, float]:
+def drill_accuracy(
+    model: torch.nn.Module, tokenizer: Any, per_kind: int = DRILLS_PER_KIND, seed: int = 123
+) -> dict[str, float]:
     """Greedy exact-match rate on fresh one-exchange drills of each kind (values never seen)."""
     rng = random.Random(seed)
     scores = {}
@@ -438,7 +440,7 @@ def _pretrain(
             if config.task_eval_every and (done % config.task_eval_every == 0 or done == config.steps):
                 metrics.update(task_evaluation(model, tokenizer, config.task_eval_tasks))
                 # Greedy drills too: teacher-forced copy accuracy rose in builds that copied nothing greedily.
-                metrics.update(drill_accuracy(model, tokenizer, per_kind=DRILLS_PER_KIND))
+                metrics.update(drill_accuracy(model, tokenizer))
             metrics["time/elapsed_s"] = time.monotonic() - began
             _report(bar, done, metrics)
         logger.log(done, metrics, echo=False)
