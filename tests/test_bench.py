@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -169,14 +171,19 @@ def test_a_json_target_that_would_fail_or_overwrite_is_refused_before_measuring(
     kept = tmp_path / "numbers.json"
     kept.write_text("mine")
     for target, message in (
-        (tmp_path, f"--json {tmp_path} is a folder; name a file"),
+        (tmp_path, f"--json {tmp_path} is a folder: give a file path to write"),
         (kept, f"--json {kept} exists; add --force to replace it, or name another file"),
-        (tmp_path / "nowhere" / "b.json", f"the folder {tmp_path / 'nowhere'} does not exist"),
     ):
         assert main(["bench", "demo-quick-tiny", "--json", str(target)]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
     assert kept.read_text() == "mine"
+    # What the writer takes stays allowed: a device written through, a file in a folder it makes.
+    from slca_grpo.cli.bench import check_json_target
+
+    check_json_target(Path(os.devnull), force=False)
+    check_json_target(tmp_path / "nowhere" / "b.json", force=False)
+    check_json_target(kept, force=True)
 
 
 def test_every_matrix_product_is_counted_and_timed():

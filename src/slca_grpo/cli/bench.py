@@ -39,16 +39,18 @@ def register(subparsers: Any) -> None:
 
 
 def check_json_target(path: Path, *, force: bool) -> None:
-    """ConfigError (one line) for a ``--json`` that is a folder, lies in no folder, or is a file
-    that ``force`` does not allow to replace."""
+    """ConfigError (one line) for a ``--json`` the writer would refuse (a folder, a socket: the
+    dataset writers' rule, ``output_target``) or a regular file ``force`` does not allow to replace;
+    a device or pipe (``/dev/stdout``) is written through, a missing folder is made."""
     from slca_grpo.config import ConfigError
+    from slca_grpo.data.output import OutputPathError, output_target
 
-    if path.is_dir():
-        raise ConfigError(f"--json {path} is a folder; name a file")
-    if path.exists() and not force:
+    try:
+        target, through = output_target(path)
+    except OutputPathError as exc:
+        raise ConfigError(f"--json {exc}") from None
+    if not through and target.exists() and not force:
         raise ConfigError(f"--json {path} exists; add --force to replace it, or name another file")
-    if not path.parent.is_dir():
-        raise ConfigError(f"--json {path}: the folder {path.parent} does not exist")
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
