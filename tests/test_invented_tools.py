@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from dataclasses import replace
 
 import jsonschema
 import pytest
@@ -114,16 +115,40 @@ def test_disguise_renames_every_tool_consistently_and_keeps_descriptions() -> No
 
 @pytest.mark.parametrize(("readable", "low", "high"), [(False, 0.15, 0.35), (True, 0.25, 0.45)])
 def test_task_documents_keep_a_quarter_to_a_third_of_the_catalogue_names(readable, low, high) -> None:
-    """Too few for a catalogue name to be recalled with any confidence; enough to show that names
-    often say what the request says. (A readable rename may land on the catalogue name itself:
-    "Send an email." says ``send_email``.)"""
-    config = CorpusConfig(warmup_docs=0, readable_names=readable)
+    """Corpora v3 and v4: too few for a catalogue name to be recalled with any confidence; enough to
+    show that names often say what the request says. (A readable rename may land on the catalogue
+    name itself: "Send an email." says ``send_email``.)"""
+    config = CorpusConfig(warmup_docs=0, readable_names=readable, catalogue_names=True)
     catalogue = {t["function"]["name"] for task in generate_tasks(1, 200, "train") for t in task.tools}
     docs = [text for kind, text in (document(i, config) for i in range(120)) if kind == "task"]
     assert len(docs) >= 30
     offered = [name for text in docs for name in _tools(text)]
     kept = sum(name in catalogue for name in offered) / len(offered)
     assert low <= kept <= high, kept
+
+
+def test_without_catalogue_names_no_offered_or_called_name_holds_one_and_calls_stay_valid() -> None:
+    """Corpus v5 (the default): a name recalled from memory is never the offered one, so only
+    reading the schema pays; every call still validates against its renamed tool."""
+    catalogue = {t["function"]["name"] for task in generate_tasks(0, 300, "test") for t in task.tools}
+    assert len(catalogue) >= 30
+    rng = random.Random(5)
+    for task in generate_tasks(2, 60, "train"):
+        messages, tools = disguise(gold_messages(task), task.tools, rng, readable=True, catalogue_names=False)
+        new = {t["function"]["name"]: t["function"] for t in tools}
+        assert len(new) == len(task.tools)
+        assert not [name for name in new if any(old in name for old in catalogue)], sorted(new)
+        for message in messages:
+            for call in message.get("tool_calls") or []:
+                jsonschema.validate(call["function"]["arguments"], new[call["function"]["name"]]["parameters"])
+    config = CorpusConfig(warmup_docs=0)
+    kinds = [document(i, config) for i in range(150)]
+    offered = [name for kind, text in kinds if kind != "drill" for name in _tools(text)]
+    assert len(offered) >= 200
+    assert not [name for name in offered if any(old in name for old in catalogue)]
+    # The same documents with catalogue names allowed do offer some: the check above can fail.
+    allowed = replace(config, catalogue_names=True)
+    assert any(old in name for i in range(40) for name in _tools(document(i, allowed)[1]) for old in catalogue)
 
 
 def test_disguise_keeps_no_name_at_keep_name_zero_and_every_name_at_one() -> None:

@@ -12,7 +12,7 @@ import torch
 from slca_grpo.cli.pretrain import resume_command
 from slca_grpo.config import ConfigError
 from slca_grpo.data.corpus import DRILLS, CorpusConfig
-from slca_grpo.models import load_model
+from slca_grpo.models import load_model, save_model
 from slca_grpo.models.checkpoint import save_checkpoint
 from slca_grpo.models.tiny import TinyModelConfig
 from slca_grpo.models.tokenizer import train_tokenizer
@@ -152,6 +152,27 @@ def test_a_build_split_in_two_is_the_build_that_ran_through(tmp_path) -> None:
     # Greedy drills are measured with the tasks: teacher-forced accuracy alone passed builds that copied nothing.
     assert {key for key in tasks[0] if key.startswith("drill/")} == {f"drill/{kind}" for kind in DRILLS}
     assert all(0.0 <= tasks[0][f"drill/{kind}"] <= 1.0 for kind in DRILLS)
+
+
+def test_a_build_may_continue_a_model_keeping_its_shape_tokenizer_and_weights(tmp_path) -> None:
+    """``init``: the steps start from that model's weights, with its tokenizer and shape (not the
+    config's), and a resume must name the same model."""
+    start, start_tokenizer = load_model("tiny", seed=3)
+    save_model(start, start_tokenizer, tmp_path / "start")
+    config = replace(SMALL, init=str(tmp_path / "start"), steps=2, lr=1e-9, warmup_steps=0)
+    built, tokenizer = load_model(pretrain(config, tmp_path / "build", progress=False))
+    assert tokenizer.get_vocab() == start_tokenizer.get_vocab()
+    before, after = start.state_dict(), built.state_dict()
+    assert {k: v.shape for k, v in before.items()} == {k: v.shape for k, v in after.items()}
+    assert sum(p.numel() for p in built.parameters()) != sum(
+        p.numel() for p in load_model(pretrain(SMALL, tmp_path / "fresh", progress=False))[0].parameters()
+    )
+    for name, weight in before.items():  # an lr of 1e-9 moves nothing visibly: the steps began there
+        torch.testing.assert_close(after[name], weight, atol=1e-6, rtol=0), name
+    saved = json.loads((tmp_path / "build" / "pretrain_config.json").read_text())
+    assert saved["init"] == str(tmp_path / "start")
+    assert same_build(saved, config) and not same_build(saved, replace(config, init=""))
+    assert written_config({"steps": 4})["init"] == ""  # a build written before ``init`` existed had none
 
 
 def test_name_positions_are_the_called_names_in_assistant_turns_only() -> None:

@@ -84,6 +84,10 @@ class CorpusConfig:
     # by its own description's words), as the evaluations' names do (corpus v4), rather than other
     # real words a quarter to half of the time, which only the description connects (corpus v3).
     readable_names: bool = True
+    # Whether task documents may offer catalogue tools under their own names (a quarter kept
+    # theirs, and renames could land on one) and invented names may hold one (corpus v4). Off
+    # (corpus v5): no offered name is one a model could have memorised, so only reading pays.
+    catalogue_names: bool = False
 
     def __post_init__(self) -> None:
         for name in ("mix", "warmup_mix"):
@@ -199,7 +203,9 @@ def task_document(rng: random.Random, config: CorpusConfig) -> str:
         kind_weights={rng.choices(kinds, weights=weights)[0]: 1.0}, tools_per_task=config.tools_per_task
     )
     task = generate_tasks(rng.randrange(2**31), 1, "train", suite)[0]
-    messages, tools = disguise(gold_messages(task), task.tools, rng, readable=config.readable_names)
+    messages, tools = disguise(
+        gold_messages(task), task.tools, rng, readable=config.readable_names, catalogue_names=config.catalogue_names
+    )
     text = render_chat(messages, tools, add_generation_prompt=False)
     cut = text.index("<|im_start|>user")
     values = [v for call in task.flat_gold_calls for v in argument_strings(call.arguments)]
@@ -316,12 +322,12 @@ def invented_document(rng: random.Random, config: CorpusConfig) -> str:
     """A request for invented tools, read off their schemas: one call, parallel calls, two steps or none."""
     taken: set[str] = set()
     low, high = config.tools_per_task
-    readable = config.readable_names
-    tools = [invented_tool(rng, taken, readable) for _ in range(max(2, rng.randint(low, high)))]
+    readable, catalogue = config.readable_names, config.catalogue_names
+    tools = [invented_tool(rng, taken, readable, catalogue) for _ in range(max(2, rng.randint(low, high)))]
     variant = rng.choices(("single", "parallel", "two_step", "irrelevant"), weights=(0.4, 0.2, 0.25, 0.15))[0]
     first, second = rng.sample(tools, 2)
     if variant == "irrelevant":
-        stranger = invented_tool(rng, taken, readable)
+        stranger = invented_tool(rng, taken, readable, catalogue)
         request = _ask(stranger, stranger.request_details(stranger.sample_arguments(rng), rng), rng)
         answer = rng.choice(
             (

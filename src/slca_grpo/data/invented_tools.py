@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slca_grpo.data.synthetic import DEFAULT_HELDOUT_TOOLS
+from slca_grpo.data.synthetic.catalogue import TOOL_SPECS
 from slca_grpo.data.tool_words import (
     ATTRIBUTES,
     VERBS,
@@ -212,10 +213,13 @@ class InventedTool:
         return " and ".join(by_name[name].phrase(value, rng) for name, value in arguments.items())
 
 
-def invented_tool(rng: random.Random, taken: set[str] | None = None, readable: bool = False) -> InventedTool:
+def invented_tool(
+    rng: random.Random, taken: set[str] | None = None, readable: bool = False, catalogue_names: bool = True
+) -> InventedTool:
     """A new tool whose noun and name are not in ``taken`` (the nouns and names of the other tools
     of its document; both join it). ``readable``: its name and its parameters' names always say
-    what they are (no name of other words)."""
+    what they are (no name of other words). ``catalogue_names=False``: its name holds no catalogue
+    tool's name (``book_flight_status`` is drawn again)."""
     taken = taken if taken is not None else set()
     noun = _unused(lambda: noun_phrase(rng), taken)
     verb = rng.choice(VERBS)
@@ -229,7 +233,8 @@ def invented_tool(rng: random.Random, taken: set[str] | None = None, readable: b
     else:
         name = real_tool_name(rng)
     # Another tool of the document may have taken it (an opaque name may say this tool's verb and noun).
-    name = _free_name(name, lambda: real_tool_name(rng), taken)
+    forbidden = DEFAULT_HELDOUT_TOOLS if catalogue_names else CATALOGUE_NAMES
+    name = _free_name(name, lambda: real_tool_name(rng), taken, forbidden)
     taken_params: set[str] = set()
     required = [_param(rng, noun, taken_params, readable=readable) for _ in range(rng.randint(1, 3))]
     optional = [_param(rng, noun, taken_params, readable=readable) for _ in range(rng.choice((0, 0, 1, 2)))]
@@ -245,10 +250,15 @@ def invented_tool(rng: random.Random, taken: set[str] | None = None, readable: b
     return InventedTool(name, verb, noun, required, optional, description)
 
 
-def _free_name(name: str, redraw: Any, taken: set[str]) -> str:
-    """``name``, or ``redraw()`` until a name is neither in ``taken`` nor holds a held-out tool's
-    name; the name joins ``taken``."""
-    while name in taken or not allowed_name(name, DEFAULT_HELDOUT_TOOLS):
+# Every catalogue tool's name, train and test: a corpus without them (``catalogue_names=False``)
+# never rewards writing a name from memory.
+CATALOGUE_NAMES: tuple[str, ...] = tuple(sorted(spec.name for spec in TOOL_SPECS))
+
+
+def _free_name(name: str, redraw: Any, taken: set[str], forbidden: Any = DEFAULT_HELDOUT_TOOLS) -> str:
+    """``name``, or ``redraw()`` until a name is neither in ``taken`` nor holds a name of
+    ``forbidden`` (the held-out tools'); the name joins ``taken``."""
+    while name in taken or not allowed_name(name, forbidden):
         name = redraw()
     taken.add(name)
     return name
@@ -264,6 +274,7 @@ def disguise(
     rename_params: float = 0.5,
     keep_name: float = 0.25,
     readable: bool = False,
+    catalogue_names: bool = True,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The same conversation with most tools renamed (and some parameters) to other real words:
     a catalogue name cannot be recalled, since a quarter keep theirs (``keep_name``) and the rest
@@ -272,8 +283,12 @@ def disguise(
     a parameter ``days`` → ``forecast``).
 
     Descriptions stay, so the request still leads to the right tool and argument, but only through
-    the schema. Returns new ``(messages, tools)``; the inputs are not changed.
+    the schema. ``catalogue_names=False``: no tool keeps its name, and no new name holds any
+    catalogue tool's name, so a name recalled from memory is never the one offered. Returns new
+    ``(messages, tools)``; the inputs are not changed.
     """
+    forbidden = CATALOGUE_NAMES if not catalogue_names else DEFAULT_HELDOUT_TOOLS
+    keep_name = keep_name if catalogue_names else 0.0
     tools = copy.deepcopy(tools)
     names: dict[str, str] = {}
     params: dict[str, dict[str, str]] = {}
@@ -293,10 +308,12 @@ def disguise(
 
             first = readable_name(rng, text, prefix=verb) or real_tool_name(rng, verb=verb)
             # A description may say the catalogue name itself (``send_email``): it is then kept.
-            new = first if first == old else _free_name(first, redraw, used)
+            new = first if first == old and catalogue_names else _free_name(first, redraw, used, forbidden)
         else:
             verb = old.split("_", 1)[0] if rng.random() < 0.5 else None
-            new = _free_name(real_tool_name(rng, verb=verb), lambda verb=verb: real_tool_name(rng, verb=verb), used)
+            new = _free_name(
+                real_tool_name(rng, verb=verb), lambda verb=verb: real_tool_name(rng, verb=verb), used, forbidden
+            )
         names[old] = function["name"] = new
         properties = function.get("parameters", {}).get("properties", {})
         if readable:

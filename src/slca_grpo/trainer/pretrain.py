@@ -90,6 +90,10 @@ class PretrainConfig:
     task_eval_tasks: int = 40
     save_every: int = 100
     seed: int = 0
+    # A model to continue from (``reader`` or a folder) instead of a fresh one: its weights, shape
+    # and tokenizer are kept, so ``model`` and the tokenizer settings are then not used, and the
+    # corpus starts at its first document.
+    init: str = ""
 
     def __post_init__(self) -> None:
         for name in ("steps", "rows_per_step", "seq_len", "vocab_size", "tokenizer_docs", "probe_every", "save_every"):
@@ -322,12 +326,12 @@ def probe_texts(config: PretrainConfig) -> list[str]:
 
 
 # Settings added after builds were made, at the value that does what those builds did.
-ADDED_SETTINGS = {"short_seq_len": 1024, "short_seq_steps": 0}
+ADDED_SETTINGS = {"short_seq_len": 1024, "short_seq_steps": 0, "init": ""}
 # Settings that only measure: a build may be resumed with others.
 MEASURING_SETTINGS = ("task_eval_every", "task_eval_tasks")
 
 
-ADDED_CORPUS_SETTINGS = {"readable_names": False}
+ADDED_CORPUS_SETTINGS = {"readable_names": False, "catalogue_names": True}
 
 
 def written_config(saved: Any) -> Any:
@@ -398,6 +402,10 @@ def _pretrain(
             raise ValueError(f"{path} was written with another pretraining config; resume with the same one")
         model, tokenizer = load_model(path / "model")
         start, position = int(info["step"]), int(info["corpus_position"])
+    elif config.init:
+        torch.manual_seed(config.seed)
+        model, tokenizer = load_model(config.init)
+        start, position, state = 0, 0, None
     else:
         torch.manual_seed(config.seed)
         texts = [document(index, config.corpus)[1] for index in range(config.tokenizer_docs)]
