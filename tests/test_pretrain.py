@@ -257,12 +257,14 @@ def test_pruning_keeps_the_checkpoint_just_written(tmp_path) -> None:
 
 
 def test_the_resume_hint_carries_every_setting_the_build_started_with() -> None:
-    args = argparse.Namespace(out="runs/my reader", steps=1200, seed=3, bf16=True, device="cuda:1")
-    assert (
-        resume_command(args)
-        == "slca pretrain --out 'runs/my reader' --steps 1200 --seed 3 --bf16 --device cuda:1 --resume"
+    args = argparse.Namespace(
+        out="runs/my reader", steps=1200, seed=3, bf16=True, device="cuda:1", set=["init=reader", "corpus.mix=[[task, 1]]"]
     )
-    plain = argparse.Namespace(out="runs/reader", steps=None, seed=0, bf16=False, device="cpu")
+    assert resume_command(args) == (
+        "slca pretrain --out 'runs/my reader' --steps 1200 --seed 3 --bf16 --device cuda:1 "
+        "--set init=reader --set 'corpus.mix=[[task, 1]]' --resume"
+    )
+    plain = argparse.Namespace(out="runs/reader", steps=None, seed=0, bf16=False, device="cpu", set=[])
     assert resume_command(plain) == "slca pretrain --out runs/reader --resume"
 
 
@@ -306,3 +308,18 @@ def test_the_step_and_the_probe_make_every_tensor_on_the_models_device(tmp_path,
     for name in ("next_token_loss", "probe"):
         monkeypatch.setattr(module, name, on_meta(getattr(module, name)))
     assert pretrain(replace(SMALL, steps=2), tmp_path / "build", progress=False) is not None
+
+
+def test_cli_settings_are_applied_and_a_bad_one_is_one_line_naming_its_key(tmp_path, capsys, monkeypatch) -> None:
+    from slca_grpo.cli import main
+    from slca_grpo.trainer import pretrain as pretrain_module
+
+    seen = []
+    monkeypatch.setattr(pretrain_module, "pretrain", lambda config, *a, **k: seen.append(config) or tmp_path)
+    assert main(["pretrain", "--out", str(tmp_path / "b"), "--set", "init=reader", "--set", "corpus.warmup_docs=0"]) == 0
+    assert seen[0].init == "reader" and seen[0].corpus.warmup_docs == 0 and seen[0].lr == PretrainConfig().lr
+    for override, message in (("lr=-1", "pretrain.lr must be > 0"), ("corpus.nope=1", "corpus.nope")):
+        assert main(["pretrain", "--out", str(tmp_path / "c"), "--set", override]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err, err
+    assert len(seen) == 1

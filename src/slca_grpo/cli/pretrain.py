@@ -50,6 +50,14 @@ def register(subparsers: Any) -> None:
         help="where the steps run: cpu (default), cuda, cuda:N or auto; the build is the same, so one may be "
         "resumed on another",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any pretraining setting (repeatable): lr=1e-3, corpus.warmup_docs=0, init=reader "
+        "(continue that model's weights and tokenizer), model.hidden_size=192 (docs/models.md)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (probe lines are still printed)")
     parser.set_defaults(func=run_pretrain)
 
@@ -57,6 +65,7 @@ def register(subparsers: Any) -> None:
 def run_pretrain(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from slca_grpo.config import apply_overrides
     from slca_grpo.data.corpus import CorpusConfig
     from slca_grpo.models.checkpoint import CheckpointError
     from slca_grpo.trainer.pretrain import PretrainConfig, pretrain
@@ -68,6 +77,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
             config = replace(config, steps=args.steps)
         if args.task_eval_every is not None:
             config = replace(config, task_eval_every=args.task_eval_every)
+        config = apply_overrides(config, args.set)
         final = pretrain(
             config,
             args.out,
@@ -97,4 +107,6 @@ def resume_command(args: argparse.Namespace) -> str:
         words.append("--bf16")
     if args.device != "cpu":
         words += ["--device", shlex.quote(args.device)]
+    for override in args.set:
+        words += ["--set", shlex.quote(override)]
     return " ".join([*words, "--resume"])
