@@ -71,7 +71,7 @@ def test_packed_passes_under_bf16_autocast_keep_attention_in_float32(tokenizer, 
 def test_the_packed_attention_of_a_sequence_sees_its_prompt_and_its_own_earlier_tokens_only(tokenizer):
     torch.manual_seed(0)
     query, key, value = torch.randn(1, 2, 5, 8), torch.randn(1, 2, 3 + 5, 8), torch.randn(1, 2, 3 + 5, 8)
-    layout = PackedLayout(queries=[(0, 2), (2, 5)], cached=[(0, 3), None])
+    layout = PackedLayout(queries=[(0, 2), (2, 5)], cached=[((0, 3),), ()])
     module = torch.nn.Module()
     with pytest.raises(RuntimeError, match="inside packed_pass"):
         packed_attention(module, query, key, value, None)
@@ -97,3 +97,17 @@ def test_which_models_pack(tokenizer):
     eager = tiny_gqa_model(tokenizer)
     eager.set_attn_implementation("eager")
     assert not packs(eager)
+
+
+def test_a_sequence_may_attend_to_several_cached_spans_in_order(tokenizer):
+    """A later turn's row: its prompt's cached keys (shared with other rows) and its own earlier
+    ones, two spans apart in the pass's cache, then its new tokens causally."""
+    torch.manual_seed(1)
+    query, key, value = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 7 + 3, 8), torch.randn(1, 2, 7 + 3, 8)
+    layout = PackedLayout(queries=[(0, 3)], cached=[((0, 2), (5, 7))])
+    with packed_pass(tiny_gqa_model(tokenizer), layout):
+        out, _ = packed_attention(torch.nn.Module(), query, key, value, None, scaling=1.0)
+    for i in range(3):
+        keys = [0, 1, 5, 6] + [7 + j for j in range(i + 1)]  # slots 2..4 belong to other rows
+        weights = torch.softmax(torch.einsum("hd,hkd->hk", query[0, :, i], key[0, :, keys]), dim=-1)
+        assert torch.allclose(out[0, i], torch.einsum("hk,hkd->hd", weights, value[0, :, keys]), atol=1e-6)

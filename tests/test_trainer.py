@@ -429,12 +429,12 @@ def test_selected_logprobs_are_the_log_softmax_at_the_target(monkeypatch, min_vo
 
 
 def test_selected_positions_fall_back_for_heads_that_are_not_plain(tiny, monkeypatch):
-    import slca_grpo.engine.logprobs as batch_module
+    import slca_grpo.engine.attention as attention_module
 
     model, tokenizer = tiny
     batch = random_batch(tokenizer)
     positions = batch.loss_mask > 0
-    monkeypatch.setattr(batch_module, "PLAIN_HEAD_MODEL_TYPES", frozenset())
+    monkeypatch.setattr(attention_module, "PLAIN_HEAD_MODEL_TYPES", frozenset())
     fallback = token_logprobs(model, batch.input_ids, batch.attention_mask, start=3, positions=positions)
     full = token_logprobs(model, batch.input_ids, batch.attention_mask)
     assert torch.allclose(fallback, full * positions, atol=1e-5)

@@ -64,14 +64,24 @@ def _turns(model, tokenizer, turn_cache: TurnCache | None, *, temperature: float
 
 @pytest.mark.parametrize("architecture", ["tiny", "smollm2-shaped", "tiny shared", "smollm2-shaped shared"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("rests", ["packed", "padded"])
 def test_later_turns_from_the_kept_cache_sample_what_a_full_prefill_samples(
-    tokenizer, architecture, temperature, request
+    tokenizer, architecture, temperature, rests, request, monkeypatch
 ):
+    import slca_grpo.engine.sampling as sampling
+
     if architecture.endswith("shared"):
         request.getfixturevalue("shared_and_fused")
     model = _model(tokenizer, architecture)
+    # A later turn's new tokens prefill packed (engine/packed_prefill.py) or as a left-padded batch.
+    packed_calls = []
+    packed = sampling.packed_rest_prefill
+    monkeypatch.setattr(sampling, "packed_rest_prefill", lambda *a: packed_calls.append(1) or packed(*a))
+    if rests == "padded":
+        monkeypatch.setattr(sampling, "packs_rests", lambda model: False)
     kept = TurnCache()
     ours, sequences = _turns(model, tokenizer, kept, temperature=temperature)
+    assert len(packed_calls) == (2 if rests == "packed" else 0)
     theirs, same_sequences = _turns(model, tokenizer, None, temperature=temperature)
     assert sequences == same_sequences
     for our_turn, their_turn in zip(ours, theirs):
@@ -175,3 +185,22 @@ def test_a_kept_row_that_no_longer_begins_its_sequence_is_prefilled_again(tokeni
     unknown = sample(model, edited[:2], max_new_tokens=4, config=config, stop_token_ids=[], pad_id=0,
                      turn_cache=kept, row_keys=["x", "y"])  # fmt: skip
     assert kept.reused_tokens == 0 and [g.token_ids for g in unknown] == [g.token_ids for g in plain[:2]]
+
+
+@pytest.mark.parametrize("architecture", ["tiny shared", "smollm2-shaped shared"])
+def test_packed_later_turns_under_bf16_autocast_draw_what_padded_ones_draw(
+    tokenizer, architecture, shared_and_fused, monkeypatch
+):
+    """The demos' precision on a CPU with native bf16: the packed prefill's keys go into a bf16
+    cache as the padded prefill's do (same tokens, log-probs to float32 rounding)."""
+    import slca_grpo.engine.sampling as sampling
+
+    model = _model(tokenizer, architecture)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        packed, _ = _turns(model, tokenizer, TurnCache())
+        monkeypatch.setattr(sampling, "packs_rests", lambda model: False)
+        padded, _ = _turns(model, tokenizer, TurnCache())
+    for packed_turn, padded_turn in zip(packed, padded):
+        assert [g.token_ids for g in packed_turn] == [g.token_ids for g in padded_turn]
+        for a, b in zip(packed_turn, padded_turn):
+            assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-3)

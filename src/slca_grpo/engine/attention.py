@@ -225,3 +225,23 @@ def training_attention(model: torch.nn.Module) -> AbstractContextManager[bool]:
     :func:`training_sdpa` (float32 under bf16 autocast, right padding without a mask); a model
     elsewhere is left alone."""
     return attention_implementation(model, TRAINING_ATTENTION, when=model_device(model).type == "cpu")
+
+
+# Architectures whose logits are exactly ``lm_head(final hidden state)`` (no soft-capping or
+# scaling), so the head can be applied to selected positions only.
+PLAIN_HEAD_MODEL_TYPES = frozenset({"llama", "qwen2", "qwen3", "mistral"})
+
+
+def plain_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """(decoder, head) of a model whose logits are ``head(decoder(...).last_hidden_state)``, else None."""
+    if hasattr(model, "get_base_model"):  # a peft (LoRA) model: its adapters live inside these modules
+        model = model.get_base_model()
+    config = getattr(model, "config", None)
+    if getattr(config, "model_type", None) not in PLAIN_HEAD_MODEL_TYPES:
+        return None
+    if getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", None):
+        return None
+    decoder, head = getattr(model, "model", None), getattr(model, "lm_head", None)
+    if not isinstance(decoder, torch.nn.Module) or not isinstance(head, torch.nn.Linear):
+        return None
+    return decoder, head

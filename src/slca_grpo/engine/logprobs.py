@@ -11,32 +11,13 @@ import inspect
 import torch
 from transformers import DynamicCache
 
-from slca_grpo.engine.attention import training_attention
+from slca_grpo.engine.attention import plain_head, training_attention
 from slca_grpo.engine.packed_attention import PackedLayout, packed_pass, packs
 from slca_grpo.engine.sampling import cache_keyword, distinct_rows, prefill_shared
 
 
 def _accepts_logits_to_keep(model: torch.nn.Module) -> bool:
     return "logits_to_keep" in inspect.signature(model.forward).parameters
-
-
-# Architectures whose logits are exactly ``lm_head(final hidden state)`` (no soft-capping or
-# scaling), so the head can be applied to selected positions only.
-PLAIN_HEAD_MODEL_TYPES = frozenset({"llama", "qwen2", "qwen3", "mistral"})
-
-
-def _plain_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
-    if hasattr(model, "get_base_model"):  # a peft (LoRA) model: its adapters live inside these modules
-        model = model.get_base_model()
-    config = getattr(model, "config", None)
-    if getattr(config, "model_type", None) not in PLAIN_HEAD_MODEL_TYPES:
-        return None
-    if getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", None):
-        return None
-    decoder, head = getattr(model, "model", None), getattr(model, "lm_head", None)
-    if not isinstance(decoder, torch.nn.Module) or not isinstance(head, torch.nn.Linear):
-        return None
-    return decoder, head
 
 
 # cross_entropy computes log-softmax and the gather in one fused kernel each way, where
@@ -144,7 +125,7 @@ def _packed_logprobs(
     prefix_ids = torch.tensor([token for sequence in distinct for token in sequence], device=device)
     prefix_positions = torch.cat([torch.arange(len(sequence), device=device) for sequence in distinct])
     cache = DynamicCache()
-    with packed_pass(model, PackedLayout(prefix_spans, [None] * len(prefix_spans))):
+    with packed_pass(model, PackedLayout(prefix_spans, [()] * len(prefix_spans))):
         prefix_hidden = decoder(
             input_ids=prefix_ids[None], position_ids=prefix_positions[None], use_cache=True,
             **{cache_keyword(decoder): cache},
@@ -156,7 +137,7 @@ def _packed_logprobs(
         start += lengths[r] - cuts[r]
     rest_ids = torch.cat([input_ids[r, cuts[r] : lengths[r]] for r in kept])
     rest_positions = torch.cat([torch.arange(cuts[r], lengths[r], device=device) for r in kept])
-    layout = PackedLayout(rest_spans, [prefix_spans[s] for s in source])
+    layout = PackedLayout(rest_spans, [(prefix_spans[s],) for s in source])
     with packed_pass(model, layout):
         rest_hidden = decoder(
             input_ids=rest_ids[None], position_ids=rest_positions[None], use_cache=True,
@@ -214,7 +195,7 @@ def _token_logprobs(
     if positions is not None:
         positions = positions.bool().clone()
         positions[:, :start] = False
-        parts = _plain_head(model)
+        parts = plain_head(model)
         if parts is not None:
             decoder, head = parts
             if input_ids.device.type == "cpu" and packs(model) and bool(positions.any()):

@@ -35,12 +35,13 @@ PACKED_ATTENTION = "slca_packed"
 class PackedLayout:
     """Where each sequence lies in a packed pass (a batch of one row).
 
-    ``queries[i]``: the span of sequence i's tokens in this pass. ``cached[i]``: the span of the
-    keys it also attends to, all of them, in the cache the pass continues (its prompt's), or None.
-    The pass's own keys follow the cache's, in the order of its tokens."""
+    ``queries[i]``: the span of sequence i's tokens in this pass. ``cached[i]``: the spans of the
+    keys it also attends to, all of them and in this order, in the cache the pass continues (its
+    prompt's; in a later turn its prompt's and then its own earlier tokens'), or ``()``. The
+    pass's own keys follow the cache's, in the order of its tokens."""
 
     queries: Sequence[tuple[int, int]]
-    cached: Sequence[tuple[int, int] | None]
+    cached: Sequence[tuple[tuple[int, int], ...]]
 
 
 _layout: ContextVar[PackedLayout | None] = ContextVar("packed_layout", default=None)
@@ -75,14 +76,14 @@ def _attend(module, query, key, value, layout: PackedLayout, dropout: float, sca
     for (start, end), cached in zip(layout.queries, layout.cached, strict=True):
         q = query[:, :, start:end]
         k, v = key[:, :, own + start : own + end], value[:, :, own + start : own + end]
-        if cached is None:
+        if not cached:
             mask, causal = None, True
         else:
-            k = torch.cat([key[:, :, cached[0] : cached[1]], k], dim=2)
-            v = torch.cat([value[:, :, cached[0] : cached[1]], v], dim=2)
-            length = end - start
-            mask = torch.ones((length, cached[1] - cached[0] + length), dtype=torch.bool, device=q.device)
-            mask[:, cached[1] - cached[0] :].tril_()
+            k = torch.cat([*(key[:, :, a:b] for a, b in cached), k], dim=2)
+            v = torch.cat([*(value[:, :, a:b] for a, b in cached), v], dim=2)
+            length, seen = end - start, sum(b - a for a, b in cached)
+            mask = torch.ones((length, seen + length), dtype=torch.bool, device=q.device)
+            mask[:, seen:].tril_()
             causal = False
         outs.append(
             torch.nn.functional.scaled_dot_product_attention(

@@ -22,6 +22,7 @@ from slca_grpo.engine import kv_cache
 from slca_grpo.engine.fused_decode import FusedDecoder
 from slca_grpo.engine.kv_cache import GrowingLayer, decode_attention, growing_cache
 from slca_grpo.engine.packed_linear import packed_linears
+from slca_grpo.engine.packed_prefill import packed_rest_prefill, packs_rests
 from slca_grpo.engine.turn_cache import TurnCache
 
 
@@ -266,6 +267,8 @@ def sample(
     cache = growing_cache(model)
     if cache is not None:
         extra[cache_name] = cache
+    # Asked before the block below swaps the model's attention.
+    pack_rests = turn_cache is not None and packs_rests(model)
     with decode_attention(model, cache), packed_linears(model):
         # Rollouts of one group share their prompt: prefill each distinct prompt once, then copy
         # its cache rows (and last logits) to every rollout that starts from it. In later turns the
@@ -275,7 +278,9 @@ def sample(
         restored = turn_cache.restore(cache, row_keys, prompts, device=device) if keeping else None
         distinct, source = distinct_rows(prompts)
         shared_prefixes = prefix_lengths is not None and cache is not None
-        if restored is not None:
+        if restored is not None and pack_rests:
+            past, attention, positions, logits = packed_rest_prefill(model, cache, *restored)
+        elif restored is not None:
             past, attention, positions, logits = _prefill_rests(model, cache, *restored, pad_id=pad_id, **extra)
         elif shared_prefixes and len({tuple(p[:n]) for p, n in zip(prompts, prefix_lengths)}) < len(distinct):
             past, attention, positions, logits = prefill_prefixes(
