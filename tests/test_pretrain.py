@@ -258,7 +258,12 @@ def test_pruning_keeps_the_checkpoint_just_written(tmp_path) -> None:
 
 def test_the_resume_hint_carries_every_setting_the_build_started_with() -> None:
     args = argparse.Namespace(
-        out="runs/my reader", steps=1200, seed=3, bf16=True, device="cuda:1", set=["init=reader", "corpus.mix=[[task, 1]]"]
+        out="runs/my reader",
+        steps=1200,
+        seed=3,
+        bf16=True,
+        device="cuda:1",
+        set=["init=reader", "corpus.mix=[[task, 1]]"],
     )
     assert resume_command(args) == (
         "slca pretrain --out 'runs/my reader' --steps 1200 --seed 3 --bf16 --device cuda:1 "
@@ -316,7 +321,9 @@ def test_cli_settings_are_applied_and_a_bad_one_is_one_line_naming_its_key(tmp_p
 
     seen = []
     monkeypatch.setattr(pretrain_module, "pretrain", lambda config, *a, **k: seen.append(config) or tmp_path)
-    assert main(["pretrain", "--out", str(tmp_path / "b"), "--set", "init=reader", "--set", "corpus.warmup_docs=0"]) == 0
+    assert (
+        main(["pretrain", "--out", str(tmp_path / "b"), "--set", "init=reader", "--set", "corpus.warmup_docs=0"]) == 0
+    )
     assert seen[0].init == "reader" and seen[0].corpus.warmup_docs == 0 and seen[0].lr == PretrainConfig().lr
     for override, message in (("lr=-1", "pretrain.lr must be > 0"), ("corpus.nope=1", "corpus.nope")):
         assert main(["pretrain", "--out", str(tmp_path / "c"), "--set", override]) == 2

@@ -81,7 +81,7 @@ def packed_rest_prefill(
         own_spans.append((start, start + count))
         start += count
     for row in range(len(rests)):
-        spans.append(((prompt_spans[group[row]], own_spans[row]) if prefix is not None else (own_spans[row],)))
+        spans.append((prompt_spans[group[row]], own_spans[row]) if prefix is not None else (own_spans[row],))
 
     packed_cache = DynamicCache()
     for index, layer in enumerate(layers):
@@ -91,9 +91,7 @@ def packed_rest_prefill(
             keys.insert(0, _real_slots(layer.prefix.keys.index_select(0, prompt_index), prompt_real))
             values.insert(0, _real_slots(layer.prefix.values.index_select(0, prompt_index), prompt_real))
         # [1, kv heads, cached slots, D], the layout of the pass's own cache
-        packed_cache.update(
-            torch.cat(keys).permute(1, 0, 2)[None], torch.cat(values).permute(1, 0, 2)[None], index
-        )
+        packed_cache.update(torch.cat(keys).permute(1, 0, 2)[None], torch.cat(values).permute(1, 0, 2)[None], index)
 
     query_spans, position = [], 0
     for length in lengths:
