@@ -330,3 +330,11 @@ def test_cli_settings_are_applied_and_a_bad_one_is_one_line_naming_its_key(tmp_p
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err, err
     assert len(seen) == 1
+
+
+def test_a_model_to_continue_that_cannot_be_loaded_is_one_line_and_force_loses_nothing(tmp_path) -> None:
+    built = pretrain(replace(SMALL, steps=2), tmp_path / "build", progress=False)
+    before = sorted(p.name for p in (tmp_path / "build").iterdir())
+    with pytest.raises(ValueError, match=r"^pretrain\.init: model folder .*missing does not exist"):
+        pretrain(replace(SMALL, init=str(tmp_path / "missing")), tmp_path / "build", progress=False, force=True)
+    assert sorted(p.name for p in (tmp_path / "build").iterdir()) == before and built.is_dir()

@@ -233,8 +233,7 @@ def invented_tool(
     else:
         name = real_tool_name(rng)
     # Another tool of the document may have taken it (an opaque name may say this tool's verb and noun).
-    forbidden = DEFAULT_HELDOUT_TOOLS if catalogue_names else CATALOGUE_NAMES
-    name = _free_name(name, lambda: real_tool_name(rng), taken, forbidden)
+    name = _free_name(name, lambda: real_tool_name(rng), taken, _forbidden_names(catalogue_names))
     taken_params: set[str] = set()
     required = [_param(rng, noun, taken_params, readable=readable) for _ in range(rng.randint(1, 3))]
     optional = [_param(rng, noun, taken_params, readable=readable) for _ in range(rng.choice((0, 0, 1, 2)))]
@@ -253,6 +252,11 @@ def invented_tool(
 # Every catalogue tool's name, train and test: a corpus without them (``catalogue_names=False``)
 # never rewards writing a name from memory.
 CATALOGUE_NAMES: tuple[str, ...] = tuple(sorted(spec.name for spec in TOOL_SPECS))
+
+
+def _forbidden_names(catalogue_names: bool) -> tuple[str, ...]:
+    """Names a new tool name may not hold: the held-out tools', or every catalogue tool's."""
+    return DEFAULT_HELDOUT_TOOLS if catalogue_names else CATALOGUE_NAMES
 
 
 def _free_name(name: str, redraw: Any, taken: set[str], forbidden: Any = DEFAULT_HELDOUT_TOOLS) -> str:
@@ -287,7 +291,7 @@ def disguise(
     catalogue tool's name, so a name recalled from memory is never the one offered. Returns new
     ``(messages, tools)``; the inputs are not changed.
     """
-    forbidden = CATALOGUE_NAMES if not catalogue_names else DEFAULT_HELDOUT_TOOLS
+    forbidden = _forbidden_names(catalogue_names)
     keep_name = keep_name if catalogue_names else 0.0
     tools = copy.deepcopy(tools)
     names: dict[str, str] = {}

@@ -69,7 +69,9 @@ def packed_rest_prefill(
     if prefix is not None:
         group = prefix.group.tolist()
         prompts = sorted(set(group))
-        first_row = {g: group.index(g) for g in prompts}
+        first_row: dict[int, int] = {}
+        for row, g in enumerate(group):
+            first_row.setdefault(g, row)
         prompt_real = real[[first_row[g] for g in prompts], :prefix_width]
         prompt_spans = {}
         for g, count in zip(prompts, prompt_real.sum(dim=1).tolist()):

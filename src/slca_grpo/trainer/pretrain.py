@@ -384,15 +384,34 @@ def pretrain(
         raise ValueError(f"stop_at must be a positive step number, got {stop_at!r}")
     where = resolve_device(device, key="--device")
     check_out_folder(out_dir, flag="--out", resume=resume, force=force)
+    # Loaded before --force removes an earlier build: a model that cannot be loaded loses nothing.
+    initial = _load_init(config.init) if config.init and not resume else None
     with hold_run_folder(out_dir, "slca pretrain", next_step="use another --out"):
         if force and not resume:
             for name in BUILD_FILES:
                 remove_path(Path(out_dir) / name)
-        return _pretrain(config, Path(out_dir), resume=resume, progress=progress, stop_at=stop_at, device=where)
+        return _pretrain(
+            config, Path(out_dir), resume=resume, progress=progress, stop_at=stop_at, device=where, initial=initial
+        )
+
+
+def _load_init(spec: str) -> tuple[Any, Any]:
+    """(model, tokenizer) a build continues from; a spec that names no model is one line naming the key."""
+    try:
+        return load_model(spec)
+    except ValueError as exc:
+        raise ValueError(f"pretrain.init: {exc}") from None
 
 
 def _pretrain(
-    config: PretrainConfig, out: Path, *, resume: bool, progress: bool, stop_at: int | None, device: torch.device
+    config: PretrainConfig,
+    out: Path,
+    *,
+    resume: bool,
+    progress: bool,
+    stop_at: int | None,
+    device: torch.device,
+    initial: tuple[Any, Any] | None = None,
 ) -> Path | None:
     checkpoints = out / "checkpoints"
     found = load_latest_checkpoint(checkpoints) if resume else None
@@ -404,7 +423,7 @@ def _pretrain(
         start, position = int(info["step"]), int(info["corpus_position"])
     elif config.init:
         torch.manual_seed(config.seed)
-        model, tokenizer = load_model(config.init)
+        model, tokenizer = initial or _load_init(config.init)
         start, position, state = 0, 0, None
     else:
         torch.manual_seed(config.seed)
