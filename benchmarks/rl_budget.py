@@ -1,7 +1,8 @@
 """Choose the RL budget by measurement: candidate budgets on one preset (the quick demo's reader by
 default), each run as a small study — GRPO and SLCA over the same seeds from one shared SFT
-checkpoint — and compared by the probe set's R_tool gain (docs/training.md, "The probe set") per
-minute of this machine.
+checkpoint — and compared by the probe set's sampled R_tool gain (docs/training.md, "The probe
+set": the expected reward of the policy RL trains, on tasks no update trains on) per minute of this
+machine, with the greedy gain beside it.
 
     python benchmarks/rl_budget.py --out runs/rl-budget --seeds 3
     python benchmarks/rl_budget.py --out runs/rl-budget --candidates today,updates-4 --seeds 3
@@ -11,8 +12,9 @@ Every candidate's study lives in ``OUT/<candidate>/`` and resumes like ``slca st
 are kept; rerun the same command to continue). The SFT checkpoint is made once, in the first
 candidate's folder, and copied to the others (candidates differ only in RL settings, so it is the
 checkpoint each would make). Writes ``OUT/report.md`` and ``OUT/report.json``: per candidate, the
-rollouts and optimizer updates per step, the probe set's R_tool at the start, its gain for each
-estimator (mean [95% CI] over seeds, exact sign-flip p), minutes per run, gain per minute, and the
+rollouts and optimizer updates per step, the probe set's R_tool at the start and its gain for each
+estimator, sampled and greedy (mean [95% CI] over seeds, exact sign-flip p), minutes per run,
+sampled gain per minute, and the
 share of training rollouts cut off. Time it alone on the machine: minutes are what the
 choice is made on.
 """
@@ -44,6 +46,8 @@ CANDIDATES: dict[str, tuple[int, tuple[str, ...]]] = {
     "steps-48": (48, ("rl.prompts_per_step=6", "rl.mini_batch_prompts=6", "rollout.group_size=8")),
 }
 ESTIMATORS = ("grpo", "slca")
+# The probe metrics reported, the first one chosen by: the sampled policy's R_tool, then the greedy one.
+GAIN_METRICS = ("sampled_r_tool", "r_tool")
 
 
 def candidate_plan(name: str, preset: str, seeds: int, extra: tuple[str, ...]) -> StudyPlan:
@@ -74,19 +78,21 @@ def summarise(name: str, report: dict[str, Any]) -> dict[str, Any]:
     seconds = report["seconds"]
     minutes = (seconds.get("run_mean") or 0.0) / 60
     cells = report["cells"]["none"]
-    gains = {e: cells[e]["probe_delta"]["r_tool"] for e in ESTIMATORS if e in cells}
-    mean_gain = [g["mean"] for g in gains.values() if g]
+    gains = {m: {e: cells[e]["probe_delta"].get(m) for e in ESTIMATORS if e in cells} for m in GAIN_METRICS}
+    chosen = [g["mean"] for g in gains[GAIN_METRICS[0]].values() if g]
     return {
         "candidate": name,
         "steps": settings["steps"],
         "rollouts_per_step": prompts * group,
         "updates_per_step": -(-prompts // mini),
         "seeds": settings["seeds"],
-        "probe_start": (cells[ESTIMATORS[0]]["probe"]["r_tool"] or {}).get("mean", [None])[0],
+        "probe_start": {
+            m: ((cells[ESTIMATORS[0]]["probe"].get(m) or {}).get("mean") or [None])[0] for m in GAIN_METRICS
+        },
         "gain": gains,
         "minutes_per_run": minutes,
-        "gain_per_minute": (sum(mean_gain) / len(mean_gain)) / minutes if mean_gain and minutes else None,
-        "train_truncated": {e: (cells[e].get("train_truncated") or {}).get("mean") for e in gains},
+        "gain_per_minute": (sum(chosen) / len(chosen)) / minutes if chosen and minutes else None,
+        "train_truncated": {e: (cells[e].get("train_truncated") or {}).get("mean") for e in ESTIMATORS if e in cells},
     }
 
 
@@ -101,24 +107,29 @@ def markdown(rows: list[dict[str, Any]], machine: str) -> str:
     lines = [
         "# RL budget sweep",
         "",
-        f"Machine: {machine}. Probe-set R_tool gain (last evaluation − start), mean [95% CI] over seeds with the "
-        "exact sign-flip p; minutes: wall time of one RL run, SFT excluded.",
+        f"Machine: {machine}. Probe-set R_tool gain (last evaluation − start), sampled (the mean over several "
+        "rollouts a task at the training temperature) and greedy, mean [95% CI] over seeds with the exact "
+        "sign-flip p; minutes: wall time of one RL run, SFT excluded; gain/min: the sampled gain, both "
+        "estimators' mean, per minute.",
         "",
-        "| candidate | steps | rollouts/step | updates/step | seeds | probe start | gain GRPO | gain SLCA | "
+        "| candidate | steps | rollouts/step | updates/step | seeds | probe start sampled / greedy | "
+        "sampled gain GRPO | sampled gain SLCA | greedy gain GRPO | greedy gain SLCA | "
         "min/run | gain/min | truncated (train) % GRPO / SLCA |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         truncated = " / ".join(
             "–" if row["train_truncated"].get(e) is None else f"{100 * row['train_truncated'][e]:.1f}"
             for e in ESTIMATORS
         )
-        start = "–" if row["probe_start"] is None else f"{row['probe_start']:.3f}"
+        start = " / ".join(
+            "–" if row["probe_start"][m] is None else f"{row['probe_start'][m]:.3f}" for m in GAIN_METRICS
+        )
         per_minute = "–" if row["gain_per_minute"] is None else f"{row['gain_per_minute']:+.4f}"
+        gains = " | ".join(_interval(row["gain"][m].get(e)) for m in GAIN_METRICS for e in ESTIMATORS)
         lines.append(
             f"| {row['candidate']} | {row['steps']} | {row['rollouts_per_step']} | {row['updates_per_step']} | "
-            f"{row['seeds']} | {start} | {_interval(row['gain'].get('grpo'))} | {_interval(row['gain'].get('slca'))} "
-            f"| {row['minutes_per_run']:.1f} | {per_minute} | {truncated} |"
+            f"{row['seeds']} | {start} | {gains} | {row['minutes_per_run']:.1f} | {per_minute} | {truncated} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -61,8 +61,12 @@ def test_a_run_probes_every_k_steps_on_tasks_no_update_trains_on(tmp_path, monke
         sft_ids.update(t.id for t in tasks)
         return real_sft(config, model, tokenizer, tasks, *args, **kwargs)
 
+    sampled = []
+
     def run_spy(self, tasks, **kwargs):
-        if kwargs.get("session_prefix", "").startswith("probe-"):
+        if kwargs.get("session_prefix", "").startswith("probe-sampled-"):
+            sampled.append(([t.id for t in tasks], kwargs["sampling"].temperature, kwargs["generator"].initial_seed()))
+        elif kwargs.get("session_prefix", "").startswith("probe-"):
             probe_ids.append([t.id for t in tasks])
         elif kwargs.get("group_size") != 1:
             rl_ids.update(t.id for t in tasks)
@@ -70,17 +74,41 @@ def test_a_run_probes_every_k_steps_on_tasks_no_update_trains_on(tmp_path, monke
 
     monkeypatch.setattr(sft_cache, "run_sft", sft_spy)
     monkeypatch.setattr(AgentLoop, "run", run_spy)
-    config = smoke_config(tmp_path / "run", **{"train.probe_every": 2, "rl.steps": 3, "data.probe_tasks": 6})
+    settings = {"train.probe_every": 2, "rl.steps": 3, "data.probe_tasks": 6, "train.probe_samples": 2}
+    config = smoke_config(tmp_path / "run", **settings)
     summary = train(config, echo=False)
     expected = [t.id for t in load_data(config.data).probe]
     assert len(expected) == 6 and probe_ids == [expected] * 3  # before RL, after step 2 (2 done), after the last
+    # ... and each probe task twice at the training temperature, drawn with the same seed every time
+    twice = [task for task in expected for _ in range(2)]
+    assert [ids for ids, _, _ in sampled] == [twice] * 3
+    assert {(t, seed) for _, t, seed in sampled} == {(config.rollout.temperature, config.train.seed)}
+    assert config.rollout.temperature > 0
     assert not (sft_ids | rl_ids) & set(expected) and sft_ids and rl_ids
     assert [p["step"] for p in summary["probes"]] == [-1, 1, 2] and summary["final_probe"] == summary["probes"][-1]
     logged = [row for row in read_metrics(tmp_path / "run" / "metrics.jsonl") if "probe/r_tool" in row]
     assert [row["step"] for row in logged] == [-1, 1, 2]
     assert {"probe/score", "probe/success@0.7", "probe/arg_match", "probe/truncated"} <= set(logged[0])
+    assert {"probe/sampled_r_tool", "probe/sampled_success@0.7", "probe/sampled_truncated"} <= set(logged[0])
     assert logged[-1]["probe/r_tool"] == pytest.approx(summary["final_probe"]["r_tool"])
     assert (tmp_path / "run" / "probe_items.jsonl").read_text().count("\n") == 6
+    items = [json.loads(line) for line in (tmp_path / "run" / "probe_sampled_items.jsonl").read_text().splitlines()]
+    assert len(items) == 12
+    mean = sum(item["r_tool"] for item in items) / 12
+    assert summary["final_probe"]["sampled_r_tool"] == pytest.approx(mean)  # the mean over every sampled rollout
+
+
+@pytest.mark.slow
+def test_sampling_the_probe_set_changes_no_training_step(tmp_path):
+    def scores(samples):
+        settings = {"rl.steps": 3, "train.probe_every": 1, "data.probe_tasks": 6, "train.probe_samples": samples}
+        config = smoke_config(tmp_path / f"run{samples}", **settings)
+        train(config, echo=False)
+        rows = read_metrics(tmp_path / f"run{samples}" / "metrics.jsonl")
+        return [(row["step"], row["reward/score"], row.get("train/pg_loss")) for row in rows if "reward/score" in row]
+
+    without, with_samples = scores(0), scores(3)
+    assert len(without) == 3 and without == with_samples
 
 
 def _fake_run(path, estimator, probe_r_tool, evals=True):
@@ -127,7 +155,8 @@ def test_the_study_reports_the_probe_curve_and_its_gain_with_an_exact_test(tmp_p
     assert grpo_gain["mean"] == pytest.approx(0.075) and grpo_gain["p"] == pytest.approx(0.25)  # seed 0: no change
     assert report["settings"]["probe_tasks"] == 16
     table = (tmp_path / "report.md").read_text()
-    assert "### Probe set: the learning curve" in table and "| | step 0 | step 2 | step 4 |" in table
+    assert "### Probe set: the learning curve" in table and "| greedy | step 0 | step 2 | step 4 |" in table
+    assert "| sampled | step 0" not in table  # these runs sampled nothing
     assert "| none · slca | 0.500 [0.500, 0.500] | 0.600 [0.600, 0.600] |" in table
     assert "| none · slca | +0.215 [" in table and "holm_p" in json.dumps(slca["probe_delta"])
 
@@ -140,4 +169,8 @@ def test_the_probe_table_marks_each_percentage_column_once():
     lines = probe_table(runs)
     header = next(line for line in lines if line.startswith("| Method"))
     assert "% %" not in header and "Truncated %" in header and "Success@0.7 %" in header
-    assert lines[-1] == "| grpo | 0.500 | 0.600 | 25.00 | 40.00 | 50.00 |"
+    assert lines[-1] == "| grpo | 0.500 | 0.600 | 25.00 | 40.00 | 50.00 | – | – |"  # greedy only: no sampled columns
+    sampled = {**probe, "sampled_r_tool": 0.375, "sampled_success@0.7": 0.125}
+    lines = probe_table([{"name": "grpo", "summary": {"probes": [{**sampled, "step": -1}], "final_probe": sampled}}])
+    assert "| R_tool sampled | Success@0.7 sampled % |" in lines[3]
+    assert lines[-1] == "| grpo | 0.500 | 0.600 | 25.00 | 40.00 | 50.00 | 0.375 | 12.50 |"

@@ -26,9 +26,15 @@ TABLE_COLUMNS = (
 )
 TRAIN_TRUNCATED = "rollout/truncated"
 # The probe set's outcomes (training-distribution tasks no update trains on, evaluated greedily
-# every train.probe_every RL steps): the learning curve. Labels and scales beside TABLE_COLUMNS'.
-PROBE_METRICS = ("r_tool", "score", "success@0.7", "arg_match", "truncated")
-PROBE_COLUMNS = {"r_tool": ("R_tool", 1.0), "score": ("Score", 1.0)}
+# every train.probe_every RL steps, and sampled train.probe_samples times a task): the learning
+# curve. Labels and scales beside TABLE_COLUMNS'.
+PROBE_METRICS = ("r_tool", "score", "success@0.7", "arg_match", "truncated", "sampled_r_tool", "sampled_success@0.7")
+PROBE_COLUMNS = {
+    "r_tool": ("R_tool", 1.0),
+    "score": ("Score", 1.0),
+    "sampled_r_tool": ("R_tool sampled", 1.0),
+    "sampled_success@0.7": ("Success@0.7 sampled", 100.0),
+}
 # Every reported metric's label and scale (the table's and the probe set's).
 COLUMN_LABELS = {key: label for key, label, _ in TABLE_COLUMNS} | {k: label for k, (label, _) in PROBE_COLUMNS.items()}
 COLUMN_SCALES = {key: scale for key, _, scale in TABLE_COLUMNS} | {k: scale for k, (_, scale) in PROBE_COLUMNS.items()}
@@ -127,7 +133,12 @@ def plot_curves(runs: Sequence[dict[str, Any]], path: str | Path) -> Path:
         probes = run["summary"].get("probes", [])
         if probes:
             done = [p["step"] + 1 for p in probes]
-            probe.plot(done, [p.get("r_tool", 0.0) for p in probes], marker="o", label=run["name"])
+            (line,) = probe.plot(done, [p.get("r_tool", 0.0) for p in probes], marker="o", label=run["name"])
+            sampled = [(d, p["sampled_r_tool"]) for d, p in zip(done, probes) if "sampled_r_tool" in p]
+            if sampled:
+                probe.plot(
+                    *zip(*sampled), marker="x", linestyle="--", color=line.get_color(), label=f"{run['name']} sampled"
+                )
         steps = [m["step"] for m in run["metrics"] if "reward/score" in m]
         scores = [m["reward/score"] for m in run["metrics"] if "reward/score" in m]
         if scores:
@@ -140,7 +151,7 @@ def plot_curves(runs: Sequence[dict[str, Any]], path: str | Path) -> Path:
     left.set(title="Training reward (HierR score, smoothed)", xlabel="RL step", ylabel="score")
     middle.set(title="Held-out Success@0.9", xlabel="RL steps done", ylabel="%")
     right.set(title="Held-out Name-F1", xlabel="RL steps done", ylabel="%")
-    probe.set(title="Probe set R_tool (fixed tasks, greedy)", xlabel="RL steps done", ylabel="R_tool")
+    probe.set(title="Probe set R_tool (fixed tasks; greedy, sampled dashed)", xlabel="RL steps done", ylabel="R_tool")
     for axis in (left, probe, middle, right):
         axis.grid(alpha=0.3)
         if axis.get_legend_handles_labels()[0]:
@@ -233,8 +244,8 @@ def probe_table(runs: Sequence[dict[str, Any]]) -> list[str]:
     size = next((p.get("n") for p in [start, *(f for _, f in finals)] if p and p.get("n")), "–")
     lines = [
         "",
-        f"Probe set ({size} training-distribution tasks no update trains on, greedy; the learning curve is in "
-        "curves.png):",
+        f"Probe set ({size} training-distribution tasks no update trains on, greedy; *sampled*: each task "
+        "rolled out several times at the training temperature; the learning curve is in curves.png):",
         "",
         "| Method | " + " | ".join(_percent_label(labels[m], scales[m]) for m in PROBE_METRICS) + " |",
         "|---|" + "---:|" * len(PROBE_METRICS),

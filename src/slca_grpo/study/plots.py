@@ -150,7 +150,9 @@ def plot_study(report: Mapping[str, Any], plan: StudyPlan, out_dir: Path) -> lis
     held_out = [("curves", m, metric_scale(m), f"held-out {_title(m)}") for m in report.get("metrics") or STUDY_METRICS]
     _grid(report, plan, held_out, paths[0], "RL steps done")
     training = [("training", key, 1.0, title) for key, title in TRAINING_TITLES.items()]
-    training += [("probe", m, metric_scale(m), f"probe set {_title(m)}") for m in ("r_tool", "success@0.7")]
+    training += [
+        ("probe", m, metric_scale(m), f"probe set {_title(m)}") for m in ("r_tool", "sampled_r_tool", "success@0.7")
+    ]
     _grid(report, plan, training, paths[1], "RL step")
     plot_noise_levels(report, plan, paths[2])
     return paths

@@ -270,15 +270,20 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
 
 
 def _probe_tables(report: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
-    """The learning curve on the probe set: R_tool per evaluated step, and each probe metric's
-    change from the start with its exact test (Holm over that table)."""
+    """The learning curve on the probe set: R_tool per evaluated step (greedy, and sampled where
+    the runs sampled it), and each probe metric's change from the start with its exact test (Holm
+    over that table)."""
     cells, settings = report["cells"], report["settings"]
-    curves = [
-        (f"{labels[level]} · {estimator}", cell.get("probe", {}).get("r_tool"), cell.get("probe_delta", {}))
+    names = [
+        (f"{labels[level]} · {estimator}", cell)
         for level, by_est in cells.items()
         for estimator, cell in by_est.items()
     ]
-    steps = sorted({step for _, curve, _ in curves if curve for step in curve["steps"]})
+    curves = {
+        metric: [(name, cell.get("probe", {}).get(metric)) for name, cell in names]
+        for metric in ("r_tool", "sampled_r_tool")
+    }
+    steps = sorted({step for _, curve in curves["r_tool"] if curve for step in curve["steps"]})
     if not steps:
         return []
     lines = [
@@ -286,18 +291,24 @@ def _probe_tables(report: Mapping[str, Any], labels: Mapping[str, str]) -> list[
         "",
         f"{settings.get('probe_tasks') or '–'} training-distribution tasks that no update trains on "
         f"(`data.probe_tasks`), evaluated greedily every {settings.get('probe_every') or '–'} RL steps "
-        "(`train.probe_every`). R_tool, mean [95% CI] over seeds, by RL steps done:",
-        "",
-        "| | " + " | ".join(f"step {step}" for step in steps) + " |",
-        "|---|" + "---:|" * len(steps),
+        "(`train.probe_every`) and, where the runs sampled them (`train.probe_samples`), each rolled out "
+        "several times at the training temperature. R_tool, mean [95% CI] over seeds, by RL steps done:",
     ]
-    for name, curve, _ in curves:
-        by_step = dict(zip(curve["steps"], zip(curve["mean"], curve["low"], curve["high"]))) if curve else {}
-        cells_text = [
-            format_interval(dict(zip(("mean", "low", "high"), by_step[step]))) if step in by_step else "–"
-            for step in steps
+    for metric, title in (("r_tool", "greedy"), ("sampled_r_tool", "sampled")):
+        if not any(curve for _, curve in curves[metric]):
+            continue
+        lines += [
+            "",
+            f"| {title} | " + " | ".join(f"step {step}" for step in steps) + " |",
+            "|---|" + "---:|" * len(steps),
         ]
-        lines.append(f"| {name} | " + " | ".join(cells_text) + " |")
+        for name, curve in curves[metric]:
+            by_step = dict(zip(curve["steps"], zip(curve["mean"], curve["low"], curve["high"]))) if curve else {}
+            cells_text = [
+                format_interval(dict(zip(("mean", "low", "high"), by_step[step]))) if step in by_step else "–"
+                for step in steps
+            ]
+            lines.append(f"| {name} | " + " | ".join(cells_text) + " |")
     lines += [
         "",
         "Change on the probe set from the start to the last evaluation (markers: the exact sign-flip test against "
@@ -306,7 +317,8 @@ def _probe_tables(report: Mapping[str, Any], labels: Mapping[str, str]) -> list[
         "| | " + " | ".join(metric_label(m) + (" %" if metric_scale(m) == 100.0 else "") for m in PROBE_METRICS) + " |",
         "|---|" + "---:|" * len(PROBE_METRICS),
     ]
-    for name, _, delta in curves:
+    for name, cell in names:
+        delta = cell.get("probe_delta", {})
         cells_text = [
             format_interval(delta.get(m), metric_scale(m), signed=True) + significance_marker(delta.get(m))
             for m in PROBE_METRICS

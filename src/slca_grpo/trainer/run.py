@@ -160,6 +160,14 @@ def train(
         return summary
 
 
+# Keys of the probe set's sampled evaluation (``train.probe_samples``) in its records.
+SAMPLED = "sampled_"
+
+
+def _flat(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in summary.items() if k not in ("by_kind", "slots")}
+
+
 @dataclass
 class _Evaluation:
     """The run's greedy evaluations of one task set, each recorded in ``records``, the metrics
@@ -178,7 +186,13 @@ class _Evaluation:
 
     def starting_point(self, start_eval: dict[str, Any] | None) -> None:
         """Step -1, before any RL update: ``start_eval`` when it is this very evaluation, else evaluated."""
-        if start_eval is not None and start_eval.get("step") == -1 and start_eval.get("n") == len(self.tasks):
+        sampled = self.name == "probe" and self.config.train.probe_samples > 0
+        if (
+            start_eval is not None
+            and start_eval.get("step") == -1
+            and start_eval.get("n") == len(self.tasks)
+            and (f"{SAMPLED}r_tool" in start_eval) == sampled
+        ):
             self._record(dict(start_eval))
         else:
             self(-1)
@@ -188,18 +202,38 @@ class _Evaluation:
             when = "before RL" if step < 0 else f"after step {step}"
             what = "held-out tasks" if self.name == "eval" else "probe tasks"
             print(f"evaluating {len(self.tasks)} {what} ({when}) ...", flush=True)
+        items, summary = self._evaluate(step, self.tasks, "", temperature=0.0)
+        record = {"step": step, **_flat(summary)}
+        samples = self.config.train.probe_samples if self.name == "probe" else 0
+        if samples:
+            # Each task ``samples`` times at the training temperature, drawn with the same seed at
+            # every evaluation: the sampled policy's expected reward, the quantity RL raises.
+            repeated = [task for task in self.tasks for _ in range(samples)]
+            sampled_items, sampled = self._evaluate(
+                step, repeated, "-sampled", temperature=self.trainer.loop.config.temperature
+            )
+            record |= {f"{SAMPLED}{k}": v for k, v in _flat(sampled).items() if k != "n"}
+            (self.out_dir / f"{self.name}_sampled_items.jsonl").write_text(
+                "".join(json.dumps(i) + "\n" for i in sampled_items)
+            )
+        self._record(record)
+        (self.out_dir / f"{self.name}_items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
+        (self.out_dir / f"{self.name}_summary.json").write_text(json.dumps(summary, indent=1))
+
+    def _evaluate(
+        self, step: int, tasks: list[Task], kind: str, *, temperature: float
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         with bf16_autocast(self.device, self.trainer.bf16):  # evaluated in the precision it trains in
-            items, summary = evaluate_loop(
+            return evaluate_loop(
                 self.trainer.loop,
-                self.tasks,
+                tasks,
                 self.trainer.judge,
                 self.config.reward,
                 batch_size=self.config.train.eval_batch_size,
-                session_prefix=f"{self.name}-step{step}",  # fresh simulator sessions for every evaluation
+                temperature=temperature,
+                seed=self.config.train.seed,
+                session_prefix=f"{self.name}{kind}-step{step}",  # fresh simulator sessions for every evaluation
             )
-        self._record({"step": step, **{k: v for k, v in summary.items() if k not in ("by_kind", "slots")}})
-        (self.out_dir / f"{self.name}_items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
-        (self.out_dir / f"{self.name}_summary.json").write_text(json.dumps(summary, indent=1))
 
     def _record(self, record: dict[str, Any]) -> None:
         self.records.append(record)

@@ -29,6 +29,10 @@ class TrainConfig:
     # RL steps between greedy evaluations of the probe set (data.probe_tasks: training-distribution
     # tasks no update trains on), before RL and after the last step too: the learning curve. 0: none.
     probe_every: int = 4
+    # Sampled rollouts per probe task at the rollout temperature, beside the greedy one (0: greedy
+    # only). RL raises the sampled policy's reward, which a greedy probe near its ceiling cannot
+    # show; every evaluation draws with the same seed, so two of them differ by the policy alone.
+    probe_samples: int = 4
     save_every: int = 10
     keep_last: int = 2
     tensorboard: bool = False
@@ -45,7 +49,7 @@ class TrainConfig:
             raise ConfigError("out_dir is empty: name the run's folder, e.g. runs/my-run")
         if not DEVICE_SPEC.fullmatch(self.device):
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
-        at_least(self, 0, "eval_every", "eval_tasks", "probe_every", "save_every", "torch_threads")
+        at_least(self, 0, "eval_every", "eval_tasks", "probe_every", "probe_samples", "save_every", "torch_threads")
         at_least(self, 1, "eval_batch_size", "keep_last")
 
 
