@@ -76,7 +76,9 @@ def test_budgets_and_command_line_options():
         "rl.lr=0.01",
     )
     assert (plan.budget.seeds, plan.budget.steps, plan.budget.eval_tasks, plan.budget.prompts_per_step) == (4, 7, 9, 3)
-    assert plan.run_count() == 4 * 2 * 2 and plan.baseline == "slca" and plan.overrides == ("rl.lr=0.01",)
+    assert (
+        plan.run_count() == 4 * (2 + 1) and plan.baseline == "slca"
+    )  # toolpo: one level, the noise cannot reach it and plan.overrides == ("rl.lr=0.01",)
     every = -(-7 // QUICK_BUDGET.evals)  # evenly spaced, the last at the end
     assert "rl.steps=7" in plan.budget_overrides() and f"train.eval_every={every}" in plan.budget_overrides()
     assert StudyPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
@@ -394,3 +396,43 @@ def test_a_saved_config_that_predates_a_key_matches_its_default(tmp_path):
     data["rl"]["lr"] = config.rl.lr * 2
     saved.write_text(yaml.safe_dump(data))
     assert settings_difference(saved, config).startswith("rl.lr:")
+
+
+def test_an_arm_the_noise_cannot_reach_is_trained_once_and_reported_at_every_level(tmp_path):
+    from slca_grpo.algos import estimator_spec
+    from slca_grpo.study.runner import iter_runs
+
+    # slca-no-summary declares it; toolpo and rltr read neither summary nor score; the others are reached.
+    assert [estimator_spec(e).noise_blind for e in ("grpo", "slca", "slca-no-summary", "toolpo", "rltr")] == [
+        False,
+        False,
+        True,
+        True,
+        True,
+    ]
+    levels = (NoiseLevel(), NoiseLevel(prob=1.0))
+    plan = StudyPlan(
+        StudyBudget("demo-quick-tiny", seeds=2, noise="none,prob=1", steps=2, evals=1, eval_tasks=8),
+        ("grpo", "slca-no-summary"),
+        levels,
+    )
+    assert list(iter_runs(plan)) == [
+        (0, levels[0], "grpo"),
+        (0, levels[0], "slca-no-summary"),
+        (0, levels[1], "grpo"),
+        (1, levels[0], "grpo"),
+        (1, levels[0], "slca-no-summary"),
+        (1, levels[1], "grpo"),
+    ]
+    assert plan.run_count() == 6
+    for seed in range(2):
+        fake_run(run_dir(tmp_path, levels[0], "grpo", seed), start=0.4, final=0.5, cosine=0.0)
+        fake_run(run_dir(tmp_path, levels[1], "grpo", seed), start=0.4, final=0.45, cosine=0.0)
+        fake_run(run_dir(tmp_path, levels[0], "slca-no-summary", seed), start=0.4, final=0.6 + 0.1 * seed, cosine=0.0)
+    report = write_study_report(tmp_path, plan)
+    blind = {name: report["cells"][name]["slca-no-summary"] for name in ("none", "prob1")}
+    assert blind["prob1"]["seeds"] == [0, 1] and blind["prob1"]["final"] == blind["none"]["final"]
+    assert not (tmp_path / "prob1" / "slca-no-summary").exists()
+    # Its lead over GRPO under noise is paired with its one run per seed: 0.6, 0.7 against 0.45.
+    lead = report["comparisons"]["paired"]["prob1"]["slca-no-summary - grpo"]["name_f1"]
+    assert lead["mean"] == pytest.approx(0.65 - 0.45)

@@ -188,7 +188,8 @@ def slca_turn(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, con
     return route_table(segment_ids, table)
 
 
-@register_estimator("slca-no-summary", rewards=("score", "tool", "summary", "no_call"))
+# It reads score and summary only for SLCA's penalty rule, which the summary noise never triggers.
+@register_estimator("slca-no-summary", rewards=("score", "tool", "summary", "no_call"), ignores_summary=True)
 def slca_no_summary(group_index: Tensor, segment_ids: Tensor, rewards: RewardView, config: AdvantageConfig) -> Tensor:
     """SLCA with λ_summary = 0: tool tokens as in SLCA, summary tokens get no advantage (a control arm)."""
     # The study's control: it reads no summary reward at all, so summary noise cannot reach it; read

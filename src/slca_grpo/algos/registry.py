@@ -112,7 +112,9 @@ class Estimator:
     segment layout it reads (``"role"``: 0/1/2; ``"turn"``: one code per tool turn; or a function
     of its own, ``(response_mask, answered) -> segment ids``); ``settings``: the dataclass of its
     own settings (``rl.advantage.<name>.*``), None when it reads only the shared knobs. With
-    settings, ``fn`` gets them as a fifth argument.
+    settings, ``fn`` gets them as a fifth argument. ``ignores_summary``: declared by an estimator
+    that reads ``summary`` or ``score`` but whose advantages never change with R_sum (see
+    :attr:`noise_blind`).
     """
 
     name: str
@@ -120,6 +122,14 @@ class Estimator:
     rewards: tuple[str, ...]
     segmentation: str | SegmentLayout = "role"
     settings: type | None = None
+    ignores_summary: bool = False
+
+    @property
+    def noise_blind(self) -> bool:
+        """Whether summary-reward noise cannot reach its advantages: it reads neither ``summary``
+        nor ``score`` (the two rewards the noise shifts), or declares that R_sum never changes them.
+        A study trains such an estimator at one noise level and reports those runs at every level."""
+        return self.ignores_summary or not {"summary", "score"} & set(self.rewards)
 
     @property
     def description(self) -> str:
@@ -205,6 +215,7 @@ def register_estimator(
     rewards: Sequence[str] = (),
     segmentation: str | SegmentLayout = "role",
     settings: type | None = None,
+    ignores_summary: bool = False,
     replace: bool = False,
 ) -> Callable[[EstimatorFn], EstimatorFn]:
     """Decorator registering ``fn(group_index, segment_ids, rewards, config)`` under ``name``.
@@ -215,7 +226,8 @@ def register_estimator(
     coded ``SEG_FIRST_TURN + k - 1``), or a function ``(response_mask, answered) -> [B, T]`` ids
     of the estimator's own (in the codes of either layout). ``settings``: a dataclass of the estimator's own settings
     (every field with a default), configured as ``rl.advantage.<name>.<field>`` and passed to
-    ``fn`` as a fifth argument. Re-registering a name raises unless ``replace=True``.
+    ``fn`` as a fifth argument. ``ignores_summary``: it reads ``summary`` or ``score`` but R_sum never
+    changes its advantages (so summary noise cannot reach it). Re-registering a name raises unless ``replace=True``.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"estimator name must be a non-empty string, got {name!r}")
@@ -232,7 +244,14 @@ def register_estimator(
     def decorator(fn: EstimatorFn) -> EstimatorFn:
         if not callable(fn):
             raise TypeError(f"estimator {name!r} must be callable, got {type(fn).__name__}")
-        estimator = Estimator(name=name, fn=fn, rewards=tuple(rewards), segmentation=segmentation, settings=settings)
+        estimator = Estimator(
+            name=name,
+            fn=fn,
+            rewards=tuple(rewards),
+            segmentation=segmentation,
+            settings=settings,
+            ignores_summary=ignores_summary,
+        )
         ESTIMATORS.add(name, estimator, origin=getattr(fn, "__module__", "") or "", replace=replace)
         return fn
 

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.algos import estimator_spec
+
 NOISE_KEYS = {"std": "summary_noise_std", "prob": "summary_noise_prob"}
 PLAN_FILE = "study.json"  # the plan of the study in a folder (its last invocation)
 TIMINGS_FILE = "timings.json"  # seconds per RL run, by run name
@@ -87,8 +89,21 @@ class StudyPlan:
         """The estimator the others are compared with, seed by seed: GRPO when present."""
         return "grpo" if "grpo" in self.estimators else self.estimators[0]
 
+    def trained_level(self, level: NoiseLevel, estimator: str) -> NoiseLevel:
+        """The level whose run stands for (level, estimator): the level itself, or for an estimator
+        the summary noise cannot reach (``Estimator.noise_blind``) the reference level, since its
+        runs at every level are the same run."""
+        return reference_level(self.levels) if estimator_spec(estimator).noise_blind else level
+
     def run_count(self) -> int:
-        return len(self.seeds) * len(self.levels) * len(self.estimators)
+        return len(
+            {
+                (seed, self.trained_level(level, e), e)
+                for seed in self.seeds
+                for level in self.levels
+                for e in self.estimators
+            }
+        )
 
     def budget_overrides(self) -> list[str]:
         budget = self.budget
@@ -126,6 +141,11 @@ class StudyPlan:
             tuple(NoiseLevel(**level) for level in data["levels"]),
             tuple(data.get("overrides", ())),
         )
+
+
+def reference_level(levels: tuple[NoiseLevel, ...] | list[NoiseLevel]) -> NoiseLevel:
+    """The level the others are compared with: no noise when it was run, else the first."""
+    return next((level for level in levels if level.name == "none"), levels[0])
 
 
 def run_dir(out_dir: Path, level: NoiseLevel, estimator: str, seed: int) -> Path:

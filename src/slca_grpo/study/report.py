@@ -28,7 +28,7 @@ from slca_grpo.study.metrics import (
     TRAINING_TRUNCATED,
     study_metrics,
 )
-from slca_grpo.study.plan import TIMINGS_FILE, NoiseLevel, StudyPlan, read_json, run_dir
+from slca_grpo.study.plan import TIMINGS_FILE, StudyPlan, read_json, reference_level, run_dir
 from slca_grpo.study.plots import plot_study
 from slca_grpo.study.stats import Interval, bootstrap_ci, holm_adjust, paired_difference_ci, sign_flip_p
 from slca_grpo.study.tables import markdown_report
@@ -79,7 +79,8 @@ def collect_runs(out_dir: Path, plan: StudyPlan) -> dict[str, dict[str, dict[int
     cells: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
     for level in plan.levels:
         for estimator in plan.estimators:
-            seeds = {seed: run_dir(out_dir, level, estimator, seed) for seed in plan.seeds}
+            trained = plan.trained_level(level, estimator)  # a noise-blind arm's one run stands for every level
+            seeds = {seed: run_dir(out_dir, trained, estimator, seed) for seed in plan.seeds}
             cells.setdefault(level.name, {})[estimator] = {
                 seed: run_record(path) for seed, path in seeds.items() if (path / "summary.json").exists()
             }
@@ -181,11 +182,6 @@ def summarise_cell(runs: Mapping[int, dict[str, Any]], metrics: Sequence[str] = 
         },
         "probe_delta": {m: _interval(_values(runs, _probe_gain(m)), test=True) for m in PROBE_METRICS},
     }
-
-
-def reference_level(levels: Sequence[NoiseLevel]) -> NoiseLevel:
-    """The level the others are compared with: no noise when it was run, else the first."""
-    return next((level for level in levels if level.name == "none"), levels[0])
 
 
 def comparisons(

@@ -65,11 +65,21 @@ def run_config(base: RunConfig, sft_dir: Path, target: Path, level: NoiseLevel, 
 
 
 def iter_runs(plan: StudyPlan) -> Iterator[tuple[int, NoiseLevel, str]]:
-    """(seed, level, estimator), seed by seed so a partial study has every cell at the same depth."""
+    """(seed, level, estimator) of every run to train, seed by seed so a partial study has every
+    cell at the same depth; an estimator the noise cannot reach is trained at one level only."""
     for seed in plan.seeds:
         for level in plan.levels:
             for estimator in plan.estimators:
-                yield seed, level, estimator
+                if plan.trained_level(level, estimator) == level:
+                    yield seed, level, estimator
+
+
+def _once(plan: StudyPlan) -> str:
+    """A note naming the estimators trained at one noise level only (their runs stand for every level)."""
+    blind = [
+        e for e in plan.estimators if len(plan.levels) > 1 and plan.trained_level(plan.levels[-1], e) != plan.levels[-1]
+    ]
+    return f" ({', '.join(blind)}: once, the noise cannot reach it)" if blind else ""
 
 
 def provenance_difference(target: Path) -> str | None:
@@ -149,7 +159,7 @@ def _run_study_in(
     if echo:
         print(
             f"[study] {len(runs)} RL runs: {len(plan.seeds)} seeds × {len(plan.levels)} noise levels × "
-            f"{len(plan.estimators)} estimators, {base.rl.steps} steps each",
+            f"{len(plan.estimators)} estimators, {base.rl.steps} steps each{_once(plan)}",
             flush=True,
         )
     spent: list[float] = []
