@@ -157,6 +157,7 @@ def test_the_study_reports_the_probe_curve_and_its_gain_with_an_exact_test(tmp_p
     table = (tmp_path / "report.md").read_text()
     assert "### Probe set: the learning curve" in table and "| greedy | step 0 | step 2 | step 4 |" in table
     assert "| sampled | step 0" not in table  # these runs sampled nothing
+    assert "Truncated % |" in table and "% %" not in table  # a percentage column is marked once
     assert "| none · slca | 0.500 [0.500, 0.500] | 0.600 [0.600, 0.600] |" in table
     assert "| none · slca | +0.215 [" in table and "holm_p" in json.dumps(slca["probe_delta"])
 

@@ -228,7 +228,7 @@ def slot_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
     return lines
 
 
-def _percent_label(label: str, scale: float) -> str:
+def percent_label(label: str, scale: float) -> str:
     """A column label, marked as a percentage where its values are scaled to one (once)."""
     return label + " %" if scale == 100.0 and not label.endswith("%") else label
 
@@ -247,7 +247,7 @@ def probe_table(runs: Sequence[dict[str, Any]]) -> list[str]:
         f"Probe set ({size} training-distribution tasks no update trains on, greedy; *sampled*: each task "
         "rolled out several times at the training temperature; the learning curve is in curves.png):",
         "",
-        "| Method | " + " | ".join(_percent_label(labels[m], scales[m]) for m in PROBE_METRICS) + " |",
+        "| Method | " + " | ".join(percent_label(labels[m], scales[m]) for m in PROBE_METRICS) + " |",
         "|---|" + "---:|" * len(PROBE_METRICS),
     ]
     for name, record in ([("start (before RL)", start)] if start else []) + finals:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from slca_grpo.report import PROBE_METRICS
+from slca_grpo.report import PROBE_METRICS, percent_label
 from slca_grpo.study.metrics import (
     HELD_OUT_TRUNCATED,
     SIGNIFICANCE,
@@ -314,7 +314,7 @@ def _probe_tables(report: Mapping[str, Any], labels: Mapping[str, str]) -> list[
         "Change on the probe set from the start to the last evaluation (markers: the exact sign-flip test against "
         "0, Holm over this table):",
         "",
-        "| | " + " | ".join(metric_label(m) + (" %" if metric_scale(m) == 100.0 else "") for m in PROBE_METRICS) + " |",
+        "| | " + " | ".join(percent_label(metric_label(m), metric_scale(m)) for m in PROBE_METRICS) + " |",
         "|---|" + "---:|" * len(PROBE_METRICS),
     ]
     for name, cell in names:
@@ -348,7 +348,7 @@ def _diagnostics(cells: Mapping[str, Any], labels: Mapping[str, str]) -> list[st
         "",
         "Charts: `curves.png` (held-out metrics per step, band = 95% CI over seeds), `training.png` (training "
         "R_tool and R_sum — the clean ones — the share of truncated rollouts and the gradient cosine per step, "
-        "and the probe set's R_tool and Success@0.7 per evaluated step), "
+        "and the probe set's R_tool, greedy and sampled, and Success@0.7 per evaluated step), "
         "`noise_levels.png` (final metrics and paired differences against the noise level).",
         "",
     ]
