@@ -569,7 +569,8 @@ def test_demo_evaluates_the_shared_start_once(tmp_path, monkeypatch):
         "train.eval_every=0",
     )
     report = run_demo(tmp_path, quick=True, model="tiny", overrides=overrides, echo=False)
-    assert len(calls) == 6  # held-out and probe set: the start once, then each estimator's end
+    # held-out, probe set greedy and probe set sampled: the start once, then each estimator's end
+    assert len(calls) == 9
     summaries = [json.loads((tmp_path / e / "summary.json").read_text()) for e in ("grpo", "slca")]
     starts = [summary["evals"][0] for summary in summaries]
     assert starts[0]["step"] == -1 and starts[0] == starts[1] == report["start_eval"]
@@ -604,8 +605,10 @@ def test_each_evaluation_of_a_run_uses_fresh_simulator_sessions(tmp_path, monkey
 
     monkeypatch.setattr(AgentLoop, "run", spy)
     train(smoke_config(tmp_path / "run", **{"train.eval_every": 1, "rl.steps": 2}), echo=False)
-    # held-out: start, after step 0, after step 1; probe set: start, after the last step
-    assert len(prefixes) == 5 and len(set(prefixes)) == 5
+    # held-out: start, after step 0, after step 1; probe set: start, after the last step, each
+    # greedy and sampled (its 4 draws a task fill two batches, each a session prefix of its own)
+    assert len(prefixes) == 9 and len(set(prefixes)) == 9
+    assert sum(prefix.startswith("probe-sampled-") for prefix in prefixes) == 4
     assert indomain.evaluate_loop.__kwdefaults__["session_prefix"] == "eval"
 
 

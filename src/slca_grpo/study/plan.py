@@ -8,8 +8,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.algos import estimator_spec
-
 NOISE_KEYS = {"std": "summary_noise_std", "prob": "summary_noise_prob"}
 PLAN_FILE = "study.json"  # the plan of the study in a folder (its last invocation)
 TIMINGS_FILE = "timings.json"  # seconds per RL run, by run name
@@ -93,6 +91,8 @@ class StudyPlan:
         """The level whose run stands for (level, estimator): the level itself, or for an estimator
         the summary noise cannot reach (``Estimator.noise_blind``) the reference level, since its
         runs at every level are the same run."""
+        from slca_grpo.algos import estimator_spec  # torch: not imported when the CLI only builds its parser
+
         return reference_level(self.levels) if estimator_spec(estimator).noise_blind else level
 
     def run_count(self) -> int:
