@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.study.arms import run_count
 from slca_grpo.study.plan import StudyBudget, StudyPlan
 from slca_grpo.study.report import write_study_report
 from slca_grpo.study.runner import run_study
@@ -162,7 +163,7 @@ def main() -> int:
             report = write_study_report(out / name, plan)
         else:
             share_sft(out, names)
-            print(f"[budget] {name}: {plan.run_count()} runs", flush=True)
+            print(f"[budget] {name}: {run_count(plan)} runs", flush=True)
             report = run_study(out / name, plan, echo=True)
         rows.append(summarise(name, report))
     if not rows:

@@ -11,6 +11,7 @@ import yaml
 from slca_grpo.cli import main
 from slca_grpo.cli.study import add_arguments, plan_from_args
 from slca_grpo.config import ConfigError
+from slca_grpo.study.arms import run_count, trained_runs
 from slca_grpo.study.noise import parse_noise_levels
 from slca_grpo.study.plan import (
     DEFAULT_BUDGET,
@@ -77,7 +78,7 @@ def test_budgets_and_command_line_options():
     )
     assert (plan.budget.seeds, plan.budget.steps, plan.budget.eval_tasks, plan.budget.prompts_per_step) == (4, 7, 9, 3)
     assert (
-        plan.run_count() == 4 * (2 + 1) and plan.baseline == "slca"
+        run_count(plan) == 4 * (2 + 1) and plan.baseline == "slca"
     )  # toolpo: one level, the noise cannot reach it and plan.overrides == ("rl.lr=0.01",)
     every = -(-7 // QUICK_BUDGET.evals)  # evenly spaced, the last at the end
     assert "rl.steps=7" in plan.budget_overrides() and f"train.eval_every={every}" in plan.budget_overrides()
@@ -400,7 +401,6 @@ def test_a_saved_config_that_predates_a_key_matches_its_default(tmp_path):
 
 def test_an_arm_the_noise_cannot_reach_is_trained_once_and_reported_at_every_level(tmp_path):
     from slca_grpo.algos import estimator_spec
-    from slca_grpo.study.runner import iter_runs
 
     # slca-no-summary declares it; toolpo and rltr read neither summary nor score; the others are reached.
     assert [estimator_spec(e).noise_blind for e in ("grpo", "slca", "slca-no-summary", "toolpo", "rltr")] == [
@@ -416,7 +416,7 @@ def test_an_arm_the_noise_cannot_reach_is_trained_once_and_reported_at_every_lev
         ("grpo", "slca-no-summary"),
         levels,
     )
-    assert list(iter_runs(plan)) == [
+    assert list(trained_runs(plan)) == [
         (0, levels[0], "grpo"),
         (0, levels[0], "slca-no-summary"),
         (0, levels[1], "grpo"),
@@ -424,7 +424,7 @@ def test_an_arm_the_noise_cannot_reach_is_trained_once_and_reported_at_every_lev
         (1, levels[0], "slca-no-summary"),
         (1, levels[1], "grpo"),
     ]
-    assert plan.run_count() == 6
+    assert run_count(plan) == 6
     for seed in range(2):
         fake_run(run_dir(tmp_path, levels[0], "grpo", seed), start=0.4, final=0.5, cosine=0.0)
         fake_run(run_dir(tmp_path, levels[1], "grpo", seed), start=0.4, final=0.45, cosine=0.0)

@@ -87,24 +87,6 @@ class StudyPlan:
         """The estimator the others are compared with, seed by seed: GRPO when present."""
         return "grpo" if "grpo" in self.estimators else self.estimators[0]
 
-    def trained_level(self, level: NoiseLevel, estimator: str) -> NoiseLevel:
-        """The level whose run stands for (level, estimator): the level itself, or for an estimator
-        the summary noise cannot reach (``Estimator.noise_blind``) the reference level, since its
-        runs at every level are the same run."""
-        from slca_grpo.algos import estimator_spec  # torch: not imported when the CLI only builds its parser
-
-        return reference_level(self.levels) if estimator_spec(estimator).noise_blind else level
-
-    def run_count(self) -> int:
-        return len(
-            {
-                (seed, self.trained_level(level, e), e)
-                for seed in self.seeds
-                for level in self.levels
-                for e in self.estimators
-            }
-        )
-
     def budget_overrides(self) -> list[str]:
         budget = self.budget
         prompts = (

@@ -19,6 +19,7 @@ import yaml
 from slca_grpo.config import ConfigError
 from slca_grpo.provenance import ProvenanceDamaged, describe, pairing_key, printable, read_provenance
 from slca_grpo.report import PROBE_METRICS, load_run, moving_average, train_truncation
+from slca_grpo.study.arms import trained_level
 from slca_grpo.study.metrics import (
     GRAD_COSINE,
     HELD_OUT_TRUNCATED,
@@ -79,7 +80,7 @@ def collect_runs(out_dir: Path, plan: StudyPlan) -> dict[str, dict[str, dict[int
     cells: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
     for level in plan.levels:
         for estimator in plan.estimators:
-            trained = plan.trained_level(level, estimator)  # a noise-blind arm's one run stands for every level
+            trained = trained_level(plan, level, estimator)  # a noise-blind arm's one run stands for every level
             seeds = {seed: run_dir(out_dir, trained, estimator, seed) for seed in plan.seeds}
             cells.setdefault(level.name, {})[estimator] = {
                 seed: run_record(path) for seed, path in seeds.items() if (path / "summary.json").exists()

@@ -14,13 +14,13 @@ from __future__ import annotations
 import copy
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from slca_grpo.config import ConfigError, apply_overrides, load_yaml_config
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.provenance import ProvenanceDamaged, describe, pairing_key, provenance, read_provenance
+from slca_grpo.study.arms import trained_once, trained_runs
 from slca_grpo.study.plan import PLAN_FILE, TIMINGS_FILE, NoiseLevel, StudyPlan, read_json, run_dir
 from slca_grpo.study.report import write_study_report
 from slca_grpo.trainer.logger import clock
@@ -64,21 +64,9 @@ def run_config(base: RunConfig, sft_dir: Path, target: Path, level: NoiseLevel, 
     )
 
 
-def iter_runs(plan: StudyPlan) -> Iterator[tuple[int, NoiseLevel, str]]:
-    """(seed, level, estimator) of every run to train, seed by seed so a partial study has every
-    cell at the same depth; an estimator the noise cannot reach is trained at one level only."""
-    for seed in plan.seeds:
-        for level in plan.levels:
-            for estimator in plan.estimators:
-                if plan.trained_level(level, estimator) == level:
-                    yield seed, level, estimator
-
-
 def _once(plan: StudyPlan) -> str:
     """A note naming the estimators trained at one noise level only (their runs stand for every level)."""
-    blind = [
-        e for e in plan.estimators if len(plan.levels) > 1 and plan.trained_level(plan.levels[-1], e) != plan.levels[-1]
-    ]
+    blind = trained_once(plan)
     return f" ({', '.join(blind)}: once, the noise cannot reach it)" if blind else ""
 
 
@@ -126,7 +114,7 @@ def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbos
 def _run_study_in(
     out_dir: Path, plan: StudyPlan, base: RunConfig, started: float, *, echo: bool, verbose: bool
 ) -> dict[str, Any]:
-    runs = list(iter_runs(plan))
+    runs = list(trained_runs(plan))
     # Refuse settings that clash with finished or interrupted runs before spending any time.
     sft_dir = out_dir / "sft"
     configs = {}
