@@ -11,14 +11,15 @@ The one door into the engine for the rest of the package; its modules are intern
 - :func:`prefill_shared` — run each distinct prompt once and hand its cache to every row.
 - :func:`token_logprobs` — log-probs of given tokens (:mod:`.logprobs`, packed passes
   :mod:`.packed_attention`, the training-time attention :mod:`.attention`).
-- :func:`keep_freed_memory` — host-memory tuning for long CPU runs (:mod:`.host_memory`);
+- :func:`keep_freed_memory` — host-memory tuning for long CPU runs, :func:`malloc_stats` what the
+  heap keeps (:mod:`.host_memory`);
   :func:`native_kernels_available`, :func:`use_native_kernels`, :func:`kernel_calls` — whether
   this process has the C kernels, may use them, and which it used.
 """
 
 from slca_grpo.datatypes import STOP_EOS, STOP_LENGTH, STOP_STRING, Generation
 from slca_grpo.engine import native as _native
-from slca_grpo.engine.host_memory import keep_freed_memory
+from slca_grpo.engine.host_memory import keep_freed_memory, malloc_stats
 from slca_grpo.engine.logprobs import token_logprobs
 from slca_grpo.engine.packed_linear import packed_linears as decode_session
 from slca_grpo.engine.sampling import SamplingConfig, distinct_rows, prefill_shared, sample
@@ -35,6 +36,7 @@ __all__ = [
     "distinct_rows",
     "keep_freed_memory",
     "kernel_calls",
+    "malloc_stats",
     "native_kernels_available",
     "prefill_shared",
     "sample",

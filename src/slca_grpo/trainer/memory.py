@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from slca_grpo.config import ConfigError
+from slca_grpo.engine import malloc_stats
 
 PROMPT_ALLOWANCE_TOKENS = 1024  # prompts are not known before the data is read: a typical bound
 ACTIVATION_BYTES_PER_ELEMENT = 18  # per token, layer and hidden unit at 2-byte precision
@@ -84,10 +85,17 @@ def estimate_memory(
 
 
 def available_bytes(device: torch.device) -> float:
-    """Free memory on ``device``: CUDA's free bytes, or the host's available RAM."""
+    """Free memory on ``device``: CUDA's free bytes, or the host's available RAM plus what this
+    process's heap holds freed (``train.keep_freed_memory`` keeps it after SFT, say, and the run
+    reuses it; the system counts it as used)."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return float(free)
+    stats = malloc_stats()
+    return _host_available() + (stats.heap_free if stats is not None else 0)
+
+
+def _host_available() -> float:
     try:
         with open("/proc/meminfo", encoding="utf-8") as handle:
             for line in handle:
