@@ -2,6 +2,7 @@
 study that checks pairing, resuming and the outputs."""
 
 import argparse
+import dataclasses
 import json
 import re
 
@@ -11,7 +12,7 @@ import yaml
 from slca_grpo.cli import main
 from slca_grpo.cli.study import add_arguments, plan_from_args
 from slca_grpo.config import ConfigError
-from slca_grpo.study.arms import run_count, trained_runs
+from slca_grpo.study.arms import run_count, trained_once, trained_runs
 from slca_grpo.study.noise import parse_noise_levels
 from slca_grpo.study.plan import (
     DEFAULT_BUDGET,
@@ -425,6 +426,11 @@ def test_an_arm_the_noise_cannot_reach_is_trained_once_and_reported_at_every_lev
         (1, levels[1], "grpo"),
     ]
     assert run_count(plan) == 6
+    # Whatever the order of the levels: the control is trained once, at the reference (no noise).
+    reversed_plan = dataclasses.replace(plan, levels=levels[::-1])
+    assert trained_once(plan) == trained_once(reversed_plan) == ["slca-no-summary"]
+    assert {level for _, level, e in trained_runs(reversed_plan) if e == "slca-no-summary"} == {levels[0]}
+    assert trained_once(dataclasses.replace(plan, levels=levels[:1])) == []
     for seed in range(2):
         fake_run(run_dir(tmp_path, levels[0], "grpo", seed), start=0.4, final=0.5, cosine=0.0)
         fake_run(run_dir(tmp_path, levels[1], "grpo", seed), start=0.4, final=0.45, cosine=0.0)

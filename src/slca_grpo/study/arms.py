@@ -38,4 +38,4 @@ def trained_once(plan: StudyPlan) -> list[str]:
     """The estimators trained at one level only (empty with a single level)."""
     if len(plan.levels) < 2:
         return []
-    return [e for e in plan.estimators if trained_level(plan, plan.levels[-1], e) != plan.levels[-1]]
+    return [e for e in plan.estimators if estimator_spec(e).noise_blind]
