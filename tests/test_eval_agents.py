@@ -230,3 +230,50 @@ def test_token_counts_reach_the_in_domain_metrics(fake_openai):
     assert [t.counters["generated_tokens"] for t in trajectories] == [7, 7, 7]
     items, summary, _ = score_trajectories(trajectories, tasks, RuleJudge())
     assert summary["generated_tokens"] == 7.0
+
+
+def test_eval_indomain_samples_each_task_several_times_in_fresh_sessions(tmp_path, capsys):
+    out = tmp_path / "sampled"
+    command = ["eval", "indomain", "--tasks", "synthetic", "--limit", "4", "--samples", "3", "--temperature", "1"]
+    assert main([*command, "--policy", "oracle", "--out", str(out)]) == 0
+    items = [json.loads(line) for line in (out / "per_item.jsonl").read_text().splitlines()]
+    assert [item["sample"] for item in items] == [0] * 4 + [1] * 4 + [2] * 4
+    assert [item["task_id"] for item in items[4:8]] == [item["task_id"] for item in items[:4]]
+    summary = json.loads((out / "summary.json").read_text())
+    # Every sample's calls ran in their own simulator sessions, so each scores as the first did.
+    assert summary["n"] == 12 and summary["name_f1"] == 1.0 and summary["success@0.9"] == 1.0
+    assert (summary["samples"], summary["temperature"], summary["seed"]) == (3, 1.0, 0)
+    assert "3 samples a task at temperature 1" in (out / "report.md").read_text()
+
+
+def test_eval_indomain_samples_a_local_model_reproducibly_from_its_seed(tmp_path):
+    command = ["eval", "indomain", "--policy", "reader", "--tasks", "synthetic", "--limit", "1"]
+    command += ["--samples", "2", "--temperature", "1", "--max-new-tokens", "48", "--max-turns", "1"]
+
+    def responses(name: str, seed: str) -> list[str]:
+        assert main([*command, "--seed", seed, "--out", str(tmp_path / name)]) == 0
+        return [json.loads(line)["response"] for line in (tmp_path / name / "per_item.jsonl").read_text().splitlines()]
+
+    first = responses("a", "0")
+    assert len(first) == 2 and first[0] != first[1]  # two draws, not one greedy episode twice
+    assert responses("b", "0") == first
+    assert responses("c", "1") != first
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--samples", "0"], "--samples must be >= 1, got 0"),
+        (["--samples", "2"], "--samples 2 needs --temperature above 0"),
+        (["--temperature", "0.001"], "--temperature must be 0 (greedy) or between 0.01 and 100, got 0.001"),
+        (["--temperature", "nan"], "--temperature must be 0 (greedy) or between 0.01 and 100, got nan"),
+        (["--temperature", "-1"], "--temperature must be 0 (greedy) or between 0.01 and 100, got -1.0"),
+    ],
+)
+def test_eval_indomain_refuses_bad_sampling_flags_before_any_work(tmp_path, capsys, flags, message):
+    out = tmp_path / "out"
+    command = ["eval", "indomain", "--policy", "reader", "--tasks", "synthetic", "--limit", "1", "--out", str(out)]
+    assert main([*command, *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert not out.exists()

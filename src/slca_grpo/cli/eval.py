@@ -40,6 +40,20 @@ def register(subparsers: Any) -> Any:
         help="deprecated: shows the token in ps; use --simulator-token-file or $SLCA_SIM_TOKEN",
     )
     add_chat_format_arguments(indomain)
+    indomain.add_argument(
+        "--samples",
+        type=int,
+        default=1,
+        help="episodes per task (default 1); above 1 the metrics are means over every episode, the sampled "
+        "policy's expected scores (needs --temperature > 0)",
+    )
+    indomain.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="local and endpoint models: sampling temperature (default 0: greedy)",
+    )
+    indomain.add_argument("--seed", type=int, default=0, help="local models: the sampling seed (default 0)")
     indomain.add_argument("--out", default=None, help="output folder (default: runs/eval-indomain/<policy>-<time>)")
     indomain.add_argument(
         "--force", action="store_true", help="replace the evaluation that --out holds (refused without it)"
@@ -69,6 +83,7 @@ def run_indomain(args: argparse.Namespace) -> int:
     try:
         # Before any work: a file, a checkpoint or another run's folder is refused, not found after it.
         check_out_folder(out, flag="--out", resume=False, force=args.force, can_resume=False)
+        sampling = sampling_options(args)
         if args.tasks == "synthetic":
             from slca_grpo.data.synthetic import generate_suite
 
@@ -80,7 +95,7 @@ def run_indomain(args: argparse.Namespace) -> int:
         if args.policy == "oracle":
             agent = TaskOracleAgent(tasks)
         else:
-            agent = resolve_model_agent(args.policy, **chat_format_options(args))
+            agent = resolve_model_agent(args.policy, **chat_format_options(args), **sampling)
         judge = make_judge(args.judge)
         simulator_token = None
         if args.simulator != "schema":
@@ -105,15 +120,27 @@ def run_indomain(args: argparse.Namespace) -> int:
         simulator = SimulatorClient(args.simulator, token=simulator_token)
     try:
         with hold_run_folder(out, "slca eval indomain", next_step="use another --out"):
-            trajectories = run_text_episodes(agent, tasks, ToolEnvironment(simulator), max_turns=args.max_turns)
+            environment = ToolEnvironment(simulator)
+            trajectories, samples = [], []
+            for sample in range(args.samples):
+                # One pass over the tasks per sample, each in its own simulator sessions: a
+                # sample's calls never meet the records an earlier sample's calls created.
+                prefix = "eval" if args.samples == 1 else f"eval-sample{sample}"
+                trajectories += run_text_episodes(
+                    agent, tasks, environment, max_turns=args.max_turns, session_prefix=prefix
+                )
+                samples += [sample] * len(tasks)
             items, summary, _ = score_trajectories(trajectories, tasks, judge)
-            for item, trajectory in zip(items, trajectories):
+            for item, trajectory, sample in zip(items, trajectories, samples):
                 item["response"] = trajectory.response_text
+                if args.samples > 1:
+                    item["sample"] = sample
+            summary |= {"samples": args.samples, "temperature": args.temperature, "seed": args.seed}
             write_eval_report(
                 out,
                 items,
                 summary,
-                title=f"In-domain evaluation of {args.policy}",
+                title=f"In-domain evaluation of {args.policy}" + sampled_title(args),
                 chart_keys=("success@0.9", "name_f1", "arg_match", "process"),
             )
     except RunFolderBusy as exc:
@@ -121,3 +148,29 @@ def run_indomain(args: argparse.Namespace) -> int:
     print(json.dumps({k: v for k, v in summary.items() if k not in ("by_kind", "slots")}, indent=1))
     print(f"wrote {out}/per_item.jsonl, summary.json, report.md and metrics.png")
     return 0
+
+
+def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The agent's sampling options from ``--samples``, ``--temperature``, ``--seed`` (ValueError on a bad one)."""
+    if args.samples < 1:
+        raise ValueError(f"--samples must be >= 1, got {args.samples}")
+    from slca_grpo.rollout.loop import MIN_TEMPERATURE
+
+    if not (args.temperature == 0.0 or MIN_TEMPERATURE <= args.temperature <= 100.0):  # also refuses nan
+        raise ValueError(
+            f"--temperature must be 0 (greedy) or between {MIN_TEMPERATURE} and 100, got {args.temperature}"
+        )
+    if args.samples > 1 and args.temperature == 0.0:
+        raise ValueError(f"--samples {args.samples} needs --temperature above 0: greedy episodes would all be the same")
+    if args.policy == "oracle":
+        return {}
+    options: dict[str, Any] = {"temperature": args.temperature}
+    if not args.policy.startswith("openai:"):
+        options["seed"] = args.seed
+    return options
+
+
+def sampled_title(args: argparse.Namespace) -> str:
+    if args.samples == 1 and args.temperature == 0.0:
+        return ""
+    return f", {args.samples} sample{'s' if args.samples > 1 else ''} a task at temperature {args.temperature:g}"

@@ -22,7 +22,7 @@ from slca_grpo.models import load_model
 from slca_grpo.models.checkpoint import checkpoint_hint
 
 MODEL_SPECS = ("hf:PATH", "smollm2", "reader", "openai:BASE_URL#MODEL")
-HF_OPTIONS = ("max_new_tokens", "batch_size", "temperature", "bf16", "chat_format", "tool_parser")
+HF_OPTIONS = ("max_new_tokens", "batch_size", "temperature", "seed", "bf16", "chat_format", "tool_parser")
 
 
 class UnknownPolicySpec(ValueError):
