@@ -1,4 +1,4 @@
-"""Shared pieces of the sampler's decode tests: a small tokenizer, prompts that share, two-turn sampling."""
+"""Shared pieces of the sampler's decode tests: a small tokenizer, prompts that share, sampling over turns."""
 
 from __future__ import annotations
 
@@ -48,6 +48,37 @@ def sample_two_turns(model, tokenizer):
         )
         for rows, lengths in ((prompts, None), (turns, [len(p) for p in prompts]))
     ]
+
+
+def sample_turns(model, tokenizer, turn_cache=None, *, temperature: float = 0.0):
+    """Three turns of six rows on three prompts, each later turn from ``turn_cache`` (a
+    ``TurnCache``) or, with None, a full prefill: rows stop at different budgets (so finished rows
+    are dropped mid-call), each later turn injects text of a different length per row, and a row
+    that answered leaves after turn one. Returns each turn's generations and every row's text."""
+    prompts = uneven_prompts(tokenizer)
+    sequences = {row: list(p) for row, p in enumerate(prompts)}
+    injected = [tokenizer.encode(t) for t in ("the answer is", "ok", "sunny today in Paris", "two", "hello there")]
+    budgets = {row: b for row, b in enumerate([3, 12, 7, 12, 1, 9])}
+    generator = torch.Generator().manual_seed(3)
+    calls, rows = [], list(range(6))
+    for turn in range(3):
+        generations = sample(
+            model,
+            [sequences[r] for r in rows],
+            max_new_tokens=[budgets[r] for r in rows],
+            config=SamplingConfig(temperature=temperature),
+            stop_token_ids=[],
+            pad_id=tokenizer.pad_token_id,
+            generator=generator,
+            prefix_lengths=[len(prompts[r]) for r in rows],
+            turn_cache=turn_cache,
+            row_keys=rows if turn_cache is not None else None,
+        )
+        calls.append(generations)
+        for r, g in zip(rows, generations):
+            sequences[r] += g.token_ids + injected[(r + turn) % len(injected)]
+        rows = [r for r in rows if r != 1 or turn > 0]  # row 1 answered in turn one
+    return calls, sequences
 
 
 def assert_same_samples(ours, theirs, atol: float = 1e-5) -> None:

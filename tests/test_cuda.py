@@ -150,34 +150,16 @@ def test_a_later_turns_prefill_on_a_shared_prompt_samples_on_cuda_as_a_full_pref
 
 
 def test_a_later_turn_from_the_kept_cache_on_cuda_samples_what_a_full_prefill_samples(reader):
+    from decode_helpers import sample_turns
+
     from slca_grpo.engine import TurnCache
 
     model, tokenizer = reader
     cuda_model = _on(model, "cuda")
-    prompts = [p for p in _prompts(tokenizer, 2) for _ in range(3)]
-    injected = [tokenizer.encode(t) for t in ("sunny", "it rains a lot", "ok", "for two", "at eight tonight", "no")]
-
-    def two_turns(kept):
-        sequences, calls = [list(p) for p in prompts], []
-        for _turn in range(2):
-            with torch.no_grad():
-                generations = sample(
-                    cuda_model,
-                    sequences,
-                    max_new_tokens=[6, 12, 9, 12, 4, 10],
-                    config=SamplingConfig(temperature=0.0),
-                    stop_token_ids=[],
-                    pad_id=tokenizer.pad_token_id,
-                    prefix_lengths=[len(p) for p in prompts],
-                    turn_cache=kept,
-                    row_keys=range(6) if kept is not None else None,
-                )
-            calls.append(generations)
-            sequences = [s + g.token_ids + extra for s, g, extra in zip(sequences, generations, injected)]
-        return calls
-
     kept = TurnCache()
-    ours, theirs = two_turns(kept), two_turns(None)
+    with torch.no_grad():
+        ours, _ = sample_turns(cuda_model, tokenizer, kept)
+        theirs, _ = sample_turns(cuda_model, tokenizer, None)
     assert kept.reused_tokens > 0
     for by_cache, whole in zip(ours[1], theirs[1]):
         gaps = (torch.tensor(by_cache.logprobs) - torch.tensor(whole.logprobs)).abs()

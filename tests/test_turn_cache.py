@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from decode_helpers import small_tokenizer, tiny_gqa_model, uneven_prompts
+from decode_helpers import sample_turns, small_tokenizer, tiny_gqa_model, uneven_prompts
 from test_rollout import smollm2_shaped_model
 
 from slca_grpo.engine import SamplingConfig, TurnCache, sample, token_logprobs
@@ -32,36 +32,6 @@ def _model(tokenizer, architecture: str):
     return tiny_gqa_model(tokenizer) if architecture.startswith("tiny") else smollm2_shaped_model(len(tokenizer))
 
 
-def _turns(model, tokenizer, turn_cache: TurnCache | None, *, temperature: float = 0.0):
-    """Three turns of six rows on three prompts: rows stop at different budgets (so finished rows
-    are dropped mid-call), each later turn injects text of a different length per row, and a row
-    that answered leaves after turn one."""
-    prompts = uneven_prompts(tokenizer)
-    sequences = {row: list(p) for row, p in enumerate(prompts)}
-    injected = [tokenizer.encode(t) for t in ("the answer is", "ok", "sunny today in Paris", "two", "hello there")]
-    budgets = {row: b for row, b in enumerate([3, 12, 7, 12, 1, 9])}
-    generator = torch.Generator().manual_seed(3)
-    calls, rows = [], list(range(6))
-    for turn in range(3):
-        generations = sample(
-            model,
-            [sequences[r] for r in rows],
-            max_new_tokens=[budgets[r] for r in rows],
-            config=SamplingConfig(temperature=temperature),
-            stop_token_ids=[],
-            pad_id=tokenizer.pad_token_id,
-            generator=generator,
-            prefix_lengths=[len(prompts[r]) for r in rows],
-            turn_cache=turn_cache,
-            row_keys=rows if turn_cache is not None else None,
-        )
-        calls.append(generations)
-        for r, g in zip(rows, generations):
-            sequences[r] += g.token_ids + injected[(r + turn) % len(injected)]
-        rows = [r for r in rows if r != 1 or turn > 0]  # row 1 answered in turn one
-    return calls, sequences
-
-
 @pytest.mark.parametrize("architecture", ["tiny", "smollm2-shaped", "tiny shared", "smollm2-shaped shared"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("rests", ["packed", "padded"])
@@ -80,9 +50,9 @@ def test_later_turns_from_the_kept_cache_sample_what_a_full_prefill_samples(
     if rests == "padded":
         monkeypatch.setattr(sampling, "packs_rests", lambda model: False)
     kept = TurnCache()
-    ours, sequences = _turns(model, tokenizer, kept, temperature=temperature)
+    ours, sequences = sample_turns(model, tokenizer, kept, temperature=temperature)
     assert len(packed_calls) == (2 if rests == "packed" else 0)
-    theirs, same_sequences = _turns(model, tokenizer, None, temperature=temperature)
+    theirs, same_sequences = sample_turns(model, tokenizer, None, temperature=temperature)
     assert sequences == same_sequences
     for our_turn, their_turn in zip(ours, theirs):
         assert [g.token_ids for g in our_turn] == [g.token_ids for g in their_turn]
@@ -103,7 +73,7 @@ def test_later_turns_from_the_kept_cache_sample_what_a_full_prefill_samples(
 def test_rows_share_their_prompt_in_the_kept_cache(tokenizer, shared_and_fused):
     model = _model(tokenizer, "smollm2-shaped")
     kept = TurnCache()
-    _turns(model, tokenizer, kept)
+    sample_turns(model, tokenizer, kept)
     assert kept.prefix is not None and {row.block.groups[row.index] for row in kept.rows.values()} == {0, 1, 2}
     # The prompt is kept once per prompt; each row's real slots, its prompt's and its own, are
     # exactly the tokens it has cached.
@@ -197,9 +167,9 @@ def test_packed_later_turns_under_bf16_autocast_draw_what_padded_ones_draw(
 
     model = _model(tokenizer, architecture)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        packed, _ = _turns(model, tokenizer, TurnCache())
+        packed, _ = sample_turns(model, tokenizer, TurnCache())
         monkeypatch.setattr(sampling, "packs_rests", lambda model: False)
-        padded, _ = _turns(model, tokenizer, TurnCache())
+        padded, _ = sample_turns(model, tokenizer, TurnCache())
     for packed_turn, padded_turn in zip(packed, padded):
         assert [g.token_ids for g in packed_turn] == [g.token_ids for g in padded_turn]
         for a, b in zip(packed_turn, padded_turn):
