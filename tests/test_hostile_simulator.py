@@ -207,6 +207,37 @@ def test_a_plugin_backend_that_hangs_is_cut_off_at_the_call_budget_sync_or_async
     assert asynchronous.cancelled == 1  # an async one is cancelled, not left running
 
 
+def test_calls_that_never_return_leave_a_bounded_number_of_threads_behind(monkeypatch):
+    import slca_grpo.simulator.budget as budget
+
+    for thread in list(budget._abandoned):  # threads an earlier test left to finish
+        thread.join()
+    monkeypatch.setattr(budget, "MAX_ABANDONED_WORKERS", 3)
+    release, started = threading.Event(), []
+
+    def never_returns():
+        started.append(threading.current_thread())
+        release.wait(30)
+        return "late"
+
+    for _ in range(5):
+        with time_budget(0.05, "call_budget_s spent"), pytest.raises(OverBudget) as refused:
+            budget.run_within_budget(never_returns)
+    # Three threads were started and left running; the two calls after them started none.
+    assert len(started) == 3 and budget.abandoned_workers() == 3
+    assert "3 earlier calls ran over their budget and have not returned" in str(refused.value)
+    sim = Simulator(SimulatorConfig(call_budget_s=0.3), backend=Hanging())
+    observation = call(sim, probe())
+    assert observation.error is not None and observation.error.kind == "over_budget"
+    assert "have not returned" in observation.error.message and len(started) == 3
+    release.set()
+    for thread in started:
+        thread.join()
+    assert budget.abandoned_workers() == 0
+    with time_budget(5.0, "call_budget_s spent"):
+        assert budget.run_within_budget(lambda: "answered") == "answered"  # threads again once they ended
+
+
 def test_a_plugin_backend_within_its_budget_answers_and_its_errors_stay_errors():
     quick = Hanging()
     quick.release.set()

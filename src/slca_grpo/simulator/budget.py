@@ -77,13 +77,34 @@ def seconds_left() -> float | None:
     return None if budget is None else max(0.0, budget[0] - time.monotonic())
 
 
+# Worker threads whose calls ran over their budget and have not returned: each holds a thread and
+# its memory until it does, so at most this many are left running; past it a call is refused at once.
+MAX_ABANDONED_WORKERS = 16
+_abandoned: set[threading.Thread] = set()
+_abandoned_lock = threading.Lock()
+
+
+def abandoned_workers() -> int:
+    """Worker threads left running by calls that ran over their budget and have not returned."""
+    with _abandoned_lock:
+        _abandoned.difference_update([t for t in _abandoned if not t.is_alive()])
+        return len(_abandoned)
+
+
 def run_within_budget(function: Callable[[], T]) -> T:
     """``function()`` in a worker thread, waited for until the budget in force is spent, then
     ``OverBudget``: for code that never checks the deadline itself (a plugin backend). The thread
-    cannot be stopped and is left to finish on its own (a daemon, so it never holds the process)."""
+    cannot be stopped and is left to finish on its own (a daemon, so it never holds the process);
+    while ``MAX_ABANDONED_WORKERS`` such threads still run, a call is ``OverBudget`` at once, without
+    a thread, so a backend that never returns cannot pile up threads."""
     left = seconds_left()
     if left is None:
         return function()
+    if abandoned_workers() >= MAX_ABANDONED_WORKERS:
+        raise OverBudget(
+            f"{MAX_ABANDONED_WORKERS} earlier calls ran over their budget and have not returned; "
+            "not started (the backend does not end its calls)"
+        )
     outcome: dict[str, Any] = {}
     context = contextvars.copy_context()
 
@@ -97,6 +118,8 @@ def run_within_budget(function: Callable[[], T]) -> T:
     worker.start()
     worker.join(left)
     if worker.is_alive():
+        with _abandoned_lock:
+            _abandoned.add(worker)
         raise OverBudget(_BUDGET.get()[1])  # type: ignore[index]
     if "error" in outcome:
         raise outcome["error"]
