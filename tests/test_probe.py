@@ -61,10 +61,12 @@ def test_a_run_probes_every_k_steps_on_tasks_no_update_trains_on(tmp_path, monke
         sft_ids.update(t.id for t in tasks)
         return real_sft(config, model, tokenizer, tasks, *args, **kwargs)
 
-    sampled = []
+    sampled, held_out_sampled = [], []
 
     def run_spy(self, tasks, **kwargs):
-        if kwargs.get("session_prefix", "").startswith("probe-sampled-"):
+        if kwargs.get("session_prefix", "").startswith("eval-sampled-"):
+            held_out_sampled.append(([t.id for t in tasks], kwargs["sampling"].temperature))
+        elif kwargs.get("session_prefix", "").startswith("probe-sampled-"):
             sampled.append(([t.id for t in tasks], kwargs["sampling"].temperature, kwargs["generator"].initial_seed()))
         elif kwargs.get("session_prefix", "").startswith("probe-"):
             probe_ids.append([t.id for t in tasks])
@@ -75,6 +77,7 @@ def test_a_run_probes_every_k_steps_on_tasks_no_update_trains_on(tmp_path, monke
     monkeypatch.setattr(sft_cache, "run_sft", sft_spy)
     monkeypatch.setattr(AgentLoop, "run", run_spy)
     settings = {"train.probe_every": 2, "rl.steps": 3, "data.probe_tasks": 6, "train.probe_samples": 2}
+    settings |= {"train.eval_samples": 3, "train.eval_tasks": 2}
     config = smoke_config(tmp_path / "run", **settings)
     summary = train(config, echo=False)
     expected = [t.id for t in load_data(config.data).probe]
@@ -96,6 +99,15 @@ def test_a_run_probes_every_k_steps_on_tasks_no_update_trains_on(tmp_path, monke
     assert len(items) == 12
     mean = sum(item["r_tool"] for item in items) / 12
     assert summary["final_probe"]["sampled_r_tool"] == pytest.approx(mean)  # the mean over every sampled rollout
+    # The held-out tasks too (train.eval_samples): each evaluated task three times, sampled.
+    held_out = [t.id for t in load_data(config.data).test[:2]]
+    assert held_out_sampled == [([t for t in held_out for _ in range(3)], config.rollout.temperature)] * len(
+        summary["evals"]
+    )
+    assert all({"sampled_r_tool", "sampled_success@0.7", "sampled_arg_match"} <= set(e) for e in summary["evals"])
+    items = [json.loads(line) for line in (tmp_path / "run" / "eval_sampled_items.jsonl").read_text().splitlines()]
+    assert len(items) == 6
+    assert summary["final_eval"]["sampled_arg_match"] == pytest.approx(sum(i["arg_match"] for i in items) / 6)
 
 
 @pytest.mark.slow
@@ -160,6 +172,31 @@ def test_the_study_reports_the_probe_curve_and_its_gain_with_an_exact_test(tmp_p
     assert "Truncated % |" in table and "% %" not in table  # a percentage column is marked once
     assert "| none · slca | 0.500 [0.500, 0.500] | 0.600 [0.600, 0.600] |" in table
     assert "| none · slca | +0.215 [" in table and "holm_p" in json.dumps(slca["probe_delta"])
+
+
+def test_the_study_tests_the_held_out_sampled_outcomes_where_the_runs_sampled_them(tmp_path):
+    budget = StudyBudget("demo-quick-tiny", seeds=4, noise="none", steps=4, evals=1, eval_tasks=8)
+    plan = StudyPlan(budget, ("grpo", "slca"))
+    for seed in range(4):
+        for estimator, gain in (("grpo", 0.1), ("slca", 0.0)):
+            path = _fake_run(run_dir(tmp_path, NoiseLevel(), estimator, seed), estimator, (0.5, 0.5, 0.5))
+            summary = json.loads((path / "summary.json").read_text())
+            for evaluation, value in zip(summary["evals"], (0.3, 0.3 + gain + 0.01 * seed)):
+                evaluation |= {"sampled_r_tool": value, "sampled_success@0.7": 0.0, "sampled_arg_match": value}
+            summary["final_eval"] = summary["evals"][-1]
+            (path / "summary.json").write_text(json.dumps(summary))
+    report = write_study_report(tmp_path, plan)
+    assert {"sampled_r_tool", "sampled_success@0.7", "sampled_arg_match"} <= set(report["metrics"])
+    gain = report["cells"]["none"]["grpo"]["delta"]["sampled_r_tool"]
+    assert gain["mean"] == pytest.approx(0.115) and gain["p"] == pytest.approx(2 / 2**4)
+    assert report["cells"]["none"]["slca"]["delta"]["sampled_r_tool"]["mean"] == pytest.approx(0.015)
+    table = (tmp_path / "report.md").read_text()
+    assert "R_tool sampled" in table and "ArgMatch sampled" in table
+    unsampled = tmp_path / "unsampled"  # runs that sampled nothing report no sampled outcome
+    for seed in range(4):
+        for estimator in ("grpo", "slca"):
+            _fake_run(run_dir(unsampled, NoiseLevel(), estimator, seed), estimator, (0.5, 0.5, 0.5))
+    assert not {m for m in write_study_report(unsampled, plan)["metrics"] if m.startswith("sampled_")}
 
 
 def test_the_probe_table_marks_each_percentage_column_once():

@@ -34,6 +34,7 @@ PROBE_COLUMNS = {
     "score": ("Score", 1.0),
     "sampled_r_tool": ("R_tool sampled", 1.0),
     "sampled_success@0.7": ("Success@0.7 sampled", 100.0),
+    "sampled_arg_match": ("ArgMatch sampled", 100.0),  # held-out, with train.eval_samples
 }
 # Every reported metric's label and scale (the table's and the probe set's).
 COLUMN_LABELS = {key: label for key, label, _ in TABLE_COLUMNS} | {k: label for k, (label, _) in PROBE_COLUMNS.items()}

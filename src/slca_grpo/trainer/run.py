@@ -160,7 +160,7 @@ def train(
         return summary
 
 
-# Keys of the probe set's sampled evaluation (``train.probe_samples``) in its records.
+# Keys of a sampled evaluation (``train.eval_samples``, ``train.probe_samples``) in its records.
 SAMPLED = "sampled_"
 
 
@@ -170,9 +170,10 @@ def _flat(summary: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class _Evaluation:
-    """The run's greedy evaluations of one task set, each recorded in ``records``, the metrics
+    """The run's evaluations of one task set, each recorded in ``records``, the metrics
     (``<name>/<metric>``), ``<name>_items.jsonl`` and ``<name>_summary.json``: ``eval`` on the
-    held-out tasks, ``probe`` on the probe set (training-distribution tasks no update trains on)."""
+    held-out tasks, ``probe`` on the probe set (training-distribution tasks no update trains on).
+    Greedy, and also sampled where ``train.eval_samples`` / ``train.probe_samples`` ask for it."""
 
     name: str
     trainer: RLTrainer
@@ -184,9 +185,15 @@ class _Evaluation:
     out_dir: Path
     echo: bool
 
+    @property
+    def samples(self) -> int:
+        """Sampled rollouts per task at each evaluation (0: greedy only)."""
+        train = self.config.train
+        return train.probe_samples if self.name == "probe" else train.eval_samples
+
     def starting_point(self, start_eval: dict[str, Any] | None) -> None:
         """Step -1, before any RL update: ``start_eval`` when it is this very evaluation, else evaluated."""
-        sampled = self.name == "probe" and self.config.train.probe_samples > 0
+        sampled = self.samples > 0
         if (
             start_eval is not None
             and start_eval.get("step") == -1
@@ -204,7 +211,7 @@ class _Evaluation:
             print(f"evaluating {len(self.tasks)} {what} ({when}) ...", flush=True)
         items, summary = self._evaluate(step, self.tasks, "", temperature=0.0)
         record = {"step": step, **_flat(summary)}
-        samples = self.config.train.probe_samples if self.name == "probe" else 0
+        samples = self.samples
         if samples:
             # Each task ``samples`` times at the training temperature, drawn with the same seed at
             # every evaluation: the sampled policy's expected reward, the quantity RL raises.

@@ -25,6 +25,10 @@ class TrainConfig:
     seed: int = 0
     eval_every: int = 10  # RL steps between held-out evaluations (0: only at the end)
     eval_tasks: int = 64
+    # Sampled rollouts per held-out task at the rollout temperature, beside the greedy one (0: greedy
+    # only), drawn with the same seed at every evaluation: whether what RL raises on the sampled
+    # policy reaches tasks it never trained on (sampled_* metrics, eval_sampled_items.jsonl).
+    eval_samples: int = 0
     eval_batch_size: int = 32
     # RL steps between greedy evaluations of the probe set (data.probe_tasks: training-distribution
     # tasks no update trains on), before RL and after the last step too: the learning curve. 0: none.
@@ -49,7 +53,17 @@ class TrainConfig:
             raise ConfigError("out_dir is empty: name the run's folder, e.g. runs/my-run")
         if not DEVICE_SPEC.fullmatch(self.device):
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
-        at_least(self, 0, "eval_every", "eval_tasks", "probe_every", "probe_samples", "save_every", "torch_threads")
+        at_least(
+            self,
+            0,
+            "eval_every",
+            "eval_tasks",
+            "eval_samples",
+            "probe_every",
+            "probe_samples",
+            "save_every",
+            "torch_threads",
+        )
         at_least(self, 1, "eval_batch_size", "keep_last")
 
 
