@@ -55,6 +55,7 @@ def evaluate(model: Path, out: Path, tasks: Path, config: RunConfig, way: str, s
         command += ["--max-turns", str(config.rollout.max_turns)]
         command += ["--max-new-tokens", str(config.rollout.max_response_tokens)]
         command += ["--bf16", {True: "true", False: "false"}.get(config.rl.bf16, "auto")]  # as the runs evaluated
+        command += ["--batch-size", "64"]  # episodes decoded together, as a run's evaluation batches them
         if way == "sampled":
             command += ["--samples", str(samples), "--temperature", str(config.rollout.temperature)]
             command += ["--seed", str(seed)]

@@ -264,6 +264,7 @@ def test_eval_indomain_samples_a_local_model_reproducibly_from_its_seed(tmp_path
     ("flags", "message"),
     [
         (["--samples", "0"], "--samples must be >= 1, got 0"),
+        (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
         (["--samples", "2"], "--samples 2 needs --temperature above 0"),
         (["--temperature", "0.001"], "--temperature must be 0 (greedy) or between 0.01 and 100, got 0.001"),
         (["--temperature", "nan"], "--temperature must be 0 (greedy) or between 0.01 and 100, got nan"),

@@ -54,6 +54,9 @@ def register(subparsers: Any) -> Any:
         help="local and endpoint models: sampling temperature (default 0: greedy)",
     )
     indomain.add_argument("--seed", type=int, default=0, help="local models: the sampling seed (default 0)")
+    indomain.add_argument(
+        "--batch-size", type=int, default=8, help="local models: episodes decoded together (default 8)"
+    )
     indomain.add_argument("--out", default=None, help="output folder (default: runs/eval-indomain/<policy>-<time>)")
     indomain.add_argument(
         "--force", action="store_true", help="replace the evaluation that --out holds (refused without it)"
@@ -151,9 +154,12 @@ def run_indomain(args: argparse.Namespace) -> int:
 
 
 def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The agent's sampling options from ``--samples``, ``--temperature``, ``--seed`` (ValueError on a bad one)."""
+    """The agent's sampling options from ``--samples``, ``--temperature``, ``--seed`` and
+    ``--batch-size`` (ValueError on a bad one)."""
     if args.samples < 1:
         raise ValueError(f"--samples must be >= 1, got {args.samples}")
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     from slca_grpo.rollout.loop import MIN_TEMPERATURE
 
     if not (args.temperature == 0.0 or MIN_TEMPERATURE <= args.temperature <= 100.0):  # also refuses nan
@@ -166,7 +172,7 @@ def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
         return {}
     options: dict[str, Any] = {"temperature": args.temperature}
     if not args.policy.startswith("openai:"):
-        options["seed"] = args.seed
+        options |= {"seed": args.seed, "batch_size": args.batch_size}
     return options
 
 
