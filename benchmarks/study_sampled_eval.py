@@ -33,8 +33,11 @@ from slca_grpo.study.tables import format_interval
 from slca_grpo.trainer.run_config import RunConfig
 from slca_grpo.trainer.run_data import load_data
 
-METRICS = ("r_tool", "score", "success@0.7", "name_f1", "arg_match", "truncated")
+# "r_tool seen" / "r_tool new": on the tasks whose tools the training split has, and on those with a
+# held-out tool (the summary's by_tools).
+METRICS = ("r_tool", "r_tool seen", "r_tool new", "success@0.7", "name_f1", "arg_match", "truncated")
 PERCENT = {"success@0.7", "name_f1", "arg_match", "truncated"}
+BY_TOOLS = {"r_tool seen": "seen_tools", "r_tool new": "new_tools"}
 WAYS = ("sampled", "greedy")
 
 
@@ -69,7 +72,10 @@ def evaluate(model: Path, out: Path, tasks: Path, config: RunConfig, way: str, s
         if code != 0:
             raise SystemExit(f"slca {' '.join(command)} failed (rc {code})")
         print(f"  {out.name}: {time.perf_counter() - started:.0f} s", flush=True)
-    return json.loads(summary.read_text())
+    values = json.loads(summary.read_text())
+    for metric, group in BY_TOOLS.items():
+        values[metric] = values.get("by_tools", {}).get(group, {}).get("r_tool", float("nan"))
+    return values
 
 
 def main() -> int:
