@@ -143,6 +143,17 @@ def test_the_demo_report_shows_the_probe_set_before_rl_and_after_each_run(tmp_pa
     assert "| start (before RL) | 0.500 | 0.250 | 0.00 | 50.00 | 0.00 |" in table
     assert "| grpo | 0.625 |" in table and "| slca | 0.750 | 0.375 | 0.00 | 75.00 | 0.00 |" in table
     assert report["start_probe"]["r_tool"] == 0.5 and report["runs"][1]["final_probe"]["r_tool"] == 0.75
+    assert "Held-out, sampled" not in table  # these runs sampled no held-out task
+    sampled = _fake_run(tmp_path / "c", "grpo", (0.5, 0.55, 0.625))
+    summary = json.loads((sampled / "summary.json").read_text())
+    for evaluation, value in zip(summary["evals"], (0.25, 0.5)):
+        evaluation |= {"sampled_r_tool": value, "sampled_success@0.7": value / 2, "sampled_arg_match": value}
+    summary["final_eval"] = summary["evals"][-1]
+    (sampled / "summary.json").write_text(json.dumps(summary))
+    compare_runs([sampled], tmp_path / "out-sampled")
+    table = (tmp_path / "out-sampled" / "report.md").read_text()
+    assert "| Method | R_tool sampled | Success@0.7 sampled % | ArgMatch sampled % |" in table
+    assert "| start (before RL) | 0.250 | 12.50 | 25.00 |" in table and "| grpo | 0.500 | 25.00 | 50.00 |" in table
     old = tmp_path / "old"  # a run from before probes: no table, no error
     old.mkdir()
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())

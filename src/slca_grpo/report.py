@@ -258,6 +258,29 @@ def probe_table(runs: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+# The held-out tasks' sampled outcomes (train.eval_samples), shown where the runs sampled them.
+HELD_OUT_SAMPLED = ("sampled_r_tool", "sampled_success@0.7", "sampled_arg_match")
+
+
+def held_out_sampled_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Markdown lines: each row's held-out outcomes sampled (``train.eval_samples``); none when no
+    row has them."""
+    if not any(HELD_OUT_SAMPLED[0] in summary for _, summary in rows):
+        return []
+    lines = [
+        "",
+        "Held-out, sampled (each task rolled out `train.eval_samples` times at the training temperature):",
+        "",
+        "| Method | " + " | ".join(percent_label(COLUMN_LABELS[m], COLUMN_SCALES[m]) for m in HELD_OUT_SAMPLED) + " |",
+        "|---|" + "---:|" * len(HELD_OUT_SAMPLED),
+    ]
+    for name, summary in rows:
+        values = [(summary.get(m), COLUMN_SCALES[m]) for m in HELD_OUT_SAMPLED]
+        cells = ["–" if v is None else (f"{v * scale:.2f}" if scale != 1.0 else f"{v:.3f}") for v, scale in values]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str, Any]:
     rows: list[tuple[str, dict[str, Any]]] = []
     if runs and runs[0]["summary"].get("evals"):
@@ -288,6 +311,7 @@ def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str
     extra += [
         f"| {r['name']} | {r['grad_norm_mean'] or 0:.4f} | {r['grad_norm_std'] or 0:.4f} |" for r in report["runs"]
     ]
+    extra += held_out_sampled_table(rows)
     extra += slot_table(rows)
     extra += probe_table(runs)
     (out_dir / "report.md").write_text(
