@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +27,21 @@ TABLE_COLUMNS = (
 TRAIN_TRUNCATED = "rollout/truncated"
 # The probe set's outcomes (training-distribution tasks no update trains on, evaluated greedily
 # every train.probe_every RL steps, and sampled train.probe_samples times a task): the learning
-# curve. Labels and scales beside TABLE_COLUMNS'.
+# curve.
 PROBE_METRICS = ("r_tool", "score", "success@0.7", "arg_match", "truncated", "sampled_r_tool", "sampled_success@0.7")
-PROBE_COLUMNS = {
+# The held-out tasks' sampled outcomes (train.eval_samples), reported where the runs sampled them.
+HELD_OUT_SAMPLED = ("sampled_r_tool", "sampled_success@0.7", "sampled_arg_match")
+# Labels and scales of the probe set's and the sampled evaluations' columns, beside TABLE_COLUMNS'.
+EXTRA_COLUMNS = {
     "r_tool": ("R_tool", 1.0),
     "score": ("Score", 1.0),
     "sampled_r_tool": ("R_tool sampled", 1.0),
     "sampled_success@0.7": ("Success@0.7 sampled", 100.0),
-    "sampled_arg_match": ("ArgMatch sampled", 100.0),  # held-out, with train.eval_samples
+    "sampled_arg_match": ("ArgMatch sampled", 100.0),
 }
-# Every reported metric's label and scale (the table's and the probe set's).
-COLUMN_LABELS = {key: label for key, label, _ in TABLE_COLUMNS} | {k: label for k, (label, _) in PROBE_COLUMNS.items()}
-COLUMN_SCALES = {key: scale for key, _, scale in TABLE_COLUMNS} | {k: scale for k, (_, scale) in PROBE_COLUMNS.items()}
+# Every reported metric's label and scale.
+COLUMN_LABELS = {key: label for key, label, _ in TABLE_COLUMNS} | {k: label for k, (label, _) in EXTRA_COLUMNS.items()}
+COLUMN_SCALES = {key: scale for key, _, scale in TABLE_COLUMNS} | {k: scale for k, (_, scale) in EXTRA_COLUMNS.items()}
 
 
 COUNT_KEYS = frozenset({"calls", "redundant_calls", "generated_tokens", "r_sum"})
@@ -234,6 +237,20 @@ def percent_label(label: str, scale: float) -> str:
     return label + " %" if scale == 100.0 and not label.endswith("%") else label
 
 
+def metric_table(rows: Sequence[tuple[str, Mapping[str, Any]]], metrics: Sequence[str]) -> list[str]:
+    """Markdown lines: a header of ``metrics``' labels, then one line per (name, record); rates as
+    percentages, rewards with three decimals, "–" where a record lacks a metric."""
+    lines = [
+        "| Method | " + " | ".join(percent_label(COLUMN_LABELS[m], COLUMN_SCALES[m]) for m in metrics) + " |",
+        "|---|" + "---:|" * len(metrics),
+    ]
+    for name, record in rows:
+        values = [(record.get(m), COLUMN_SCALES[m]) for m in metrics]
+        cells = ["–" if v is None else (f"{v * scale:.2f}" if scale != 1.0 else f"{v:.3f}") for v, scale in values]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def probe_table(runs: Sequence[dict[str, Any]]) -> list[str]:
     """Markdown lines: the probe set's metrics before RL and after each run's last step; none
     when the runs evaluated no probe set."""
@@ -241,25 +258,15 @@ def probe_table(runs: Sequence[dict[str, Any]]) -> list[str]:
     start = next((p for run in runs for p in run["summary"].get("probes", []) if p.get("step") == -1), None)
     if not any(final for _, final in finals):
         return []
-    labels, scales = COLUMN_LABELS, COLUMN_SCALES
     size = next((p.get("n") for p in [start, *(f for _, f in finals)] if p and p.get("n")), "–")
-    lines = [
+    rows = ([("start (before RL)", start)] if start else []) + finals
+    return [
         "",
         f"Probe set ({size} training-distribution tasks no update trains on, greedy; *sampled*: each task "
         "rolled out several times at the training temperature; the learning curve is in curves.png):",
         "",
-        "| Method | " + " | ".join(percent_label(labels[m], scales[m]) for m in PROBE_METRICS) + " |",
-        "|---|" + "---:|" * len(PROBE_METRICS),
+        *metric_table(rows, PROBE_METRICS),
     ]
-    for name, record in ([("start (before RL)", start)] if start else []) + finals:
-        values = [(record.get(m), scales[m]) for m in PROBE_METRICS]
-        cells = ["–" if v is None else (f"{v * scale:.2f}" if scale != 1.0 else f"{v:.3f}") for v, scale in values]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return lines
-
-
-# The held-out tasks' sampled outcomes (train.eval_samples), shown where the runs sampled them.
-HELD_OUT_SAMPLED = ("sampled_r_tool", "sampled_success@0.7", "sampled_arg_match")
 
 
 def held_out_sampled_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
@@ -267,18 +274,12 @@ def held_out_sampled_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[s
     row has them."""
     if not any(HELD_OUT_SAMPLED[0] in summary for _, summary in rows):
         return []
-    lines = [
+    return [
         "",
         "Held-out, sampled (each task rolled out `train.eval_samples` times at the training temperature):",
         "",
-        "| Method | " + " | ".join(percent_label(COLUMN_LABELS[m], COLUMN_SCALES[m]) for m in HELD_OUT_SAMPLED) + " |",
-        "|---|" + "---:|" * len(HELD_OUT_SAMPLED),
+        *metric_table(rows, HELD_OUT_SAMPLED),
     ]
-    for name, summary in rows:
-        values = [(summary.get(m), COLUMN_SCALES[m]) for m in HELD_OUT_SAMPLED]
-        cells = ["–" if v is None else (f"{v * scale:.2f}" if scale != 1.0 else f"{v:.3f}") for v, scale in values]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return lines
 
 
 def _compare_training(runs: Sequence[dict[str, Any]], out_dir: Path) -> dict[str, Any]:

@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slca_grpo.report import COLUMN_LABELS, COLUMN_SCALES, TRAIN_TRUNCATED
+from slca_grpo.report import COLUMN_LABELS, COLUMN_SCALES, HELD_OUT_SAMPLED, TRAIN_TRUNCATED
 
 # Held-out outcomes: each is compared seed by seed and tested.
 STUDY_METRICS = ("success@0.7", "success@0.9", "name_f1", "arg_match", "process", "r_sum")
-# Held-out outcomes of the sampled policy, where the runs sampled their held-out tasks
-# (train.eval_samples): whether RL's gain on what it trains reaches tasks it never trained on.
-SAMPLED_STUDY_METRICS = ("sampled_r_tool", "sampled_success@0.7", "sampled_arg_match")
 # Shown beside the outcomes in every table, never tested: the share of held-out rollouts and of
 # training rollouts cut off by max_turns or the token budget before an answer.
 HELD_OUT_TRUNCATED = "truncated"
@@ -31,7 +28,9 @@ def study_metrics(runs: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         {key for run in runs for key in run["final"] if key.startswith(STEP_PREFIX)},
         key=lambda key: int(key[len(STEP_PREFIX) :]),
     )
-    sampled = [m for m in SAMPLED_STUDY_METRICS if any(m in run["final"] for run in runs)]
+    # The sampled policy's held-out outcomes (train.eval_samples): whether RL's gain on what it
+    # trains reaches tasks it never trained on.
+    sampled = [m for m in HELD_OUT_SAMPLED if any(m in run["final"] for run in runs)]
     return (*STUDY_METRICS, *steps, *sampled)
 
 
