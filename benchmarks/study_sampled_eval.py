@@ -87,7 +87,10 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N held-out tasks (a quick check)")
     args = parser.parse_args()
 
-    plan = StudyPlan.from_dict(read_json(args.study / PLAN_FILE, None))
+    saved = read_json(args.study / PLAN_FILE, None)
+    if not isinstance(saved, dict):
+        raise SystemExit(f"{args.study} is not a study folder (no readable {PLAN_FILE})")
+    plan = StudyPlan.from_dict(saved)
     runs = {
         (level.name, estimator, seed): run_dir(args.study, trained_level(plan, level, estimator), estimator, seed)
         for level in plan.levels
