@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from dataclasses import replace
 
 import pytest
 import torch
+from transformers.utils import logging as hf_logging
 
 from slca_grpo.cli.pretrain import resume_command
 from slca_grpo.config import ConfigError
@@ -54,7 +56,7 @@ class NumberingTokenizer:
     def __init__(self) -> None:
         self.seen: dict[str, int] = {}
 
-    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
+    def __call__(self, text: str, add_special_tokens: bool = False, verbose: bool = True) -> dict[str, list[int]]:
         number = self.seen.setdefault(text, len(self.seen) + 1)
         return {"input_ids": [number] * (5 + number % 7)}
 
@@ -69,6 +71,26 @@ def test_rows_pack_every_document_once_in_order_and_cut_none_that_fits() -> None
             packed += list(dict.fromkeys(kept))
     assert packed == list(range(1, len(packed) + 1))
     assert stream.position == len(packed)
+
+
+def test_a_document_longer_than_the_model_is_cut_without_a_false_indexing_warning() -> None:
+    _, tokenizer = load_model("reader")
+    tokenizer.model_max_length = 16  # every corpus document is longer than this
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    hf_logger = hf_logging.get_logger("transformers")
+    hf_logger.addHandler(handler)
+    try:
+        stream = DocumentStream(tokenizer, CorpusConfig(), start=0)
+        ids, labels = stream.rows(2, 16)
+        warned_while_packing = [r.getMessage() for r in records]
+        tokenizer("word " * 40, add_special_tokens=False)  # a plain call does warn: the capture works
+    finally:
+        hf_logger.removeHandler(handler)
+    assert ids.shape == (2, 16) and bool((labels != -100).all())
+    assert not any("longer than the specified maximum" in message for message in warned_while_packing)
+    assert any("longer than the specified maximum" in r.getMessage() for r in records)
 
 
 def test_a_length_curriculum_packs_shorter_rows_first_with_the_same_tokens_a_step() -> None:

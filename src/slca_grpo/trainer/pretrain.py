@@ -156,7 +156,10 @@ class DocumentStream:
             return ids
         _, text = document(self.position, self.config)
         self.position += 1
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+        # verbose=False: a document past the model's positions is cut by ``rows``, so transformers'
+        # "will result in indexing errors" warning about it would be a false alarm in the build's log.
+        ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        return ids + [self.tokenizer.eos_token_id]
 
     def push_back(self, ids: list[int]) -> None:
         self._pending = ids
