@@ -13,7 +13,7 @@ from transformers.utils import logging as hf_logging
 
 from slca_grpo.cli.pretrain import resume_command
 from slca_grpo.config import ConfigError
-from slca_grpo.data.corpus import DRILLS, CorpusConfig
+from slca_grpo.data.corpus import DRILLS, CorpusConfig, document
 from slca_grpo.models import load_model, save_model
 from slca_grpo.models.checkpoint import save_checkpoint
 from slca_grpo.models.tiny import TinyModelConfig
@@ -73,7 +73,7 @@ def test_rows_pack_every_document_once_in_order_and_cut_none_that_fits() -> None
     assert stream.position == len(packed)
 
 
-def test_a_document_longer_than_the_model_is_cut_without_a_false_indexing_warning() -> None:
+def test_a_document_longer_than_the_model_is_packed_and_probed_without_a_false_indexing_warning() -> None:
     _, tokenizer = load_model("reader")
     tokenizer.model_max_length = 16  # every corpus document is longer than this
     records: list[logging.LogRecord] = []
@@ -84,6 +84,8 @@ def test_a_document_longer_than_the_model_is_cut_without_a_false_indexing_warnin
     try:
         stream = DocumentStream(tokenizer, CorpusConfig(), start=0)
         ids, labels = stream.rows(2, 16)
+        _, text = document(0, CorpusConfig())  # the probe set's positions are found on whole documents
+        copy_positions(tokenizer, text), name_positions(tokenizer, text)
         warned_while_packing = [r.getMessage() for r in records]
         tokenizer("word " * 40, add_special_tokens=False)  # a plain call does warn: the capture works
     finally:

@@ -140,6 +140,11 @@ def learning_rate(config: PretrainConfig, step: int) -> float:
     return config.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
 
+# Documents are tokenised whole with ``verbose=False``: one past the model's positions is cut where
+# it is used (``DocumentStream.rows``, ``probe``), so transformers' "will result in indexing errors"
+# warning about it would be a false alarm in the build's log.
+
+
 class DocumentStream:
     """Corpus documents in index order, tokenised, each ending with the end-of-text token."""
 
@@ -156,8 +161,6 @@ class DocumentStream:
             return ids
         _, text = document(self.position, self.config)
         self.position += 1
-        # verbose=False: a document past the model's positions is cut by ``rows``, so transformers'
-        # "will result in indexing errors" warning about it would be a false alarm in the build's log.
         ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         return ids + [self.tokenizer.eos_token_id]
 
@@ -189,7 +192,7 @@ def copy_positions(tokenizer: Any, text: str) -> tuple[list[int], list[int], lis
     A copied token is an assistant token that occurs in the turns before it but not in the system
     prompt (so not schema boilerplate): the fresh values of the corpus.
     """
-    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
     ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
     system_end = text.find("<|im_end|>")
     system_ids = set(ids[: next((i for i, (s, _) in enumerate(offsets) if s >= system_end), len(ids))])
@@ -222,7 +225,7 @@ _CALL_NAME = re.compile(r'\{"name": "([^"]*)", "arguments"')
 def name_positions(tokenizer: Any, text: str) -> list[int]:
     """Positions of the tokens that spell a called tool's name in the assistant's turns (a name
     offered in the system prompt, which the model must read there and copy)."""
-    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
     spans = []
     start = text.find("<|im_start|>assistant\n")
     while start >= 0:
