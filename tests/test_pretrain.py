@@ -86,12 +86,12 @@ def test_a_document_longer_than_the_model_is_packed_and_probed_without_a_false_i
         ids, labels = stream.rows(2, 16)
         _, text = document(0, CorpusConfig())  # the probe set's positions are found on whole documents
         copy_positions(tokenizer, text), name_positions(tokenizer, text)
-        warned_while_packing = [r.getMessage() for r in records]
+        warned_by_the_build = [r.getMessage() for r in records]
         tokenizer("word " * 40, add_special_tokens=False)  # a plain call does warn: the capture works
     finally:
         hf_logger.removeHandler(handler)
     assert ids.shape == (2, 16) and bool((labels != -100).all())
-    assert not any("longer than the specified maximum" in message for message in warned_while_packing)
+    assert not any("longer than the specified maximum" in message for message in warned_by_the_build)
     assert any("longer than the specified maximum" in r.getMessage() for r in records)
 
 
