@@ -228,3 +228,41 @@ def test_readable_invented_tools_say_their_verb_and_noun_and_their_parameters_la
         assert tool.name.startswith(f"{tool.verb}_{snake(tool.noun)}")
         for param in tool.params:
             assert param.name in (snake(param.label), f"{snake(tool.noun)}_{snake(param.label)}")
+
+
+_ACTS_ON = re.compile(r"^(?:Use this to )?(\w+) (?:a|the) (.+?)(?:\.$| by its | that the user)", re.I)
+_REFUSED = re.compile(r"(?:none of the available tools can (\w+) a (.+?)\.|I can't (\w+) a (.+?) with the tools)")
+
+
+def _verb_and_noun(tool: dict) -> tuple[str, str]:
+    verb, noun = _ACTS_ON.match(tool["description"]).groups()
+    return verb.lower(), noun
+
+
+@pytest.mark.parametrize("near_misses", [True, False])
+def test_near_misses_give_tools_siblings_one_word_apart_and_requests_no_tool_serves(near_misses) -> None:
+    config = CorpusConfig(near_misses=near_misses)
+    with_sibling = called = unserved = unserved_near = 0
+    for seed in range(300):
+        text = invented_document(random.Random(seed), config)
+        offered = {name: _verb_and_noun(tool) for name, tool in _tools(text).items()}
+        assert len(set(offered.values())) == len(offered)  # no two tools do the same thing
+        calls = [call for role, body in _turns(text) if role == "assistant" for call in _calls(body)]
+        if calls:
+            verb, noun = offered[calls[0]["name"]]
+            if len(offered) >= 3:
+                called += 1
+                with_sibling += any(
+                    (v == verb) != (n == noun) for name, (v, n) in offered.items() if name != calls[0]["name"]
+                )
+            continue
+        refused = _REFUSED.search(_turns(text)[-1][1]).groups()
+        verb, noun = refused[:2] if refused[0] else refused[2:]
+        assert (verb, noun) not in offered.values()  # the refusal is right: no offered tool does it
+        unserved += 1
+        unserved_near += verb in {v for v, _ in offered.values()} or noun in {n for _, n in offered.values()}
+    if near_misses:
+        assert with_sibling / called >= 0.6 and unserved_near / unserved >= 0.5
+        assert unserved / 300 >= 0.2
+    else:
+        assert with_sibling / called <= 0.25 and unserved_near / unserved <= 0.25

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import random
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
 from transformers.utils import logging as hf_logging
 
+from slca_grpo.chat.template import render_chat
 from slca_grpo.cli.pretrain import resume_command
 from slca_grpo.config import ConfigError
 from slca_grpo.data.corpus import DRILLS, CorpusConfig, document
@@ -18,13 +21,16 @@ from slca_grpo.models import load_model, save_model
 from slca_grpo.models.checkpoint import save_checkpoint
 from slca_grpo.models.tiny import TinyModelConfig
 from slca_grpo.models.tokenizer import train_tokenizer
+import slca_grpo.trainer.pretrain as pretrain_module
 from slca_grpo.trainer.pretrain import (
     DocumentStream,
     PretrainConfig,
     copy_positions,
+    drill_accuracy,
     learning_rate,
     name_positions,
     pretrain,
+    prompt_as_trained,
     row_shape,
     same_build,
     written_config,
@@ -149,6 +155,62 @@ def test_the_words_pretokenizer_writes_a_value_the_same_in_a_request_and_in_a_ca
     assert tokenizer.decode(tokenizer(corpus[1])["input_ids"]) == corpus[1]
     with pytest.raises(ValueError, match="unknown pretokenizer"):
         train_tokenizer(corpus, vocab_size=300, pretokenizer="bytes")
+
+
+def _fill_corpus() -> list[str]:
+    rng = random.Random(0)
+    return [render_chat(DRILLS["fill"](rng), (), add_generation_prompt=False) for _ in range(40)]
+
+
+def test_under_words_nl_a_generation_prompt_is_the_start_of_its_conversations_tokens() -> None:
+    # "words" merges the template's last newline into a JSON answer's first token; "words-nl" never does.
+    texts = _fill_corpus()
+    for pretokenizer, merges in (("words", True), ("words-nl", False)):
+        tokenizer = train_tokenizer(texts, vocab_size=400, pretokenizer=pretokenizer)
+        exchange = DRILLS["fill"](random.Random(1))
+        prompt = tokenizer(render_chat(exchange[:1], (), add_generation_prompt=True), add_special_tokens=False)
+        whole = tokenizer(render_chat(exchange, (), add_generation_prompt=False), add_special_tokens=False)
+        is_prefix = whole["input_ids"][: len(prompt["input_ids"])] == prompt["input_ids"]
+        assert is_prefix is not merges, pretokenizer
+        assert ("\n{" in tokenizer.get_vocab() or "Ċ{" in tokenizer.get_vocab()) is merges
+        assert tokenizer.decode(whole["input_ids"]) == render_chat(exchange, (), add_generation_prompt=False)
+
+
+def test_a_drill_is_prompted_as_the_corpus_tokenised_it() -> None:
+    exchange = DRILLS["fill"](random.Random(1))
+    generation_prompt = render_chat(exchange[:1], (), add_generation_prompt=True)
+    merging = train_tokenizer(_fill_corpus(), vocab_size=400, pretokenizer="words")
+    ids, rest = prompt_as_trained(merging, exchange)
+    assert rest == "\n" and merging.decode(ids) + rest == generation_prompt
+    apart = train_tokenizer(_fill_corpus(), vocab_size=400, pretokenizer="words-nl")
+    ids, rest = prompt_as_trained(apart, exchange)
+    assert rest == "" and ids == apart(generation_prompt, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("pretokenizer", ["words", "words-nl"])
+def test_a_model_that_writes_what_the_corpus_taught_passes_every_drill(monkeypatch, pretokenizer) -> None:
+    # The stand-in model writes each drill's answer exactly as the corpus tokenised it; under the
+    # old prompt (a bare newline's continuation) its JSON answers could never be matched.
+    rng = random.Random(0)
+    texts = [render_chat(DRILLS[kind](rng), (), add_generation_prompt=False) for kind in DRILLS for _ in range(20)]
+    tokenizer = train_tokenizer(texts, vocab_size=400, pretokenizer=pretokenizer)
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    taught: dict[tuple[int, ...], list[int]] = {}
+    rng = random.Random(5)
+    for build in DRILLS.values():
+        for _ in range(6):
+            exchange = build(rng)
+            whole = tokenizer(render_chat(exchange, (), add_generation_prompt=False), add_special_tokens=False)
+            prompt, _ = prompt_as_trained(tokenizer, exchange)
+            answer = whole["input_ids"][len(prompt) :]
+            taught[tuple(prompt)] = answer[: answer.index(end) + 1]
+
+    def writes_what_it_was_taught(model, prompts, **kwargs):
+        return [SimpleNamespace(token_ids=taught.get(tuple(p), [end])) for p in prompts]
+
+    monkeypatch.setattr(pretrain_module, "sample", writes_what_it_was_taught)
+    scores = drill_accuracy(torch.nn.Identity(), tokenizer, per_kind=6, seed=5)
+    assert scores == {f"drill/{kind}": 1.0 for kind in DRILLS}
 
 
 def test_a_build_split_in_two_is_the_build_that_ran_through(tmp_path) -> None:
@@ -341,7 +403,6 @@ def test_the_step_and_the_probe_make_every_tensor_on_the_models_device(tmp_path,
 
 def test_cli_settings_are_applied_and_a_bad_one_is_one_line_naming_its_key(tmp_path, capsys, monkeypatch) -> None:
     from slca_grpo.cli import main
-    from slca_grpo.trainer import pretrain as pretrain_module
 
     seen = []
     monkeypatch.setattr(pretrain_module, "pretrain", lambda config, *a, **k: seen.append(config) or tmp_path)

@@ -46,7 +46,7 @@ from slca_grpo.data.invented_tools import (
 from slca_grpo.data.synthetic import DEFAULT_KIND_WEIGHTS, SuiteConfig, generate_tasks, gold_messages
 from slca_grpo.data.synthetic.leaks import argument_strings, schema_enum_values
 from slca_grpo.data.synthetic.values import MONTHS
-from slca_grpo.data.tool_words import snake
+from slca_grpo.data.tool_words import VERBS, snake
 
 KINDS = ("task", "drill", "invented")
 DEFAULT_MIX = {"task": 0.4, "drill": 0.25, "invented": 0.35}
@@ -88,6 +88,11 @@ class CorpusConfig:
     # theirs, and renames could land on one) and invented names may hold one (corpus v4). Off
     # (corpus v5): no offered name is one a model could have memorised, so only reading pays.
     catalogue_names: bool = False
+    # Near misses (corpus v6): an invented tool's siblings often share its noun or its verb
+    # (``book_parcel`` beside ``cancel_parcel`` and ``book_budget``), and a request no tool serves
+    # often pairs an offered tool's verb with another offered tool's noun, so neither word alone
+    # picks the tool (or says that one fits): the whole request must be matched to a description.
+    near_misses: bool = True
 
     def __post_init__(self) -> None:
         for name in ("mix", "warmup_mix"):
@@ -318,16 +323,60 @@ def _id_of(message: dict[str, Any], noun: str) -> str:
     return json.loads(message["content"])[noun]["id"]
 
 
+def _near_miss_tools(
+    rng: random.Random, count: int, taken: set[str], readable: bool, catalogue: bool
+) -> list[InventedTool]:
+    """``count`` tools, each after the first sharing an earlier one's noun (35 %) or verb (35 %)."""
+    tools = [invented_tool(rng, taken, readable, catalogue)]
+    while len(tools) < count:
+        kin, roll = rng.choice(tools), rng.random()
+        if roll < 0.35:
+            verbs = [v for v in VERBS if (v, kin.noun) not in {(t.verb, t.noun) for t in tools}]
+            tools.append(invented_tool(rng, taken, readable, catalogue, noun=kin.noun, verb=rng.choice(verbs)))
+        elif roll < 0.7:
+            tools.append(invented_tool(rng, taken, readable, catalogue, verb=kin.verb))
+        else:
+            tools.append(invented_tool(rng, taken, readable, catalogue))
+    return tools
+
+
+def _unserved_request_tool(
+    rng: random.Random, tools: list[InventedTool], taken: set[str], readable: bool, catalogue: bool
+) -> InventedTool:
+    """A tool none of ``tools`` is, for a request they cannot serve: mostly one offered tool's verb
+    with another's noun, or one's noun with a verb none of them has for it."""
+    offered = {(t.verb, t.noun) for t in tools}
+    roll = rng.random()
+    if roll < 0.4:
+        pairs = [(a.verb, b.noun) for a in tools for b in tools if (a.verb, b.noun) not in offered]
+        if pairs:
+            verb, noun = rng.choice(pairs)
+            return invented_tool(rng, taken, readable, catalogue, noun=noun, verb=verb)
+    if roll < 0.7:
+        noun = rng.choice(tools).noun
+        verb = rng.choice([v for v in VERBS if (v, noun) not in offered])
+        return invented_tool(rng, taken, readable, catalogue, noun=noun, verb=verb)
+    return invented_tool(rng, taken, readable, catalogue)
+
+
 def invented_document(rng: random.Random, config: CorpusConfig) -> str:
     """A request for invented tools, read off their schemas: one call, parallel calls, two steps or none."""
     taken: set[str] = set()
     low, high = config.tools_per_task
     readable, catalogue = config.readable_names, config.catalogue_names
-    tools = [invented_tool(rng, taken, readable, catalogue) for _ in range(max(2, rng.randint(low, high)))]
-    variant = rng.choices(("single", "parallel", "two_step", "irrelevant"), weights=(0.4, 0.2, 0.25, 0.15))[0]
+    count = max(2, rng.randint(low, high))
+    if config.near_misses:
+        tools = _near_miss_tools(rng, count, taken, readable, catalogue)
+    else:
+        tools = [invented_tool(rng, taken, readable, catalogue) for _ in range(count)]
+    weights = (0.35, 0.15, 0.25, 0.25) if config.near_misses else (0.4, 0.2, 0.25, 0.15)
+    variant = rng.choices(("single", "parallel", "two_step", "irrelevant"), weights=weights)[0]
     first, second = rng.sample(tools, 2)
     if variant == "irrelevant":
-        stranger = invented_tool(rng, taken, readable, catalogue)
+        if config.near_misses:
+            stranger = _unserved_request_tool(rng, tools, taken, readable, catalogue)
+        else:
+            stranger = invented_tool(rng, taken, readable, catalogue)
         request = _ask(stranger, stranger.request_details(stranger.sample_arguments(rng), rng), rng)
         answer = rng.choice(
             (

@@ -214,15 +214,24 @@ class InventedTool:
 
 
 def invented_tool(
-    rng: random.Random, taken: set[str] | None = None, readable: bool = False, catalogue_names: bool = True
+    rng: random.Random,
+    taken: set[str] | None = None,
+    readable: bool = False,
+    catalogue_names: bool = True,
+    noun: str | None = None,
+    verb: str | None = None,
 ) -> InventedTool:
     """A new tool whose noun and name are not in ``taken`` (the nouns and names of the other tools
     of its document; both join it). ``readable``: its name and its parameters' names always say
     what they are (no name of other words). ``catalogue_names=False``: its name holds no catalogue
-    tool's name (``book_flight_status`` is drawn again)."""
+    tool's name (``book_flight_status`` is drawn again). ``noun`` / ``verb``: the tool acts on that
+    noun or with that verb (a near miss of another tool of the document, which shares it)."""
     taken = taken if taken is not None else set()
-    noun = _unused(lambda: noun_phrase(rng), taken)
-    verb = rng.choice(VERBS)
+    if noun is None:
+        noun = _unused(lambda: noun_phrase(rng), taken)
+    else:
+        taken.add(noun)
+    verb = verb if verb is not None else rng.choice(VERBS)
     roll = rng.random()
     # Most names say the verb and the noun, as real tools' do; the rest say other words, and only
     # the description tells what the tool does.

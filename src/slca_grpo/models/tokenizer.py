@@ -47,9 +47,14 @@ DEFAULT_VOCAB_SIZE = 4096
 #   with a capital, a digit or a symbol first is then the same tokens in a request and in a call,
 #   and every digit is its own token, so ids and numbers can be copied token by token
 #   (~1.7x the tokens of "whitespace" on the synthetic suite).
+# "words-nl": "words", with every newline a piece of its own. Under "words" a newline joins the
+#   symbols after it ('\n{' is one token), so an answer that starts with a symbol is a token the
+#   model never sees after the chat template's generation prompt, which ends in '\n': a reader
+#   trained on '\n{"product": …}' could not start a JSON answer from that prompt.
 PRETOKENIZERS = {
     "whitespace": r" ?[^\s]+|\s+",
     "words": r'"[^\W\d]+":|\d| ?[a-z][^\W\d]*|[^\W\d]+|(?:(?!"[^\W\d]+":)[^\w])+',
+    "words-nl": r'\n|"[^\W\d]+":|\d| ?[a-z][^\W\d]*|[^\W\d]+|(?:(?!"[^\W\d]+":)[^\w\n])+',
 }
 
 

@@ -77,7 +77,7 @@ class PretrainConfig:
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
     vocab_size: int = 4096
-    pretokenizer: str = "words"
+    pretokenizer: str = "words-nl"
     tokenizer_docs: int = 3000
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     model: TinyModelConfig = field(default_factory=lambda: READER_SHAPE)
@@ -302,26 +302,45 @@ def task_evaluation(model: torch.nn.Module, tokenizer: Any, count: int, seed: in
     }
 
 
+def prompt_as_trained(tokenizer: Any, exchange: list[dict[str, str]]) -> tuple[list[int], str]:
+    """The prompt of a one-exchange drill as the corpus tokenises it, and the prompt text left over.
+
+    The corpus tokenises whole conversations, so where a tokenizer merges the generation prompt's
+    last characters with the answer's first ('\\n{' under the "words" pre-tokeniser), the model
+    learnt to write that merged token after ``assistant``, never a bare newline's continuation.
+    The prompt is cut before the first token that reaches into the answer; the text of the
+    generation prompt after the cut (``"\\n"`` or ``""``) is what the model must write first."""
+    prompt = render_chat(exchange[:1], (), add_generation_prompt=True)
+    whole = render_chat(exchange, (), add_generation_prompt=False)
+    encoded = tokenizer(whole, add_special_tokens=False, return_offsets_mapping=True)
+    kept = 0
+    while kept < len(encoded["input_ids"]) and encoded["offset_mapping"][kept][1] <= len(prompt):
+        kept += 1
+    cut = encoded["offset_mapping"][kept - 1][1] if kept else 0
+    return encoded["input_ids"][:kept], prompt[cut:]
+
+
 @torch.no_grad()
 def drill_accuracy(
     model: torch.nn.Module, tokenizer: Any, per_kind: int = DRILLS_PER_KIND, seed: int = 123
 ) -> dict[str, float]:
-    """Greedy exact-match rate on fresh one-exchange drills of each kind (values never seen)."""
+    """Greedy exact-match rate on fresh one-exchange drills of each kind (values never seen),
+    each prompted as the corpus tokenises it (:func:`prompt_as_trained`)."""
     rng = random.Random(seed)
     scores = {}
+    stops = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id]
     for kind, build in DRILLS.items():
         exchanges = [build(rng) for _ in range(per_kind)]
-        prompts = [
-            tokenizer(render_chat(ex[:1], (), add_generation_prompt=True), add_special_tokens=False)["input_ids"]
-            for ex in exchanges
-        ]
-        stops = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id]
+        prompts = [prompt_as_trained(tokenizer, ex) for ex in exchanges]
         generations = sample(
-            model, prompts, max_new_tokens=64, config=SamplingConfig(temperature=0.0), stop_token_ids=stops,
-            pad_id=tokenizer.pad_token_id,
+            model, [ids for ids, _ in prompts], max_new_tokens=64, config=SamplingConfig(temperature=0.0),
+            stop_token_ids=stops, pad_id=tokenizer.pad_token_id,
         )  # fmt: skip
-        answers = [tokenizer.decode(g.token_ids, skip_special_tokens=True).strip() for g in generations]
-        scores[f"drill/{kind}"] = sum(a == ex[1]["content"] for a, ex in zip(answers, exchanges)) / per_kind
+        right = 0
+        for generation, (_, rest), exchange in zip(generations, prompts, exchanges):
+            written = tokenizer.decode(generation.token_ids, skip_special_tokens=True)
+            right += written.startswith(rest) and written[len(rest) :].strip() == exchange[1]["content"]
+        scores[f"drill/{kind}"] = right / per_kind
     return scores
 
 
@@ -337,7 +356,7 @@ ADDED_SETTINGS = {"short_seq_len": 1024, "short_seq_steps": 0, "init": ""}
 MEASURING_SETTINGS = ("task_eval_every", "task_eval_tasks")
 
 
-ADDED_CORPUS_SETTINGS = {"readable_names": False, "catalogue_names": True}
+ADDED_CORPUS_SETTINGS = {"readable_names": False, "catalogue_names": True, "near_misses": False}
 
 
 def written_config(saved: Any) -> Any:
