@@ -13,6 +13,7 @@ import pytest
 import torch
 from transformers.utils import logging as hf_logging
 
+import slca_grpo.trainer.pretrain as pretrain_module
 from slca_grpo.chat.template import render_chat
 from slca_grpo.cli.pretrain import resume_command
 from slca_grpo.config import ConfigError
@@ -21,7 +22,6 @@ from slca_grpo.models import load_model, save_model
 from slca_grpo.models.checkpoint import save_checkpoint
 from slca_grpo.models.tiny import TinyModelConfig
 from slca_grpo.models.tokenizer import train_tokenizer
-import slca_grpo.trainer.pretrain as pretrain_module
 from slca_grpo.trainer.pretrain import (
     DocumentStream,
     PretrainConfig,
