@@ -56,8 +56,9 @@ def test_invented_schemas_are_valid_and_sampled_arguments_fit_them(seed: int) ->
         assert len({p.name for p in tool.params}) == len(tool.params)
 
 
-def test_every_invented_call_is_valid_and_its_values_come_from_the_conversation() -> None:
-    config = CorpusConfig()
+@pytest.mark.parametrize("near_misses", [False, True])
+def test_every_invented_call_is_valid_and_its_values_come_from_the_conversation(near_misses) -> None:
+    config = CorpusConfig(near_misses=near_misses)
     variants = {"call": 0, "two_step": 0, "refusal": 0}
     for index in range(150):
         text = invented_document(random.Random(index), config)
