@@ -325,6 +325,12 @@ def _id_of(message: dict[str, Any], noun: str) -> str:
     return json.loads(message["content"])[noun]["id"]
 
 
+def _verb_not_offered(rng: random.Random, noun: str, tools: list[InventedTool]) -> str:
+    """A verb that no tool of ``tools`` pairs with ``noun``."""
+    offered = {(t.verb, t.noun) for t in tools}
+    return rng.choice([v for v in VERBS if (v, noun) not in offered])
+
+
 def _near_miss_tools(
     rng: random.Random, count: int, taken: set[str], readable: bool, catalogue: bool
 ) -> list[InventedTool]:
@@ -333,8 +339,8 @@ def _near_miss_tools(
     while len(tools) < count:
         kin, roll = rng.choice(tools), rng.random()
         if roll < 0.35:
-            verbs = [v for v in VERBS if (v, kin.noun) not in {(t.verb, t.noun) for t in tools}]
-            tools.append(invented_tool(rng, taken, readable, catalogue, noun=kin.noun, verb=rng.choice(verbs)))
+            verb = _verb_not_offered(rng, kin.noun, tools)
+            tools.append(invented_tool(rng, taken, readable, catalogue, noun=kin.noun, verb=verb))
         elif roll < 0.7:
             tools.append(invented_tool(rng, taken, readable, catalogue, verb=kin.verb))
         else:
@@ -356,8 +362,7 @@ def _unserved_request_tool(
             return invented_tool(rng, taken, readable, catalogue, noun=noun, verb=verb)
     if roll < 0.7:
         noun = rng.choice(tools).noun
-        verb = rng.choice([v for v in VERBS if (v, noun) not in offered])
-        return invented_tool(rng, taken, readable, catalogue, noun=noun, verb=verb)
+        return invented_tool(rng, taken, readable, catalogue, noun=noun, verb=_verb_not_offered(rng, noun, tools))
     return invented_tool(rng, taken, readable, catalogue)
 
 
