@@ -14,6 +14,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 import slca_grpo.trainer.pretrain as pretrain_module
+import slca_grpo.trainer.reader_probes as reader_probes
 from slca_grpo.chat.template import render_chat
 from slca_grpo.cli.pretrain import resume_command
 from slca_grpo.config import ConfigError
@@ -25,15 +26,20 @@ from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.trainer.pretrain import (
     DocumentStream,
     PretrainConfig,
-    copy_positions,
-    drill_accuracy,
     learning_rate,
-    name_positions,
     pretrain,
-    prompt_as_trained,
     row_shape,
     same_build,
     written_config,
+)
+from slca_grpo.trainer.reader_probes import (
+    copy_positions,
+    drill_accuracy,
+    name_choice_positions,
+    name_positions,
+    offered_names,
+    probe,
+    prompt_as_trained,
 )
 from slca_grpo.trainer.run_folder import RunFolderBusy, RunFolderTaken, hold_run_folder
 
@@ -51,6 +57,7 @@ SMALL = PretrainConfig(
     corpus=CorpusConfig(warmup_docs=10),
     short_seq_steps=0,
     task_eval_every=0,
+    probe_heldout_docs=2,
 )
 
 
@@ -208,7 +215,7 @@ def test_a_model_that_writes_what_the_corpus_taught_passes_every_drill(monkeypat
     def writes_what_it_was_taught(model, prompts, **kwargs):
         return [SimpleNamespace(token_ids=taught.get(tuple(p), [end])) for p in prompts]
 
-    monkeypatch.setattr(pretrain_module, "sample", writes_what_it_was_taught)
+    monkeypatch.setattr(reader_probes, "sample", writes_what_it_was_taught)
     scores = drill_accuracy(torch.nn.Identity(), tokenizer, per_kind=6, seed=5)
     assert scores == {f"drill/{kind}": 1.0 for kind in DRILLS}
 
@@ -275,6 +282,91 @@ def test_name_positions_are_the_called_names_in_assistant_turns_only() -> None:
     assert positions[0] > len(tokenizer(text[: text.index("<|im_start|>assistant")])["input_ids"]) - 1
 
 
+def _tool(name: str) -> dict:
+    return {"type": "function", "function": {"name": name, "description": name.replace("_", " "), "parameters": {}}}
+
+
+def _called(names: list[str], offered: list[str]) -> str:
+    calls = [{"role": "assistant", "content": "", "tool_calls": [{"name": n, "arguments": {}}]} for n in names]
+    return render_chat([{"role": "user", "content": "please"}, *calls], [_tool(n) for n in offered])
+
+
+def test_the_choosing_token_is_where_a_called_name_parts_from_every_other_offered_name() -> None:
+    offered = ["get_stock_price", "get_recipe", "send_sms", "get_time", "get_time_zone"]
+    text = _called(["get_stock_price", "send_sms", "get_time", "get_time_zone"], offered)
+    assert offered_names(text) == offered
+    tokenizer = train_tokenizer([text] * 4, vocab_size=300, pretokenizer="words")
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    chosen = name_choice_positions(tokenizer, text)
+    # The first character each name does not share with another offered name: "s" of "stock"
+    # (after "get_"), the very first of send_sms, and for get_time, a prefix of get_time_zone,
+    # its closing quote (stopping is the choice).
+    calls = [text.index('"name": "' + name + '"', text.index("<|im_start|>assistant")) + 9 for name in
+             ("get_stock_price", "send_sms", "get_time", "get_time_zone")]  # fmt: skip
+    departures = [calls[0] + 4, calls[1], calls[2] + len("get_time"), calls[3] + len("get_time")]
+    assert len(chosen) == 4
+    for position, char in zip(chosen, departures):
+        begin, end = offsets[position]
+        assert begin <= char < end, (tokenizer.decode([tokenizer(text)["input_ids"][position]]), text[char])
+
+
+def test_one_offered_tool_is_chosen_at_its_names_first_token() -> None:
+    text = _called(["lock_door"], ["lock_door"])
+    tokenizer = train_tokenizer([text] * 4, vocab_size=300, pretokenizer="words")
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    (position,) = name_choice_positions(tokenizer, text)
+    assert offsets[position][0] == text.index('"lock_door", "arguments"') + 1
+
+
+class Oracle(torch.nn.Module):
+    """Predicts each next token of known texts, except at positions it is told to miss."""
+
+    def __init__(self, ids: list[int], vocab: int, miss: set[int]) -> None:
+        super().__init__()
+        self.ids, self.vocab, self.miss = ids, vocab, miss
+        self.anchor = torch.nn.Parameter(torch.zeros(1))
+
+    @property
+    def device(self) -> torch.device:
+        return self.anchor.device
+
+    def forward(self, input_ids: torch.Tensor) -> SimpleNamespace:
+        logits = torch.zeros(1, input_ids.shape[1], self.vocab)
+        for position, token in enumerate(self.ids[1 : input_ids.shape[1]] + [0]):
+            logits[0, position, (token + (position + 1 in self.miss)) % self.vocab] = 1.0
+        return SimpleNamespace(logits=logits)
+
+
+def test_the_probe_scores_the_choosing_token_under_its_prefix() -> None:
+    text = _called(["get_stock_price"], ["get_stock_price", "get_recipe"])
+    tokenizer = train_tokenizer([text] * 4, vocab_size=300, pretokenizer="words")
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    (choice,) = name_choice_positions(tokenizer, text)
+    names = name_positions(tokenizer, text)
+    right = probe(Oracle(ids, len(tokenizer), set()), tokenizer, [text], seq_len=len(ids), prefix="probe_heldout")
+    assert set(right) == {f"probe_heldout/{k}" for k in ("loss", "assistant_acc", "copy_acc", "name_acc", "choice_acc")}
+    assert right["probe_heldout/choice_acc"] == right["probe_heldout/name_acc"] == 1.0
+    wrong = probe(Oracle(ids, len(tokenizer), {choice}), tokenizer, [text], seq_len=len(ids))
+    assert wrong["probe/choice_acc"] == 0.0
+    assert wrong["probe/name_acc"] == pytest.approx(1 - 1 / len(names))
+
+
+def test_the_heldout_probe_is_the_suites_test_split_written_as_the_corpus_writes() -> None:
+    from slca_grpo.data.corpus import heldout_task_document
+    from slca_grpo.data.synthetic import DEFAULT_HELDOUT_TOOLS
+    from slca_grpo.data.synthetic.catalogue import get_spec
+
+    descriptions = {get_spec(name).schema()["function"]["description"] for name in DEFAULT_HELDOUT_TOOLS}
+    config = CorpusConfig()
+    heldout = [heldout_task_document(index, config) for index in range(40)]
+    documents = (document(index, replace(config, warmup_docs=0)) for index in range(120))
+    corpus = [text for kind, text in documents if kind == "task"]
+    shown = lambda texts: {d for d in descriptions for t in texts if f'"description": {json.dumps(d)}' in t}  # noqa: E731
+    assert shown(heldout) and not shown(corpus)
+    assert heldout == [heldout_task_document(index, config) for index in range(40)]  # the same every build
+    assert all(offered_names(text) for text in heldout)
+
+
 def test_resuming_with_another_config_is_refused(tmp_path) -> None:
     pretrain(SMALL, tmp_path, progress=False, stop_at=2)
     with pytest.raises(ValueError, match="another pretraining config"):
@@ -283,7 +375,7 @@ def test_resuming_with_another_config_is_refused(tmp_path) -> None:
 
 def test_only_measuring_settings_may_differ_at_a_resume() -> None:
     saved = json.loads(json.dumps(SMALL.to_dict()))
-    assert same_build(saved, replace(SMALL, task_eval_every=7, task_eval_tasks=3))
+    assert same_build(saved, replace(SMALL, task_eval_every=7, task_eval_tasks=3, probe_heldout_docs=0))
     assert not same_build(saved, replace(SMALL, probe_docs=3))
     assert not same_build("not a config", SMALL)
 

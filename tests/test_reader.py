@@ -11,7 +11,8 @@ import slca_grpo.models as models
 from slca_grpo.data.corpus import CorpusConfig, document
 from slca_grpo.models import READER, load_model, reader_path
 from slca_grpo.models.tiny import TinyModelConfig
-from slca_grpo.trainer.pretrain import READER_SHAPE, PretrainConfig, drill_accuracy
+from slca_grpo.trainer.pretrain import READER_SHAPE, PretrainConfig
+from slca_grpo.trainer.reader_probes import drill_accuracy
 
 
 @pytest.fixture(scope="module")

@@ -201,14 +201,15 @@ def freshen_task_text(text: str, request: str, values: list[str], enums: set[str
     return _shift_dates_and_times(text, rng.randint(-2000, 2000), rng.randrange(-48, 48) * 15)
 
 
-def task_document(rng: random.Random, config: CorpusConfig) -> str:
-    """A gold trajectory of one fresh train-split task, its tools disguised and its values fresh."""
+def task_document(rng: random.Random, config: CorpusConfig, split: str = "train") -> str:
+    """A gold trajectory of one fresh task of the synthetic suite's ``split`` (the corpus: always
+    train), its tools disguised and its values fresh."""
     # One task per call: the kind is drawn here (a one-task schedule would always be the same kind).
     kinds, weights = zip(*DEFAULT_KIND_WEIGHTS.items())
     suite = SuiteConfig(
         kind_weights={rng.choices(kinds, weights=weights)[0]: 1.0}, tools_per_task=config.tools_per_task
     )
-    task = generate_tasks(rng.randrange(2**31), 1, "train", suite)[0]
+    task = generate_tasks(rng.randrange(2**31), 1, split, suite)[0]
     messages, tools = disguise(
         gold_messages(task), task.tools, rng, readable=config.readable_names, catalogue_names=config.catalogue_names
     )
@@ -435,3 +436,9 @@ def document(index: int, config: CorpusConfig) -> tuple[str, str]:
     kinds, weights = zip(*(config.warmup_mix if index < config.warmup_docs else config.mix))
     kind = rng.choices(kinds, weights=weights)[0]
     return kind, _BUILDERS[kind](rng, config)
+
+
+def heldout_task_document(index: int, config: CorpusConfig) -> str:
+    """A task document as the corpus writes them, of the suite's *test* split: phrasings and
+    tools the corpus never shows (never trained on; a probe of reading, not of recall)."""
+    return task_document(random.Random(f"reader-heldout|{config.seed}|{index}"), config, split="test")

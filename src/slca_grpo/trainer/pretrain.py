@@ -5,20 +5,16 @@ index order, are packed whole into rows of ``seq_len`` tokens (2,048, as long as
 prompts and trajectories; a longer document would be cut; a length curriculum may pack shorter
 rows first, ``short_seq_steps``), and the model learns every token, the
 output layer's loss a chunk of rows at a time (:mod:`slca_grpo.trainer.chunked_loss`). Every
-``probe_every`` steps a fixed probe set (documents from another corpus seed) measures the loss and
-the *copy accuracy*: teacher-forced accuracy on the assistant's tokens that appear in the request
-but nowhere in the system prompt, i.e. values the model must copy.
+``probe_every`` steps fixed probe sets measure the model (:mod:`slca_grpo.trainer.reader_probes`):
+documents of another corpus seed, and task documents of the suite's test split.
 Checkpoints hold the model, optimizer, RNG and the corpus position, so a resumed run is the run
 that was not interrupted.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
-import random
-import re
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -26,13 +22,7 @@ from typing import Any
 
 import torch
 
-from slca_grpo.chat import parse_tool_calls
-from slca_grpo.chat.chat_format import build_formatter
-from slca_grpo.chat.template import render_chat
-from slca_grpo.data.corpus import DRILLS, CorpusConfig, document
-from slca_grpo.data.synthetic import generate_suite
-from slca_grpo.engine import SamplingConfig, sample
-from slca_grpo.eval.indomain import score_trajectories
+from slca_grpo.data.corpus import CorpusConfig, document, heldout_task_document
 from slca_grpo.models import load_model
 from slca_grpo.models.checkpoint import (
     load_latest_checkpoint,
@@ -44,12 +34,9 @@ from slca_grpo.models.checkpoint import (
 from slca_grpo.models.device import resolve_device
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model, count_parameters
 from slca_grpo.models.tokenizer import train_tokenizer
-from slca_grpo.rewards.factory import make_judge
-from slca_grpo.rollout.environment import ToolEnvironment
-from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
-from slca_grpo.simulator import SimulatorConfig, build_simulator
 from slca_grpo.trainer.chunked_loss import chunked_next_token_loss
 from slca_grpo.trainer.logger import MetricsLogger, read_metrics
+from slca_grpo.trainer.reader_probes import drill_accuracy, probe, task_evaluation
 from slca_grpo.trainer.run_folder import check_out_folder, hold_run_folder
 
 READER_SHAPE = TinyModelConfig(num_layers=4, hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=384)
@@ -82,6 +69,9 @@ class PretrainConfig:
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     model: TinyModelConfig = field(default_factory=lambda: READER_SHAPE)
     probe_docs: int = 48
+    # Task documents of the suite's test split, written as the corpus writes its own: the probe's
+    # choice of tool on phrasings and tools the corpus never shows (``probe_heldout/*``; 0: none).
+    probe_heldout_docs: int = 48
     probe_every: int = 100
     # Every ``task_eval_every`` steps (0: never) the model is also rolled out greedily on
     # ``task_eval_tasks`` synthetic test-split tasks (Name-F1, ArgMatch, calls to tools not
@@ -100,7 +90,7 @@ class PretrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"pretrain.{name} must be a positive int, got {value!r}")
-        for name in ("task_eval_every", "task_eval_tasks"):
+        for name in ("task_eval_every", "task_eval_tasks", "probe_heldout_docs"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"pretrain.{name} must be an int >= 0, got {value!r}")
@@ -186,174 +176,21 @@ class DocumentStream:
         return ids, labels
 
 
-def copy_positions(tokenizer: Any, text: str) -> tuple[list[int], list[int], list[int]]:
-    """Token ids of ``text``, the positions of assistant tokens, and of those a model must copy.
-
-    A copied token is an assistant token that occurs in the turns before it but not in the system
-    prompt (so not schema boilerplate): the fresh values of the corpus.
-    """
-    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-    ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
-    system_end = text.find("<|im_end|>")
-    system_ids = set(ids[: next((i for i, (s, _) in enumerate(offsets) if s >= system_end), len(ids))])
-    starts = [begin for begin, _ in offsets]
-    spans = []  # (first character, end character, ids before the turn) of each assistant turn
-    start = text.find("<|im_start|>assistant\n")
-    while start >= 0:
-        body = start + len("<|im_start|>assistant\n")
-        end = text.find("<|im_end|>", body)
-        spans.append((body, end if end >= 0 else len(text), set(ids[: bisect.bisect_left(starts, body)])))
-        start = text.find("<|im_start|>assistant\n", body)
-    assistant, copied = [], []
-    for position, begin in enumerate(starts):
-        span = next((s for s in spans if s[0] <= begin < s[1]), None)
-        if span is None:
-            continue
-        assistant.append(position)
-        if ids[position] in span[2] and ids[position] not in system_ids:
-            copied.append(position)
-    return ids, assistant, copied
-
-
-# Greedy drills of each kind that `drill_accuracy` measures (at every task evaluation of a build).
-DRILLS_PER_KIND = 50
-
-# A call as rendered: its name, then its arguments (an argument called "name" is not a tool's name).
-_CALL_NAME = re.compile(r'\{"name": "([^"]*)", "arguments"')
-
-
-def name_positions(tokenizer: Any, text: str) -> list[int]:
-    """Positions of the tokens that spell a called tool's name in the assistant's turns (a name
-    offered in the system prompt, which the model must read there and copy)."""
-    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
-    spans = []
-    start = text.find("<|im_start|>assistant\n")
-    while start >= 0:
-        end = text.find("<|im_end|>", start)
-        end = end if end >= 0 else len(text)
-        for block in re.finditer(r"<tool_call>(.*?)</tool_call>", text[start:end], flags=re.S):
-            base = start + block.start(1)
-            spans += [(base + m.start(1), base + m.end(1)) for m in _CALL_NAME.finditer(block.group(1))]
-        start = text.find("<|im_start|>assistant\n", end)
-    return [i for i, (begin, _) in enumerate(offsets) if any(lo <= begin < hi for lo, hi in spans)]
-
-
-@torch.no_grad()
-def probe(model: torch.nn.Module, tokenizer: Any, texts: list[str], seq_len: int) -> dict[str, float]:
-    """Loss and teacher-forced accuracy on fixed documents: on assistant tokens, on copied values
-    and on called tools' names."""
-    was_training = model.training
-    model.eval()
-    totals = {"loss": 0.0, "tokens": 0}
-    kinds = ("assistant", "copy", "name")
-    totals.update({f"{key}{end}": 0 for key in kinds for end in ("", "_right")})
-    for text in texts:
-        ids, assistant, copied = copy_positions(tokenizer, text)
-        named = name_positions(tokenizer, text)
-        ids = ids[:seq_len]
-        inputs = torch.tensor([ids], device=model.device)
-        logits = model(input_ids=inputs).logits[0, :-1].float()
-        targets = inputs[0, 1:]
-        totals["loss"] += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").item()
-        totals["tokens"] += len(targets)
-        predicted = logits.argmax(-1)
-        for key, positions in zip(kinds, (assistant, copied, named)):
-            kept = [p - 1 for p in positions if 0 < p < len(ids)]
-            totals[key] += len(kept)
-            kept = torch.tensor(kept, dtype=torch.long, device=predicted.device)
-            totals[f"{key}_right"] += int((predicted[kept] == targets[kept]).sum())
-    model.train(was_training)
-    return {
-        "probe/loss": totals["loss"] / max(1, totals["tokens"]),
-        **{f"probe/{key}_acc": totals[f"{key}_right"] / max(1, totals[key]) for key in kinds},
-    }
-
-
-@torch.no_grad()
-def task_evaluation(model: torch.nn.Module, tokenizer: Any, count: int, seed: int = 7) -> dict[str, float]:
-    """The model as a tool-calling agent before any SFT: greedy rollouts of ``count`` synthetic
-    test-split tasks (another seed than ``slca eval``'s 200) in the schema simulator, scored as
-    ``slca eval indomain`` scores them, and the share of calls naming a tool not offered."""
-    tasks = generate_suite(seed=seed, n_train=0, n_test=count).test
-    loop = AgentLoop(
-        model,
-        build_formatter(tokenizer, chat_format="hermes"),
-        ToolEnvironment(build_simulator(SimulatorConfig(backend="schema"))),
-        RolloutConfig(group_size=1),
-    )
-    was_training = model.training
-    model.eval()
-    trajectories = loop.run(
-        tasks, group_size=1, sampling=SamplingConfig(temperature=0.0), generator=torch.Generator().manual_seed(seed),
-        session_prefix="pretrain-eval",
-    )  # fmt: skip
-    model.train(was_training)
-    _, summary, _ = score_trajectories(trajectories, tasks, make_judge("rule"))
-    names = [
-        call.name in task.tool_names
-        for trajectory, task in zip(trajectories, tasks)
-        for call in parse_tool_calls(trajectory.response_text).calls
-    ]
-    return {
-        "tasks/name_f1": summary["name_f1"],
-        "tasks/arg_match": summary["arg_match"],
-        "tasks/success@0.7": summary["success@0.7"],
-        "tasks/unoffered_calls": names.count(False) / max(1, len(names)),
-    }
-
-
-def prompt_as_trained(tokenizer: Any, exchange: list[dict[str, str]]) -> tuple[list[int], str]:
-    """The prompt of a one-exchange drill as the corpus tokenises it, and the prompt text left over.
-
-    The corpus tokenises whole conversations, so where a tokenizer merges the generation prompt's
-    last characters with the answer's first ('\\n{' under the "words" pre-tokeniser), the model
-    learnt to write that merged token after ``assistant``, never a bare newline's continuation.
-    The prompt is cut before the first token that reaches into the answer; the text of the
-    generation prompt after the cut (``"\\n"`` or ``""``) is what the model must write first."""
-    prompt = render_chat(exchange[:1], (), add_generation_prompt=True)
-    whole = render_chat(exchange, (), add_generation_prompt=False)
-    encoded = tokenizer(whole, add_special_tokens=False, return_offsets_mapping=True)
-    kept = 0
-    while kept < len(encoded["input_ids"]) and encoded["offset_mapping"][kept][1] <= len(prompt):
-        kept += 1
-    cut = encoded["offset_mapping"][kept - 1][1] if kept else 0
-    return encoded["input_ids"][:kept], prompt[cut:]
-
-
-@torch.no_grad()
-def drill_accuracy(
-    model: torch.nn.Module, tokenizer: Any, per_kind: int = DRILLS_PER_KIND, seed: int = 123
-) -> dict[str, float]:
-    """Greedy exact-match rate on fresh one-exchange drills of each kind (values never seen),
-    each prompted as the corpus tokenises it (:func:`prompt_as_trained`)."""
-    rng = random.Random(seed)
-    scores = {}
-    stops = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id]
-    for kind, build in DRILLS.items():
-        exchanges = [build(rng) for _ in range(per_kind)]
-        prompts = [prompt_as_trained(tokenizer, ex) for ex in exchanges]
-        generations = sample(
-            model, [ids for ids, _ in prompts], max_new_tokens=64, config=SamplingConfig(temperature=0.0),
-            stop_token_ids=stops, pad_id=tokenizer.pad_token_id,
-        )  # fmt: skip
-        right = 0
-        for generation, (_, rest), exchange in zip(generations, prompts, exchanges):
-            written = tokenizer.decode(generation.token_ids, skip_special_tokens=True)
-            right += written.startswith(rest) and written[len(rest) :].strip() == exchange[1]["content"]
-        scores[f"drill/{kind}"] = right / per_kind
-    return scores
-
-
 def probe_texts(config: PretrainConfig) -> list[str]:
     """The probe set: documents of another corpus seed (never trained on)."""
     other = replace(config.corpus, seed=config.corpus.seed + 1_000_003, warmup_docs=0)
     return [document(index, other)[1] for index in range(config.probe_docs)]
 
 
+def heldout_probe_texts(config: PretrainConfig) -> list[str]:
+    """The held-out probe: task documents of the suite's test split (never trained on)."""
+    return [heldout_task_document(index, config.corpus) for index in range(config.probe_heldout_docs)]
+
+
 # Settings added after builds were made, at the value that does what those builds did.
 ADDED_SETTINGS = {"short_seq_len": 1024, "short_seq_steps": 0, "init": ""}
 # Settings that only measure: a build may be resumed with others.
-MEASURING_SETTINGS = ("task_eval_every", "task_eval_tasks")
+MEASURING_SETTINGS = ("task_eval_every", "task_eval_tasks", "probe_heldout_docs")
 
 
 ADDED_CORPUS_SETTINGS = {"readable_names": False, "catalogue_names": True, "near_misses": False}
@@ -465,7 +302,7 @@ def _pretrain(
     (out / "pretrain_config.json").write_text(json.dumps(config.to_dict(), indent=1), encoding="utf-8")
     logger = MetricsLogger(out, stdout=None, resume=resume and found is not None, resume_step=start)
     stream = DocumentStream(tokenizer, config.corpus, start=position)
-    probes = probe_texts(config)
+    probes, heldout_probes = probe_texts(config), heldout_probe_texts(config)
     bar = _progress(config.steps, start, progress)
     began = time.monotonic()
     print(f"pretraining {count_parameters(model) / 1e6:.2f} M parameters for {config.steps} steps into {out}")
@@ -489,6 +326,8 @@ def _pretrain(
         done = step + 1
         if done % config.probe_every == 0 or done == config.steps:
             metrics.update(probe(model, tokenizer, probes, config.seq_len))
+            if heldout_probes:
+                metrics.update(probe(model, tokenizer, heldout_probes, config.seq_len, prefix="probe_heldout"))
             if config.task_eval_every and (done % config.task_eval_every == 0 or done == config.steps):
                 metrics.update(task_evaluation(model, tokenizer, config.task_eval_tasks))
                 # Greedy drills too: teacher-forced copy accuracy rose in builds that copied nothing greedily.
@@ -540,6 +379,8 @@ def plot_curves(metrics_path: str | Path, out_png: str | Path) -> Path:
         ("probe/assistant_acc", "assistant tokens", probes),
         ("probe/copy_acc", "copied tokens", probes),
         ("probe/name_acc", "called tools' names", probes),
+        ("probe/choice_acc", "the name's choosing token", probes),
+        ("probe_heldout/choice_acc", "choosing token, held-out tasks", probes),
         ("tasks/name_f1", "tasks: Name-F1 (greedy)", [r for r in rows if "tasks/name_f1" in r]),
     )
     for key, label, points in curves:
@@ -568,8 +409,10 @@ def _report(bar: Any, step: int, metrics: dict[str, float]) -> None:
     line = (
         f"step {step}: loss {metrics['train/loss']:.3f}  probe loss {metrics['probe/loss']:.3f}  "
         f"assistant acc {metrics['probe/assistant_acc']:.3f}  copy acc {metrics['probe/copy_acc']:.3f}  "
-        f"name acc {metrics['probe/name_acc']:.3f}"
+        f"name acc {metrics['probe/name_acc']:.3f}  choice acc {metrics['probe/choice_acc']:.3f}"
     )
+    if "probe_heldout/choice_acc" in metrics:
+        line += f" (held-out tasks {metrics['probe_heldout/choice_acc']:.3f})"
     if "tasks/name_f1" in metrics:
         line += (
             f"  tasks: Name-F1 {metrics['tasks/name_f1']:.3f} ArgMatch {metrics['tasks/arg_match']:.3f} "

@@ -1,0 +1,110 @@
+"""Does a reader choose the offered tool by reading, or by recall? Teacher-forced, side by side.
+
+For each model, the accuracy of the token of each called name that tells it from the other offered
+names (the *choice*, ``slca_grpo.trainer.reader_probes.name_choice_positions``) and of the name's
+tokens after it (copies once the choice is made), on four sets of the same texts for every model:
+
+- ``invented``: corpus documents with invented tools (new names and descriptions every document);
+- ``corpus tasks``: corpus task documents (the suite's *train* split, tools disguised, values fresh);
+- ``held-out tasks``: the same documents of the suite's *test* split (phrasings and tools the
+  corpus never shows): what ``slca pretrain`` logs as ``probe_heldout/choice_acc``;
+- ``as evaluated``: synthetic test tasks as ``slca eval indomain`` prompts them (real tool names,
+  no ``returns`` schema), the gold first call after the generation prompt.
+
+A model that reads does as well on the held-out tasks as on its corpus; one that recalls the
+train catalogue's phrasing-to-description pairs does not.
+
+    python benchmarks/reader_choice.py reader runs/build-8x128/model --docs 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from dataclasses import replace
+
+import torch
+
+from slca_grpo.chat.formatter import prompt_tools
+from slca_grpo.chat.template import render_chat
+from slca_grpo.data.corpus import CorpusConfig, document, heldout_task_document
+from slca_grpo.data.synthetic import generate_suite, gold_messages
+from slca_grpo.models import load_model
+from slca_grpo.trainer.reader_probes import name_choice_positions, name_positions
+
+
+def evaluated_texts(count: int) -> list[str]:
+    """Synthetic test tasks that call, rendered as the evaluation prompts them, up to the first call."""
+    texts = []
+    for task in generate_suite(seed=7, n_train=0, n_test=count).test:
+        messages = gold_messages(task)
+        first = next((i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("tool_calls")), None)
+        if first is not None:
+            texts.append(render_chat(messages[: first + 1], prompt_tools(task.tools), add_generation_prompt=False))
+    return texts
+
+
+def text_sets(docs: int) -> dict[str, list[str]]:
+    corpus = replace(CorpusConfig(), seed=CorpusConfig().seed + 1_000_003, warmup_docs=0)
+    drawn = [document(index, corpus) for index in range(docs)]
+    return {
+        "invented": [text for kind, text in drawn if kind == "invented" and "<tool_call>" in text],
+        "corpus tasks": [text for kind, text in drawn if kind == "task" and "<tool_call>" in text],
+        "held-out tasks": [
+            t for t in (heldout_task_document(i, corpus) for i in range(docs // 2)) if "<tool_call>" in t
+        ],
+        "as evaluated": evaluated_texts(docs // 2),
+    }
+
+
+@torch.no_grad()
+def choice_scores(model, tokenizer, texts: list[str], max_len: int) -> tuple[float, float, int]:
+    """(choice accuracy, accuracy on each name's tokens after its choice, number of choices)."""
+    right = {"choice": [0, 0], "after": [0, 0]}
+    for text in texts:
+        ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"][:max_len]
+        predicted = model(input_ids=torch.tensor([ids])).logits[0].argmax(-1)
+        names: list[list[int]] = []  # each called name's tokens (consecutive positions)
+        for position in name_positions(tokenizer, text):
+            if names and position == names[-1][-1] + 1:
+                names[-1].append(position)
+            else:
+                names.append([position])
+        for choice in name_choice_positions(tokenizer, text):
+            name = next((n for n in names if n[0] <= choice <= n[-1]), [choice])
+            for position in [p for p in name if p >= choice and 0 < p < len(ids)]:
+                kind = right["choice" if position == choice else "after"]
+                kind[0] += int(predicted[position - 1]) == ids[position]
+                kind[1] += 1
+    (chosen, choices), (after, afters) = right["choice"], right["after"]
+    return chosen / max(1, choices), after / max(1, afters), choices
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("models", nargs="+", help="model names (reader) or folders")
+    parser.add_argument("--docs", type=int, default=300, help="corpus documents drawn (default 300)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    sets = text_sets(args.docs)
+    machine = platform.processor() or platform.machine()
+    print(f"# {machine}, torch {torch.__version__}: accuracy on the choosing token / on the name after it (choices)")
+    print("| model | " + " | ".join(sets) + " |")
+    print("|---|" + "---:|" * len(sets))
+    for name in args.models:
+        model, tokenizer = load_model(name)
+        model.eval()
+        max_len = getattr(model.config, "max_position_embeddings", 4096)
+        cells = []
+        for texts in sets.values():
+            choice, after, count = choice_scores(model, tokenizer, texts, max_len)
+            cells.append(f"{100 * choice:.0f} % / {100 * after:.0f} % ({count})")
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
