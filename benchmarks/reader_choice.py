@@ -9,10 +9,12 @@ tokens after it (copies once the choice is made), on four sets of the same texts
 - ``held-out tasks``: the same documents of the suite's *test* split (phrasings and tools the
   corpus never shows): what ``slca pretrain`` logs as ``probe_heldout/choice_acc``;
 - ``as evaluated``: synthetic test tasks as ``slca eval indomain`` prompts them (real tool names,
-  no ``returns`` schema), the gold first call after the generation prompt.
+  no ``returns`` schema), the gold first call after the generation prompt; and the same tasks
+  with their tools renamed as the corpus renames them (the catalogue's names are not in it).
 
-A model that reads does as well on the held-out tasks as on its corpus; one that recalls the
-train catalogue's phrasing-to-description pairs does not.
+Only each text's first call is scored (later ones may repeat it). Beside the models, a baseline
+without one: the offered tool sharing the most words with the request. A model that reads does as
+well on the held-out tasks as on its corpus, and at least as well as that baseline.
 
     python benchmarks/reader_choice.py reader runs/build-8x128/model --docs 300
 """
@@ -20,7 +22,10 @@ train catalogue's phrasing-to-description pairs does not.
 from __future__ import annotations
 
 import argparse
+import json
 import platform
+import random
+import re
 import sys
 from dataclasses import replace
 
@@ -29,19 +34,23 @@ import torch
 from slca_grpo.chat.formatter import prompt_tools
 from slca_grpo.chat.template import render_chat
 from slca_grpo.data.corpus import CorpusConfig, document, heldout_task_document
+from slca_grpo.data.invented_tools import disguise
 from slca_grpo.data.synthetic import generate_suite, gold_messages
 from slca_grpo.models import load_model
 from slca_grpo.trainer.reader_probes import name_choice_positions, name_positions
 
 
-def evaluated_texts(count: int) -> list[str]:
-    """Synthetic test tasks that call, rendered as the evaluation prompts them, up to the first call."""
+def evaluated_texts(count: int, disguised: bool = False) -> list[str]:
+    """Synthetic test tasks that call, rendered as the evaluation prompts them, up to the first call;
+    ``disguised``: their tools renamed as the corpus renames them (the only change)."""
     texts = []
     for task in generate_suite(seed=7, n_train=0, n_test=count).test:
-        messages = gold_messages(task)
+        messages, tools = gold_messages(task), task.tools
+        if disguised:
+            messages, tools = disguise(messages, tools, random.Random(task.id), readable=True, catalogue_names=False)
         first = next((i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("tool_calls")), None)
         if first is not None:
-            texts.append(render_chat(messages[: first + 1], prompt_tools(task.tools), add_generation_prompt=False))
+            texts.append(render_chat(messages[: first + 1], prompt_tools(tools), add_generation_prompt=False))
     return texts
 
 
@@ -55,12 +64,14 @@ def text_sets(docs: int) -> dict[str, list[str]]:
             t for t in (heldout_task_document(i, corpus) for i in range(docs // 2)) if "<tool_call>" in t
         ],
         "as evaluated": evaluated_texts(docs // 2),
+        "as evaluated, names disguised": evaluated_texts(docs // 2, disguised=True),
     }
 
 
 @torch.no_grad()
 def choice_scores(model, tokenizer, texts: list[str], max_len: int) -> tuple[float, float, int]:
-    """(choice accuracy, accuracy on each name's tokens after its choice, number of choices)."""
+    """(choice accuracy, accuracy on the name's tokens after its choice, number of choices), for
+    the first called name of each text."""
     right = {"choice": [0, 0], "after": [0, 0]}
     for text in texts:
         ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"][:max_len]
@@ -71,7 +82,7 @@ def choice_scores(model, tokenizer, texts: list[str], max_len: int) -> tuple[flo
                 names[-1].append(position)
             else:
                 names.append([position])
-        for choice in name_choice_positions(tokenizer, text):
+        for choice in name_choice_positions(tokenizer, text)[:1]:  # the first call's: later ones may repeat it
             name = next((n for n in names if n[0] <= choice <= n[-1]), [choice])
             for position in [p for p in name if p >= choice and 0 < p < len(ids)]:
                 kind = right["choice" if position == choice else "after"]
@@ -79,6 +90,33 @@ def choice_scores(model, tokenizer, texts: list[str], max_len: int) -> tuple[flo
                 kind[1] += 1
     (chosen, choices), (after, afters) = right["choice"], right["after"]
     return chosen / max(1, choices), after / max(1, afters), choices
+
+
+_STOP_WORDS = frozenset(
+    "a an the of to for in on at by with and or my me is are be it its this that what how can you".split()
+)
+
+
+def _words(text: str) -> set[str]:
+    # Five-letter prefixes: a crude stem ("forecast" and "forecasts" meet, "book" and "booking").
+    return {w[:5] for w in re.findall(r"[a-z]+", text.lower().replace("_", " ")) if len(w) > 2 and w not in _STOP_WORDS}
+
+
+def word_overlap_score(texts: list[str]) -> float:
+    """How often the first call's tool is the offered tool whose name and description share the most
+    words with the request (a tie shared among the tied): what reading by words alone reaches."""
+    right = 0.0
+    for text in texts:
+        system, rest = text.split("<|im_end|>", 1)
+        request = _words(rest.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0])
+        tools = [json.loads(line)["function"] for line in system.split("\n") if line.startswith('{"type": "function"')]
+        overlap = {
+            tool["name"]: len(request & _words(tool["name"] + " " + tool.get("description", ""))) for tool in tools
+        }
+        best = [name for name, count in overlap.items() if count == max(overlap.values())]
+        first = re.search(r'<tool_call>\n\[?\{"name": "([^"]*)"', text)
+        right += (first is not None and first.group(1) in best) / len(best)
+    return right / max(1, len(texts))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {machine}, torch {torch.__version__}: accuracy on the choosing token / on the name after it (choices)")
     print("| model | " + " | ".join(sets) + " |")
     print("|---|" + "---:|" * len(sets))
+    print(
+        "| word overlap (no model) | "
+        + " | ".join(f"{100 * word_overlap_score(t):.0f} %" for t in sets.values())
+        + " |"
+    )
     for name in args.models:
         model, tokenizer = load_model(name)
         model.eval()
