@@ -1,7 +1,7 @@
 """Does a reader choose the offered tool by reading, or by recall? Teacher-forced, side by side.
 
 For each model, the accuracy of the token of each called name that tells it from the other offered
-names (the *choice*, ``slca_grpo.trainer.reader_probes.name_choice_positions``) and of the name's
+names (the *choice*, ``slca_grpo.trainer.reader_probes.called_name_tokens``) and of the name's
 tokens after it (copies once the choice is made), on four sets of the same texts for every model:
 
 - ``invented``: corpus documents with invented tools (new names and descriptions every document);
@@ -37,7 +37,7 @@ from slca_grpo.data.corpus import CorpusConfig, document, heldout_task_document
 from slca_grpo.data.invented_tools import disguise
 from slca_grpo.data.synthetic import generate_suite, gold_messages
 from slca_grpo.models import load_model
-from slca_grpo.trainer.reader_probes import name_choice_positions, name_positions
+from slca_grpo.trainer.reader_probes import called_name_spans, called_name_tokens, encode
 
 
 def evaluated_texts(count: int, disguised: bool = False) -> list[str]:
@@ -71,20 +71,20 @@ def text_sets(docs: int) -> dict[str, list[str]]:
 @torch.no_grad()
 def choice_scores(model, tokenizer, texts: list[str], max_len: int) -> tuple[float, float, int]:
     """(choice accuracy, accuracy on the name's tokens after its choice, number of choices), for
-    the first called name of each text."""
+    the first called name of each text that has a choosing token (later ones may repeat it)."""
     right = {"choice": [0, 0], "after": [0, 0]}
     for text in texts:
-        ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"][:max_len]
+        ids, offsets = encode(tokenizer, text)
+        ids = ids[:max_len]
         predicted = model(input_ids=torch.tensor([ids])).logits[0].argmax(-1)
-        names: list[list[int]] = []  # each called name's tokens (consecutive positions)
-        for position in name_positions(tokenizer, text):
-            if names and position == names[-1][-1] + 1:
-                names[-1].append(position)
-            else:
-                names.append([position])
-        for choice in name_choice_positions(tokenizer, text)[:1]:  # the first call's: later ones may repeat it
-            name = next((n for n in names if n[0] <= choice <= n[-1]), [choice])
-            for position in [p for p in name if p >= choice and 0 < p < len(ids)]:
+        first = next(
+            ((spelled, choice) for spelled, choice in called_name_tokens(offsets, text) if choice is not None), None
+        )
+        if first is None:
+            continue
+        spelled, choice = first
+        for position in [choice] + [p for p in spelled if p > choice]:
+            if 0 < position < len(ids):
                 kind = right["choice" if position == choice else "after"]
                 kind[0] += int(predicted[position - 1]) == ids[position]
                 kind[1] += 1
@@ -114,8 +114,8 @@ def word_overlap_score(texts: list[str]) -> float:
             tool["name"]: len(request & _words(tool["name"] + " " + tool.get("description", ""))) for tool in tools
         }
         best = [name for name, count in overlap.items() if count == max(overlap.values())]
-        first = re.search(r'<tool_call>\n\[?\{"name": "([^"]*)"', text)
-        right += (first is not None and first.group(1) in best) / len(best)
+        called = [text[lo:hi] for lo, hi in called_name_spans(text)]
+        right += (bool(called) and called[0] in best) / len(best)
     return right / max(1, len(texts))
 
 

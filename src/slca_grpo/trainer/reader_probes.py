@@ -34,14 +34,23 @@ from slca_grpo.rollout.loop import AgentLoop, RolloutConfig
 from slca_grpo.simulator import SimulatorConfig, build_simulator
 
 
+def encode(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """Token ids and character offsets of ``text`` (whole: a longer one is cut where it is used)."""
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    return encoded["input_ids"], encoded["offset_mapping"]
+
+
 def copy_positions(tokenizer: Any, text: str) -> tuple[list[int], list[int], list[int]]:
     """Token ids of ``text``, the positions of assistant tokens, and of those a model must copy.
 
     A copied token is an assistant token that occurs in the turns before it but not in the system
     prompt (so not schema boilerplate): the fresh values of the corpus.
     """
-    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-    ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
+    ids, offsets = encode(tokenizer, text)
+    return (ids, *_copy_positions(ids, offsets, text))
+
+
+def _copy_positions(ids: list[int], offsets: list[tuple[int, int]], text: str) -> tuple[list[int], list[int]]:
     system_end = text.find("<|im_end|>")
     system_ids = set(ids[: next((i for i, (s, _) in enumerate(offsets) if s >= system_end), len(ids))])
     starts = [begin for begin, _ in offsets]
@@ -60,7 +69,7 @@ def copy_positions(tokenizer: Any, text: str) -> tuple[list[int], list[int], lis
         assistant.append(position)
         if ids[position] in span[2] and ids[position] not in system_ids:
             copied.append(position)
-    return ids, assistant, copied
+    return assistant, copied
 
 
 # Greedy drills of each kind that `drill_accuracy` measures (at every task evaluation of a build).
@@ -74,8 +83,8 @@ _CALL_NAME = re.compile(r'\{"name": "([^"]*)", "arguments"')
 _OFFERED_NAME = re.compile(r'^\{(?:"type": "function", "function": \{)?"name": "([^"]*)"', flags=re.M)
 
 
-def _called_name_spans(text: str) -> list[tuple[int, int]]:
-    """Character spans of the tool names called in the assistant's turns."""
+def called_name_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of the tool names called in the assistant's turns, in order."""
     spans = []
     start = text.find("<|im_start|>assistant\n")
     while start >= 0:
@@ -94,30 +103,35 @@ def offered_names(text: str) -> list[str]:
     return _OFFERED_NAME.findall(text[: end if end >= 0 else len(text)])
 
 
-def name_positions(tokenizer: Any, text: str) -> list[int]:
-    """Positions of the tokens that spell a called tool's name in the assistant's turns (a name
-    offered in the system prompt, which the model must read there and copy)."""
-    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
-    spans = _called_name_spans(text)
-    return [i for i, (begin, _) in enumerate(offsets) if any(lo <= begin < hi for lo, hi in spans)]
+def called_name_tokens(offsets: list[tuple[int, int]], text: str) -> list[tuple[list[int], int | None]]:
+    """For each tool name called in the assistant's turns: the positions of the tokens that spell
+    it, and the token that tells it from every other offered name (None if no token does).
 
-
-def name_choice_positions(tokenizer: Any, text: str) -> list[int]:
-    """Position of the token of each called name that tells it from every other offered name: the
-    token holding its first character past the longest prefix it shares with one of them (``stock``
-    of ``get_stock_price`` beside ``get_recipe``; the closing quote when the name is another's
-    prefix). The tokens before it may be right by habit (``get_``), those after it are copies."""
-    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
+    The choosing token holds the name's first character past the longest prefix it shares with one
+    of them (``stock`` of ``get_stock_price`` beside ``get_recipe``; the closing quote when the name
+    is another's prefix). The tokens before it may be right by habit (``get_``), those after it are
+    copies."""
     starts = [begin for begin, _ in offsets]
     offered = offered_names(text)
-    positions = []
-    for lo, hi in _called_name_spans(text):
+    names = []
+    for lo, hi in called_name_spans(text):
         name = text[lo:hi]
         shared = max((len(os.path.commonprefix([name, other])) for other in offered if other != name), default=0)
         position = bisect.bisect_right(starts, lo + shared) - 1
-        if position >= 0 and offsets[position][1] > lo + shared:
-            positions.append(position)
-    return positions
+        choice = position if position >= 0 and offsets[position][1] > lo + shared else None
+        names.append((list(range(bisect.bisect_left(starts, lo), bisect.bisect_left(starts, hi))), choice))
+    return names
+
+
+def name_positions(tokenizer: Any, text: str) -> list[int]:
+    """Positions of the tokens that spell a called tool's name in the assistant's turns (a name
+    offered in the system prompt, which the model must read there and copy)."""
+    return [p for spelled, _ in called_name_tokens(encode(tokenizer, text)[1], text) for p in spelled]
+
+
+def name_choice_positions(tokenizer: Any, text: str) -> list[int]:
+    """Position of each called name's choosing token (:func:`called_name_tokens`)."""
+    return [choice for _, choice in called_name_tokens(encode(tokenizer, text)[1], text) if choice is not None]
 
 
 @torch.no_grad()
@@ -126,16 +140,18 @@ def probe(
 ) -> dict[str, float]:
     """Loss and teacher-forced accuracy on fixed documents: on assistant tokens, on copied values,
     on called tools' names and on the token of each name that chooses among the offered tools
-    (:func:`name_choice_positions`), as ``{prefix}/loss`` and ``{prefix}/{kind}_acc``."""
+    (:func:`called_name_tokens`), as ``{prefix}/loss`` and ``{prefix}/{kind}_acc``."""
     was_training = model.training
     model.eval()
     totals = {"loss": 0.0, "tokens": 0}
     kinds = ("assistant", "copy", "name", "choice")
     totals.update({f"{key}{end}": 0 for key in kinds for end in ("", "_right")})
     for text in texts:
-        ids, assistant, copied = copy_positions(tokenizer, text)
-        named = name_positions(tokenizer, text)
-        chosen = name_choice_positions(tokenizer, text)
+        ids, offsets = encode(tokenizer, text)
+        assistant, copied = _copy_positions(ids, offsets, text)
+        names = called_name_tokens(offsets, text)
+        named = [p for spelled, _ in names for p in spelled]
+        chosen = [choice for _, choice in names if choice is not None]
         ids = ids[:seq_len]
         inputs = torch.tensor([ids], device=model.device)
         logits = model(input_ids=inputs).logits[0, :-1].float()
