@@ -127,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    try:
+        loaded = {name: load_model(name) for name in args.models}  # every model found before any work
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     sets = text_sets(args.docs)
     machine = platform.processor() or platform.machine()
     print(f"# {machine}, torch {torch.__version__}: accuracy on the choosing token / on the name after it (choices)")
@@ -137,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         + " | ".join(f"{100 * word_overlap_score(t):.0f} %" for t in sets.values())
         + " |"
     )
-    for name in args.models:
-        model, tokenizer = load_model(name)
+    for name, (model, tokenizer) in loaded.items():
         model.eval()
         max_len = getattr(model.config, "max_position_embeddings", 4096)
         cells = []
