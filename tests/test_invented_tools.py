@@ -119,9 +119,9 @@ def test_task_documents_keep_a_quarter_to_a_third_of_the_catalogue_names(readabl
     """Corpora v3 and v4: too few for a catalogue name to be recalled with any confidence; enough to
     show that names often say what the request says. (A readable rename may land on the catalogue
     name itself: "Send an email." says ``send_email``.)"""
-    config = CorpusConfig(warmup_docs=0, readable_names=readable, catalogue_names=True)
+    config = CorpusConfig(warmup_docs=0, readable_names=readable, catalogue_names=True, mix={"task": 1.0})
     catalogue = {t["function"]["name"] for task in generate_tasks(1, 200, "train") for t in task.tools}
-    docs = [text for kind, text in (document(i, config) for i in range(120)) if kind == "task"]
+    docs = [text for kind, text in (document(i, config) for i in range(40)) if kind == "task"]
     assert len(docs) >= 30
     offered = [name for text in docs for name in _tools(text)]
     kept = sum(name in catalogue for name in offered) / len(offered)
@@ -242,7 +242,8 @@ def _verb_and_noun(tool: dict) -> tuple[str, str]:
 
 @pytest.mark.parametrize("near_misses", [True, False])
 def test_near_misses_give_tools_siblings_one_word_apart_and_requests_no_tool_serves(near_misses) -> None:
-    config = CorpusConfig(near_misses=near_misses)
+    # Requests and descriptions in the tools' own words (corpus v5), which the regexes below read.
+    config = CorpusConfig(near_misses=near_misses, paraphrase=0.0)
     with_sibling = called = unserved = unserved_near = 0
     for seed in range(300):
         text = invented_document(random.Random(seed), config)
@@ -267,3 +268,63 @@ def test_near_misses_give_tools_siblings_one_word_apart_and_requests_no_tool_ser
         assert unserved / 300 >= 0.2
     else:
         assert with_sibling / called <= 0.25 and unserved_near / unserved <= 0.25
+
+
+_DESCRIBED = re.compile(r"^(?:Use this to )?(\w+) (?:a|the) (.+?)(?: \(a [^)]*\))?(?:\.| by its | that the user)", re.I)
+
+
+def _first_request_and_call(config: CorpusConfig, seeds: range):
+    """Per invented document that calls a tool: its request (lower case), the first called tool's
+    verb and noun (read off its description), and the tool's description."""
+    for seed in seeds:
+        text = invented_document(random.Random(seed), config)
+        calls = [call for role, body in _turns(text) if role == "assistant" for call in _calls(body)]
+        if calls:
+            tool = _tools(text)[calls[0]["name"]]
+            verb, noun = _DESCRIBED.match(tool["description"]).groups()
+            yield _turns(text)[1][1].lower(), verb.lower(), noun, tool["description"]
+
+
+def test_corpus_v5_requests_say_the_tools_own_verb_and_noun() -> None:
+    for request, verb, noun, description in _first_request_and_call(CorpusConfig(paraphrase=0.0), range(200)):
+        assert f"{verb} " in request and noun in request
+        assert "(a " not in description and "Also called" not in description
+
+
+def test_paraphrased_requests_say_the_tool_in_other_words_that_mean_it() -> None:
+    """Corpus v6: most requests name the wanted tool's noun by another word, which means it; its
+    description often names one too (read off the schema), and otherwise only the lexicon says so."""
+    from slca_grpo.data.request_words import NOUN_WORDS, words_for
+
+    literal = other = described = total = 0
+    for request, _verb, noun, description in _first_request_and_call(CorpusConfig(paraphrase=1.0), range(300)):
+        head = noun.split()[-1]
+        if head not in NOUN_WORDS:
+            continue
+        total += 1
+        said = [word for word in NOUN_WORDS[head] if re.search(rf"\b{re.escape(word.lower())}\b", request)]
+        literal += not said
+        other += bool(said)
+        described += bool(said) and any(word in description for word in said)
+        assert said or noun in request
+        assert any(word.lower() in request for word in words_for(head))
+    assert total >= 100
+    assert other / total >= 0.8, (other, total)
+    # Descriptions name one of the noun's other words half of the time, drawn on their own.
+    assert 0.15 <= described / other <= 0.6, (described, other)
+
+
+def test_task_documents_show_tools_as_prompts_do_unless_asked() -> None:
+    def task_texts(config: CorpusConfig) -> list[str]:
+        return [text for kind, text in (document(i, config) for i in range(12)) if kind == "task"]
+
+    shown = CorpusConfig(warmup_docs=0, mix={"task": 1.0}, task_returns=True)
+    plain = CorpusConfig(warmup_docs=0, mix={"task": 1.0})
+    assert all('"returns"' in text for text in task_texts(shown))
+    assert not any('"returns"' in text for text in task_texts(plain))
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.5, "often", True])
+def test_a_bad_paraphrase_share_is_one_clear_error(value) -> None:
+    with pytest.raises(ValueError, match="corpus paraphrase must be a number in"):
+        CorpusConfig(paraphrase=value)

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from slca_grpo.chat.formatter import prompt_tools
 from slca_grpo.chat.template import render_chat
 from slca_grpo.data.invented_tools import (
     InventedTool,
@@ -43,13 +44,17 @@ from slca_grpo.data.invented_tools import (
     random_code,
     random_value,
 )
+from slca_grpo.data.request_words import NOUN_WORDS, request_words
 from slca_grpo.data.synthetic import DEFAULT_KIND_WEIGHTS, SuiteConfig, generate_tasks, gold_messages
 from slca_grpo.data.synthetic.leaks import argument_strings, schema_enum_values
 from slca_grpo.data.synthetic.values import MONTHS
 from slca_grpo.data.tool_words import VERBS, snake
 
 KINDS = ("task", "drill", "invented")
-DEFAULT_MIX = {"task": 0.4, "drill": 0.25, "invented": 0.35}
+# Corpus v6: half invented-tool documents, a quarter task documents (0.4 / 0.35 in v5): the task
+# documents keep the train catalogue's descriptions and phrasings, and a build learnt to recall
+# which request goes with which description rather than to read (docs/models.md).
+DEFAULT_MIX = {"task": 0.25, "drill": 0.25, "invented": 0.5}
 # The first documents lean on drills: copying is learnt first, on short copy-dense text, and the
 # tasks' long tool schemas come after (a curriculum for the induction circuit).
 # By tokens (task ~1,040, invented ~730, drill ~350 a document) this warm-up is 79 % drills, as the
@@ -94,8 +99,20 @@ class CorpusConfig:
     # documents (not 15 %), so neither word alone picks the tool or says that one fits. Off by
     # default: the one build on it (docs/models.md, the ninth) did worse on every task metric.
     near_misses: bool = False
+    # The share of invented-tool requests that say the tool's verb and noun in other words ("call
+    # off the packet" for ``cancel_parcel``; :mod:`slca_grpo.data.request_words`), and of offered
+    # tools whose description also names their noun in other words, so that a request is matched to
+    # a tool by meaning, not by the name's own words (corpus v6; 0: every request says them, v5).
+    paraphrase: float = 0.7
+    # Whether task documents show each tool's ``returns`` schema (corpus v5 did: 27 % of a task
+    # document's tokens). Prompts never do (``prompt_tools``), so off.
+    task_returns: bool = False
 
     def __post_init__(self) -> None:
+        if not (isinstance(self.paraphrase, int | float) and not isinstance(self.paraphrase, bool)) or not (
+            0.0 <= self.paraphrase <= 1.0
+        ):
+            raise ValueError(f"corpus paraphrase must be a number in [0, 1], got {self.paraphrase!r}")
         for name in ("mix", "warmup_mix"):
             mix = getattr(self, name)
             mix = tuple((str(k), float(w)) for k, w in (mix.items() if isinstance(mix, dict) else mix))
@@ -213,7 +230,7 @@ def task_document(rng: random.Random, config: CorpusConfig, split: str = "train"
     messages, tools = disguise(
         gold_messages(task), task.tools, rng, readable=config.readable_names, catalogue_names=config.catalogue_names
     )
-    text = render_chat(messages, tools, add_generation_prompt=False)
+    text = render_chat(messages, tools if config.task_returns else prompt_tools(tools), add_generation_prompt=False)
     cut = text.index("<|im_start|>user")
     values = [v for call in task.flat_gold_calls for v in argument_strings(call.arguments)]
     return text[:cut] + freshen_task_text(text[cut:], task.question, values, schema_enum_values(task.tools), rng)
@@ -309,7 +326,32 @@ def _call_turns(
     return [turn, *responses]
 
 
-def _ask(tool: InventedTool, details: str, rng: random.Random) -> str:
+def _words_for_request(
+    tool: InventedTool, offered: list[InventedTool], rng: random.Random, config: CorpusConfig
+) -> tuple[str, str]:
+    """How a request says ``tool``'s verb and noun: its own words, or (``config.paraphrase`` of the
+    time) other words that no other offered tool could be meant by."""
+    # No draw at 0, so that corpus v5's documents stay the same text.
+    if not config.paraphrase or rng.random() >= config.paraphrase:
+        return tool.verb, tool.noun
+    return request_words(tool.verb, tool.noun, [(t.verb, t.noun) for t in offered if t is not tool], rng)
+
+
+def _describe_in_other_words(tool: InventedTool, rng: random.Random) -> None:
+    """Add another word for the tool's noun to its description (``"Use this to cancel a parcel
+    (a packet)."``): a request that says that word is matched by reading the schema."""
+    head = tool.noun.split()[-1]
+    if head not in NOUN_WORDS:
+        return
+    other = rng.choice(NOUN_WORDS[head])
+    if rng.random() < 0.5 and tool.noun in tool.description:
+        tool.description = tool.description.replace(tool.noun, f"{tool.noun} (a {other})", 1)
+    else:
+        tool.description += rng.choice((" Also called a {w}.", " Any {w} will do.", " For a {w}.")).format(w=other)
+
+
+def _ask(tool: InventedTool, details: str, rng: random.Random, said: tuple[str, str] | None = None) -> str:
+    verb, noun = said or (tool.verb, tool.noun)
     template = rng.choice(
         (
             "Please {v} the {n} with {d}.",
@@ -319,7 +361,7 @@ def _ask(tool: InventedTool, details: str, rng: random.Random) -> str:
             "{d} -- {v} that {n}, please.",
         )
     )
-    return template.format(v=tool.verb, n=tool.noun, d=details)
+    return template.format(v=verb, n=noun, d=details)
 
 
 def _id_of(message: dict[str, Any], noun: str) -> str:
@@ -377,6 +419,9 @@ def invented_document(rng: random.Random, config: CorpusConfig) -> str:
         tools = _near_miss_tools(rng, count, taken, readable, catalogue)
     else:
         tools = [invented_tool(rng, taken, readable, catalogue) for _ in range(count)]
+    for tool in tools:
+        if config.paraphrase and rng.random() < config.paraphrase:
+            _describe_in_other_words(tool, rng)
     weights = (0.35, 0.15, 0.25, 0.25) if config.near_misses else (0.4, 0.2, 0.25, 0.15)
     variant = rng.choices(("single", "parallel", "two_step", "irrelevant"), weights=weights)[0]
     first, second = rng.sample(tools, 2)
@@ -385,24 +430,26 @@ def invented_document(rng: random.Random, config: CorpusConfig) -> str:
             stranger = _unserved_request_tool(rng, tools, taken, readable, catalogue)
         else:
             stranger = invented_tool(rng, taken, readable, catalogue)
-        request = _ask(stranger, stranger.request_details(stranger.sample_arguments(rng), rng), rng)
+        verb, noun = _words_for_request(stranger, [stranger, *tools], rng, config)
+        request = _ask(stranger, stranger.request_details(stranger.sample_arguments(rng), rng), rng, (verb, noun))
         answer = rng.choice(
             (
                 "Sorry, none of the available tools can {v} a {n}.",
                 "I can't {v} a {n} with the tools I have.",
             )
-        ).format(v=stranger.verb, n=stranger.noun)
+        ).format(v=verb, n=noun)
         messages = [{"role": "user", "content": request}, {"role": "assistant", "content": answer}]
         return render_chat(messages, [t.schema() for t in tools], add_generation_prompt=False)
     arguments = first.sample_arguments(rng)
-    request = _ask(first, first.request_details(arguments, rng), rng)
+    first_said = _words_for_request(first, tools, rng, config)
+    request = _ask(first, first.request_details(arguments, rng), rng, first_said)
     if variant == "single":
         turns = _call_turns([(first, arguments)], rng, 0)
         answer = f"Done: the {first.noun} is {_id_of(turns[1], first.noun)}."
     elif variant == "parallel":
         others = second.sample_arguments(rng)
         request += rng.choice((" Also, ", " And ", " Then also ")) + _ask(
-            second, second.request_details(others, rng), rng
+            second, second.request_details(others, rng), rng, _words_for_request(second, tools, rng, config)
         )
         turns = _call_turns([(first, arguments), (second, others)], rng, 0)
         answer = f"Done: {first.noun} {_id_of(turns[1], first.noun)} and {second.noun} {_id_of(turns[2], second.noun)}."
@@ -414,7 +461,8 @@ def invented_document(rng: random.Random, config: CorpusConfig) -> str:
         )
         others = second.sample_arguments(rng)
         follow = second.request_details({k: v for k, v in others.items() if k != link}, rng) or "it"
-        request += f" Then {second.verb} a {second.noun} for that {first.noun} with {follow}."
+        verb, noun = _words_for_request(second, tools, rng, config)
+        request += f" Then {verb} a {noun} for that {first_said[1]} with {follow}."
         turns = _call_turns([(first, arguments)], rng, 0)
         others[link] = _id_of(turns[1], first.noun)
         turns += _call_turns([(second, others)], rng, 1)

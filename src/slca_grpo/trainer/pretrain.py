@@ -193,7 +193,13 @@ ADDED_SETTINGS = {"short_seq_len": 1024, "short_seq_steps": 0, "init": ""}
 MEASURING_SETTINGS = ("task_eval_every", "task_eval_tasks", "probe_heldout_docs")
 
 
-ADDED_CORPUS_SETTINGS = {"readable_names": False, "catalogue_names": True, "near_misses": False}
+ADDED_CORPUS_SETTINGS = {
+    "readable_names": False,
+    "catalogue_names": True,
+    "near_misses": False,
+    "paraphrase": 0.0,
+    "task_returns": True,
+}
 
 
 def written_config(saved: Any) -> Any:
