@@ -12,6 +12,7 @@ import pytest
 
 from slca_grpo.data.corpus import CorpusConfig, document, invented_document
 from slca_grpo.data.invented_tools import disguise, invented_tool
+from slca_grpo.data.request_words import NOUN_WORDS, words_for
 from slca_grpo.data.synthetic import generate_tasks, gold_messages
 from slca_grpo.data.tool_words import ATTRIBUTES, FORBIDDEN_WORDS, NOUNS, VERBS, readable_name, snake, words_of
 
@@ -231,7 +232,9 @@ def test_readable_invented_tools_say_their_verb_and_noun_and_their_parameters_la
             assert param.name in (snake(param.label), f"{snake(tool.noun)}_{snake(param.label)}")
 
 
-_ACTS_ON = re.compile(r"^(?:Use this to )?(\w+) (?:a|the) (.+?)(?:\.$| by its | that the user)", re.I)
+# A description's verb and noun; corpus v6 may name the noun's other word after it ("(a packet)") or
+# in a sentence of its own after the first.
+_ACTS_ON = re.compile(r"^(?:Use this to )?(\w+) (?:a|the) (.+?)(?: \(a [^)]*\))?(?:\.| by its | that the user)", re.I)
 _REFUSED = re.compile(r"(?:none of the available tools can (\w+) a (.+?)\.|I can't (\w+) a (.+?) with the tools)")
 
 
@@ -270,9 +273,6 @@ def test_near_misses_give_tools_siblings_one_word_apart_and_requests_no_tool_ser
         assert with_sibling / called <= 0.25 and unserved_near / unserved <= 0.25
 
 
-_DESCRIBED = re.compile(r"^(?:Use this to )?(\w+) (?:a|the) (.+?)(?: \(a [^)]*\))?(?:\.| by its | that the user)", re.I)
-
-
 def _first_request_and_call(config: CorpusConfig, seeds: range):
     """Per invented document that calls a tool: its request (lower case), the first called tool's
     verb and noun (read off its description), and the tool's description."""
@@ -281,7 +281,7 @@ def _first_request_and_call(config: CorpusConfig, seeds: range):
         calls = [call for role, body in _turns(text) if role == "assistant" for call in _calls(body)]
         if calls:
             tool = _tools(text)[calls[0]["name"]]
-            verb, noun = _DESCRIBED.match(tool["description"]).groups()
+            verb, noun = _ACTS_ON.match(tool["description"]).groups()
             yield _turns(text)[1][1].lower(), verb.lower(), noun, tool["description"]
 
 
@@ -294,8 +294,6 @@ def test_corpus_v5_requests_say_the_tools_own_verb_and_noun() -> None:
 def test_paraphrased_requests_say_the_tool_in_other_words_that_mean_it() -> None:
     """Corpus v6: most requests name the wanted tool's noun by another word, which means it; its
     description often names one too (read off the schema), and otherwise only the lexicon says so."""
-    from slca_grpo.data.request_words import NOUN_WORDS, words_for
-
     literal = other = described = total = 0
     for request, _verb, noun, description in _first_request_and_call(CorpusConfig(paraphrase=1.0), range(300)):
         head = noun.split()[-1]

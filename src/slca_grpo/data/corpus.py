@@ -109,9 +109,8 @@ class CorpusConfig:
     task_returns: bool = False
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.paraphrase, int | float) and not isinstance(self.paraphrase, bool)) or not (
-            0.0 <= self.paraphrase <= 1.0
-        ):
+        share = self.paraphrase
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0.0 <= share <= 1.0:
             raise ValueError(f"corpus paraphrase must be a number in [0, 1], got {self.paraphrase!r}")
         for name in ("mix", "warmup_mix"):
             mix = getattr(self, name)
@@ -430,7 +429,7 @@ def invented_document(rng: random.Random, config: CorpusConfig) -> str:
             stranger = _unserved_request_tool(rng, tools, taken, readable, catalogue)
         else:
             stranger = invented_tool(rng, taken, readable, catalogue)
-        verb, noun = _words_for_request(stranger, [stranger, *tools], rng, config)
+        verb, noun = _words_for_request(stranger, tools, rng, config)
         request = _ask(stranger, stranger.request_details(stranger.sample_arguments(rng), rng), rng, (verb, noun))
         answer = rng.choice(
             (
