@@ -330,10 +330,15 @@ def _words_for_request(
 ) -> tuple[str, str]:
     """How a request says ``tool``'s verb and noun: its own words, or (``config.paraphrase`` of the
     time) other words that no other offered tool could be meant by."""
-    # No draw at 0, so that corpus v5's documents stay the same text.
-    if not config.paraphrase or rng.random() >= config.paraphrase:
+    if not _paraphrased(config, rng):
         return tool.verb, tool.noun
     return request_words(tool.verb, tool.noun, [(t.verb, t.noun) for t in offered if t is not tool], rng)
+
+
+def _paraphrased(config: CorpusConfig, rng: random.Random) -> bool:
+    """True ``config.paraphrase`` of the time; no draw at 0, so that corpus v5's documents stay the
+    same text."""
+    return bool(config.paraphrase) and rng.random() < config.paraphrase
 
 
 def _describe_in_other_words(tool: InventedTool, rng: random.Random) -> None:
@@ -349,8 +354,9 @@ def _describe_in_other_words(tool: InventedTool, rng: random.Random) -> None:
         tool.description += rng.choice((" Also called a {w}.", " Any {w} will do.", " For a {w}.")).format(w=other)
 
 
-def _ask(tool: InventedTool, details: str, rng: random.Random, said: tuple[str, str] | None = None) -> str:
-    verb, noun = said or (tool.verb, tool.noun)
+def _ask(details: str, said: tuple[str, str], rng: random.Random) -> str:
+    """A request that says a tool's verb and noun as ``said`` (``_words_for_request``)."""
+    verb, noun = said
     template = rng.choice(
         (
             "Please {v} the {n} with {d}.",
@@ -419,7 +425,7 @@ def invented_document(rng: random.Random, config: CorpusConfig) -> str:
     else:
         tools = [invented_tool(rng, taken, readable, catalogue) for _ in range(count)]
     for tool in tools:
-        if config.paraphrase and rng.random() < config.paraphrase:
+        if _paraphrased(config, rng):
             _describe_in_other_words(tool, rng)
     weights = (0.35, 0.15, 0.25, 0.25) if config.near_misses else (0.4, 0.2, 0.25, 0.15)
     variant = rng.choices(("single", "parallel", "two_step", "irrelevant"), weights=weights)[0]
@@ -430,7 +436,7 @@ def invented_document(rng: random.Random, config: CorpusConfig) -> str:
         else:
             stranger = invented_tool(rng, taken, readable, catalogue)
         verb, noun = _words_for_request(stranger, tools, rng, config)
-        request = _ask(stranger, stranger.request_details(stranger.sample_arguments(rng), rng), rng, (verb, noun))
+        request = _ask(stranger.request_details(stranger.sample_arguments(rng), rng), (verb, noun), rng)
         answer = rng.choice(
             (
                 "Sorry, none of the available tools can {v} a {n}.",
@@ -441,14 +447,14 @@ def invented_document(rng: random.Random, config: CorpusConfig) -> str:
         return render_chat(messages, [t.schema() for t in tools], add_generation_prompt=False)
     arguments = first.sample_arguments(rng)
     first_said = _words_for_request(first, tools, rng, config)
-    request = _ask(first, first.request_details(arguments, rng), rng, first_said)
+    request = _ask(first.request_details(arguments, rng), first_said, rng)
     if variant == "single":
         turns = _call_turns([(first, arguments)], rng, 0)
         answer = f"Done: the {first.noun} is {_id_of(turns[1], first.noun)}."
     elif variant == "parallel":
         others = second.sample_arguments(rng)
         request += rng.choice((" Also, ", " And ", " Then also ")) + _ask(
-            second, second.request_details(others, rng), rng, _words_for_request(second, tools, rng, config)
+            second.request_details(others, rng), _words_for_request(second, tools, rng, config), rng
         )
         turns = _call_turns([(first, arguments), (second, others)], rng, 0)
         answer = f"Done: {first.noun} {_id_of(turns[1], first.noun)} and {second.noun} {_id_of(turns[2], second.noun)}."
