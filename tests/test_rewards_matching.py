@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slca_grpo.datatypes import ToolCall
+from slca_grpo.datatypes import ToolCall, call_signature
 from slca_grpo.rewards.matching import (
-    call_signature,
     key_jaccard,
     max_bipartite_matching,
     strict_call_match,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,15 @@ class ToolCall:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToolCall:
         return cls(name=data["name"], arguments=dict(data.get("arguments") or {}))
+
+
+def call_signature(call: ToolCall) -> str:
+    """Exact identity of a call, for repeat detection: name plus canonical arguments."""
+    try:
+        arguments = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):  # mixed-type keys from a non-JSON source
+        arguments = repr(call.arguments)
+    return call.name + "\x00" + arguments
 
 
 def tool_name(schema: dict[str, Any]) -> str | None:

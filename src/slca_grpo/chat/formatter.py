@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slca_grpo.chat.parser import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, ToolCallBlock, parse_tool_calls
-from slca_grpo.chat.template import IM_END, assistant_text, generation_prompt, render_chat
+from slca_grpo.chat.template import IM_END, assistant_text, generation_prompt, render_chat, render_turn
 from slca_grpo.datatypes import STOP_STRING, Generation, Task, ToolCall
 
 TOOL_CALL_STOP = "</tool_call>"
@@ -119,11 +119,13 @@ class ChatFormatter:
         return self.decode(ids)
 
     def turn_results(
-        self, dialogue: Dialogue, calls: Sequence[ToolCall], observations: Sequence[str]
+        self, dialogue: Dialogue, calls: Sequence[ToolCall], observations: Sequence[str], *, notice: str | None = None
     ) -> tuple[list[int], str]:
-        """Ids and Hermes text injected after a turn that called tools (see :meth:`tool_results`)."""
+        """Ids and Hermes text injected after a turn that called tools (see :meth:`tool_results`);
+        ``notice``, when given, follows the results as a user turn of its own (the agent loop's
+        request for a final answer without tools)."""
         dialogue.turns += 1
-        return self.tool_results(observations, close_turn=True)
+        return self.tool_results(observations, close_turn=True, notice=notice)
 
     def call_turns(self, step: Sequence[ToolCall]) -> list[list[ToolCall]]:
         """The assistant turns that make one gold step of parallel calls (one turn here)."""
@@ -147,10 +149,12 @@ class ChatFormatter:
         head = keep // 2
         return ids[:head] + self._marker_ids + ids[len(ids) - (keep - head) :]
 
-    def tool_results(self, observations: Sequence[str], *, close_turn: bool) -> tuple[list[int], str]:
+    def tool_results(
+        self, observations: Sequence[str], *, close_turn: bool, notice: str | None = None
+    ) -> tuple[list[int], str]:
         """Ids and text injected after a tool-calling turn: optionally the turn's ``<|im_end|>``,
-        a user turn of ``<tool_response>`` blocks (each truncated in the middle), and the next
-        assistant header."""
+        a user turn of ``<tool_response>`` blocks (each truncated in the middle), optionally a user
+        turn saying ``notice``, and the next assistant header."""
         ids: list[int] = list(self._turn_close) if close_turn else []
         text = IM_END + "\n" if close_turn else ""
         header = "<|im_start|>user\n"
@@ -162,6 +166,6 @@ class ChatFormatter:
             body = self.truncate_response_ids(self.encode(observation))
             ids += self.encode(prefix) + body + self.encode(closing)
             text += prefix + self.decode(body) + closing
-        tail = IM_END + "\n" + generation_prompt()
+        tail = IM_END + "\n" + (render_turn("user", notice) if notice is not None else "") + generation_prompt()
         ids += self.encode(tail)
         return ids, text + tail

@@ -23,7 +23,7 @@ from slca_grpo.chat.formatter import ChatFormatter, Dialogue, TurnReading, promp
 from slca_grpo.chat.messages import assistant_call_message, structured_messages
 from slca_grpo.chat.parser import BlockStatus, ToolCallBlock, parse_tool_calls, strip_tool_call_blocks
 from slca_grpo.chat.syntax import TOOL_PARSERS, TOOL_SYNTAXES, to_hermes
-from slca_grpo.chat.template import IM_END, assistant_text, generation_prompt, tool_results_turn
+from slca_grpo.chat.template import IM_END, assistant_text, generation_prompt, render_turn, tool_results_turn
 from slca_grpo.datatypes import STOP_EOS, Generation, ToolCall
 
 _PROBE_NAME = "lookup_probe_record"
@@ -242,7 +242,7 @@ class NativeFormatter(ChatFormatter):
         return assistant_call_message(shown, turn=dialogue.turns)
 
     def turn_results(
-        self, dialogue: Dialogue, calls: Sequence[ToolCall], observations: Sequence[str]
+        self, dialogue: Dialogue, calls: Sequence[ToolCall], observations: Sequence[str], *, notice: str | None = None
     ) -> tuple[list[int], str]:
         shown = self._shown_observations(observations)
         reply = self._assistant_message(dialogue, calls, len(shown))
@@ -250,14 +250,17 @@ class NativeFormatter(ChatFormatter):
         results = [
             {"role": "tool", "tool_call_id": ids[min(i, len(ids) - 1)], "content": text} for i, text in enumerate(shown)
         ]
+        # The request for a final answer is a user message after the results, as the template renders one.
+        added = [reply, *results, *([{"role": "user", "content": notice}] if notice is not None else [])]
         with_reply, position, end = self._with_reply(dialogue, reply)
         cut = position + len(end)
-        with_results = self.render([*dialogue.messages, reply, *results], dialogue.tools, generation=True)
+        with_results = self.render([*dialogue.messages, *added], dialogue.tools, generation=True)
         _require_prefix(with_reply[:cut], with_results, "tool results")
-        dialogue.messages += [reply, *results]
+        dialogue.messages += added
         dialogue.rendered = with_results
         dialogue.turns += 1
-        return self.encode(with_results[cut:]), IM_END + "\n" + tool_results_turn(shown) + generation_prompt()
+        view = IM_END + "\n" + tool_results_turn(shown) + (render_turn("user", notice) if notice is not None else "")
+        return self.encode(with_results[cut:]), view + generation_prompt()
 
     def call_turns(self, step: Sequence[ToolCall]) -> list[list[ToolCall]]:
         """A template that writes one call per turn makes a parallel step as consecutive turns."""

@@ -22,6 +22,7 @@ TOOL_RESPONSE_OPEN = "<tool_response>"
 TOOL_RESPONSE_CLOSE = "</tool_response>"
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
+ASSISTANT_HEADER = "<|im_start|>assistant\n"  # where an assistant turn starts in a ChatML text
 
 # Chat-template markers (ChatML and friends) that can sit in a decoded multi-turn response.
 _TEMPLATE_MARKER = re.compile(r"<\|im_start\|>(?:system|user|assistant|tool)?\n?|<\|[a-z_]{1,32}\|>")
@@ -216,12 +217,17 @@ def clean_answer(text: str) -> str:
 
 def _final_answer(text: str) -> str:
     """Text after the last ``</tool_response>`` or ``</tool_call>`` (whichever is later), else the
-    whole text; an unterminated ``<tool_call>`` and what follows it is not part of the answer."""
+    whole text, and within it after the last assistant header (a user turn after the tool results,
+    such as the agent loop's request for a final answer, is not the answer); an unterminated
+    ``<tool_call>`` and what follows it is not part of the answer."""
     anchor = 0
     for tag in (TOOL_RESPONSE_CLOSE, TOOL_CALL_CLOSE):
         found = text.rfind(tag)
         if found >= 0:
             anchor = max(anchor, found + len(tag))
+    header = text.rfind(ASSISTANT_HEADER, anchor)
+    if header >= 0:
+        anchor = header + len(ASSISTANT_HEADER)
     tail = text[anchor:]
     dangling = tail.find(TOOL_CALL_OPEN)
     return clean_answer(tail if dangling < 0 else tail[:dangling])

@@ -10,7 +10,13 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from slca_grpo.chat.parser import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
+from slca_grpo.chat.parser import (
+    ASSISTANT_HEADER,
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+    TOOL_RESPONSE_CLOSE,
+    TOOL_RESPONSE_OPEN,
+)
 from slca_grpo.datatypes import ToolCall
 
 IM_START = "<|im_start|>"
@@ -91,7 +97,7 @@ def tool_results_turn(observations: Sequence[str]) -> str:
 
 
 def generation_prompt() -> str:
-    return f"{IM_START}assistant\n"
+    return ASSISTANT_HEADER
 
 
 def render_chat(

@@ -27,6 +27,17 @@ def register(subparsers: Any) -> Any:
     )
     indomain.add_argument("--limit", type=int, default=None, help="evaluate the first N tasks")
     indomain.add_argument("--max-turns", type=int, default=4)
+    indomain.add_argument(
+        "--answer-at-limit",
+        action="store_true",
+        help="a model still calling on its last turn gets the results and one more turn to answer without tools "
+        "(rollout.answer_at_limit; counted as forced_answer)",
+    )
+    indomain.add_argument(
+        "--answer-on-repeat",
+        action="store_true",
+        help="likewise when a turn repeats a call already made (rollout.answer_on_repeat)",
+    )
     indomain.add_argument("--judge", default="rule", help="summary judge: 'rule' or 'openai:BASE_URL#MODEL'")
     indomain.add_argument("--simulator", default="schema", help="'schema' (offline) or a serve-sim URL (http://...)")
     indomain.add_argument(
@@ -130,7 +141,13 @@ def run_indomain(args: argparse.Namespace) -> int:
                 # sample's calls never meet the records an earlier sample's calls created.
                 prefix = "eval" if args.samples == 1 else f"eval-sample{sample}"
                 trajectories += run_text_episodes(
-                    agent, tasks, environment, max_turns=args.max_turns, session_prefix=prefix
+                    agent,
+                    tasks,
+                    environment,
+                    max_turns=args.max_turns,
+                    session_prefix=prefix,
+                    answer_at_limit=args.answer_at_limit,
+                    answer_on_repeat=args.answer_on_repeat,
                 )
                 samples += [sample] * len(tasks)
             items, summary, _ = score_trajectories(trajectories, tasks, judge)

@@ -22,8 +22,9 @@ from slca_grpo.eval.slots import slot_accuracy, slot_results
 from slca_grpo.rewards.batch import DEFAULT_REWARDS, RewardBatch, RolloutReward, compute_rewards
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.judge_base import Judge
-from slca_grpo.rewards.matching import call_signature, max_bipartite_matching, strict_call_match
+from slca_grpo.rewards.matching import max_bipartite_matching, strict_call_match
 from slca_grpo.rewards.turns import split_turns
+from slca_grpo.rollout.loop import repeat_calls
 
 SUCCESS_THRESHOLDS = (0.7, 0.8, 0.9, 1.0)
 
@@ -32,8 +33,6 @@ def item_metrics(trajectory: Trajectory, task: Task, reward: RolloutReward) -> d
     hier = reward.detail("hierr")
     calls = parse_tool_calls(trajectory.response_text, task.tool_names).calls
     matched = sum(p is not None for p in max_bipartite_matching(task.flat_gold_calls, calls, strict_call_match))
-    signatures = [call_signature(c) for c in calls]
-    repeats = len(signatures) - len(set(signatures))
     half_score = (hier.r_tool + hier.r_sum) / 2
     item: dict[str, Any] = {
         "task_id": task.id,
@@ -51,8 +50,10 @@ def item_metrics(trajectory: Trajectory, task: Task, reward: RolloutReward) -> d
         "turns": trajectory.counters.get("turns", len(trajectory.turns)),
         "generated_tokens": trajectory.counters.get("generated_tokens", 0),
         "redundant_calls": len(calls) - matched,
-        "repeat_calls": repeats,
+        "repeat_calls": repeat_calls(calls),
         "truncated": trajectory.truncated,
+        # The loop ended its calls and asked for a final answer (answer_at_limit / answer_on_repeat).
+        "forced_answer": bool(trajectory.counters.get("forced_answer", 0)),
         "slots": [[kind, correct] for kind, correct in slot_results(task, calls)],
         "steps": list(reward.detail("turn").step_scores),
     }
@@ -74,6 +75,7 @@ AGGREGATED = (
     "redundant_calls",
     "repeat_calls",
     "truncated",
+    "forced_answer",
 ) + tuple(f"success@{t}" for t in SUCCESS_THRESHOLDS)
 
 

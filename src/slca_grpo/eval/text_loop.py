@@ -12,10 +12,11 @@ import json
 from collections.abc import Sequence
 
 from slca_grpo.chat.parser import parse_tool_calls
-from slca_grpo.chat.template import IM_END, generation_prompt, render_tool_calls, tool_results_turn
-from slca_grpo.datatypes import Task, Trajectory, Turn
+from slca_grpo.chat.template import IM_END, generation_prompt, render_tool_calls, render_turn, tool_results_turn
+from slca_grpo.datatypes import Task, Trajectory, Turn, call_signature
 from slca_grpo.eval.agent import AgentRequest, ChatAgent
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, plan_block_calls
+from slca_grpo.rollout.loop import FINAL_ANSWER_NOTICE, repeat_calls
 
 
 def run_text_episodes(
@@ -26,21 +27,31 @@ def run_text_episodes(
     max_turns: int = 4,
     max_parallel_calls: int = 8,
     session_prefix: str = "eval",
+    answer_at_limit: bool = False,
+    answer_on_repeat: bool = False,
+    final_answer_notice: str = FINAL_ANSWER_NOTICE,
 ) -> list[Trajectory]:
-    """One episode per task, all tasks advancing together turn by turn."""
+    """One episode per task, all tasks advancing together turn by turn.
+
+    ``answer_at_limit`` / ``answer_on_repeat`` end the calls with a request for a final answer, as
+    the training loop's settings of those names do (``counters["forced_answer"]``)."""
     episodes = [
         {
             "task": task,
             "messages": [dict(m) for m in task.messages],
             "trajectory": Trajectory(task_id=task.id, prompt_ids=[]),
             "done": False,
+            "called": set(),  # signatures of the calls made so far
+            "answering": False,  # on the forced-answer turn
         }
         for task in tasks
     ]
-    for turn_index in range(max_turns):
+    forces_answers = answer_at_limit or answer_on_repeat
+    for turn_index in range(max_turns + (1 if forces_answers else 0)):
         active = [e for e in episodes if not e["done"]]
         if not active:
             break
+        last_turn = turn_index >= max_turns - 1
         texts = agent.respond(
             [
                 AgentRequest(messages=e["messages"], tools=e["task"].tools, key=e["task"].id, step=turn_index)
@@ -59,12 +70,24 @@ def run_text_episodes(
             trajectory.turns.append(Turn(text=text))
             episode["messages"].append({"role": "assistant", "content": text})
             parsed = parse_tool_calls(text, episode["task"].tool_names)
-            if not parsed.blocks or turn_index == max_turns - 1:
+            block = parsed.blocks[-1] if parsed.blocks else None
+            repeats = (
+                answer_on_repeat
+                and block is not None
+                and block.is_valid
+                and any(call_signature(call) in episode["called"] for call in block.calls)
+            )
+            ends_calls = (answer_at_limit and last_turn) or repeats
+            if episode["answering"] or block is None or (last_turn and not ends_calls):
+                if episode["answering"]:
+                    trajectory.counters["forced_answer"] = 1
                 episode["done"] = True
-                trajectory.truncated = bool(parsed.blocks)
+                trajectory.truncated = block is not None  # a call left unanswered
                 continue
+            episode["answer_next"] = ends_calls
             turn = trajectory.turns[-1]
-            turn.calls, episode["slots"] = plan_block_calls(parsed.blocks[-1], max_parallel_calls)
+            turn.calls, episode["slots"] = plan_block_calls(block, max_parallel_calls)
+            episode["called"].update(call_signature(call) for call in turn.calls)
             session = f"{session_prefix}-{episode['task'].id}"
             requests += [
                 CallRequest(turn.calls[i], episode["task"], session)
@@ -79,12 +102,21 @@ def run_text_episodes(
             turn = episode["trajectory"].turns[-1]
             turn.observations = [slot if slot is not None else next(observations) for slot in slots]
             texts_out = [o.text for o in turn.observations]
-            episode["trajectory"].response_text += IM_END + "\n" + tool_results_turn(texts_out) + generation_prompt()
             episode["messages"].extend({"role": "tool", "content": t} for t in texts_out)
+            injected = IM_END + "\n" + tool_results_turn(texts_out)
+            episode["answering"] = episode.pop("answer_next", False)
+            if episode["answering"]:
+                episode["messages"].append({"role": "user", "content": final_answer_notice})
+                injected += render_turn("user", final_answer_notice)
+            episode["trajectory"].response_text += injected + generation_prompt()
     for episode in episodes:
         trajectory = episode["trajectory"]
-        trajectory.final_text = parse_tool_calls(trajectory.response_text).final_answer
-        trajectory.counters.update(turns=len(trajectory.turns), calls=trajectory.num_calls)
+        parsed = parse_tool_calls(trajectory.response_text, episode["task"].tool_names)
+        trajectory.final_text = parsed.final_answer
+        trajectory.counters.update(
+            turns=len(trajectory.turns), calls=trajectory.num_calls, repeat_calls=repeat_calls(parsed.calls)
+        )
+        trajectory.counters.setdefault("forced_answer", 0)
     return [e["trajectory"] for e in episodes]
 
 

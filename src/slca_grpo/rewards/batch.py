@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slca_grpo.chat import ParsedResponse
-from slca_grpo.datatypes import Task
+from slca_grpo.datatypes import Task, call_signature
 from slca_grpo.rewards.completeness import CompletenessChecker, RuleCompletenessChecker
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.execution import parse_for_task
 from slca_grpo.rewards.hierarchical import HIERR_NAMES
 from slca_grpo.rewards.judge_base import Judge, JudgeRequest, JudgeVerdict
-from slca_grpo.rewards.matching import call_signature
 from slca_grpo.rewards.registry import (
     Answers,
     FamilyResult,

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,12 +58,3 @@ def max_bipartite_matching(
         if gold_index is not None:
             partner[gold_index] = j
     return partner
-
-
-def call_signature(call: ToolCall) -> str:
-    """Exact identity of a call for repeat detection: name plus canonical arguments."""
-    try:
-        arguments = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):  # mixed-type keys from a non-JSON source
-        arguments = repr(call.arguments)
-    return call.name + "\x00" + arguments

@@ -21,11 +21,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from slca_grpo.chat import BlockStatus, ParsedResponse
-from slca_grpo.datatypes import Task, ToolCall
+from slca_grpo.datatypes import Task, ToolCall, call_signature
 from slca_grpo.rewards.completeness import CompletenessChecker, CompletenessVerdict, RuleCompletenessChecker
 from slca_grpo.rewards.config import RewardConfig
 from slca_grpo.rewards.execution import parse_for_task
-from slca_grpo.rewards.matching import call_signature
 from slca_grpo.rewards.registry import Answers, FamilyResult, Planned, RewardFamily, register_reward_family
 
 

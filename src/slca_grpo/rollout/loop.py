@@ -15,11 +15,17 @@ import torch
 from slca_grpo.chat.formatter import ChatFormatter, Dialogue, TurnReading
 from slca_grpo.chat.parser import parse_tool_calls
 from slca_grpo.config import ConfigError, at_least
-from slca_grpo.datatypes import Observation, Task, Trajectory, Turn
+from slca_grpo.datatypes import Observation, Task, ToolCall, Trajectory, Turn, call_signature
 from slca_grpo.engine import STOP_LENGTH, SamplingConfig, TurnCache, decode_session, sample
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, malformed_turn_observation, plan_block_calls
 
 MIN_TEMPERATURE = 0.01  # below it, sample greedily: temperature 0
+
+# What the loop says, as a user turn after the tool results, when it ends the calls (see RolloutConfig).
+FINAL_ANSWER_NOTICE = (
+    "You have made all the tool calls you can. Do not call any more tools: answer my request now, "
+    "using the tool results above."
+)
 
 
 @dataclass
@@ -34,6 +40,14 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+    # A call budget that ends in an answer, as agent frameworks end at their step limit: a rollout
+    # still calling on its last turn (answer_at_limit), or repeating a call whose result it already
+    # has (answer_on_repeat), gets that turn's results, then final_answer_notice as a user turn and
+    # one more turn to answer (counted in counters["forced_answer"]). Off: such a call is left
+    # unanswered and the rollout is cut off (truncated).
+    answer_at_limit: bool = False
+    answer_on_repeat: bool = False
+    final_answer_notice: str = FINAL_ANSWER_NOTICE
 
     def __post_init__(self) -> None:
         at_least(
@@ -45,6 +59,12 @@ class RolloutConfig:
             raise ConfigError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}, got {self.temperature!r}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if not isinstance(self.final_answer_notice, str) or not self.final_answer_notice.strip():
+            raise ConfigError("final_answer_notice must be a non-empty text")
+
+    @property
+    def forces_answers(self) -> bool:
+        return self.answer_at_limit or self.answer_on_repeat
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -60,6 +80,9 @@ class _Rollout:
     index: int = 0  # the rollout's place in its batch: its key in the kept cache
     done: bool = False
     pending: list[Observation | None] = field(default_factory=list)  # see plan_block_calls
+    called: set[str] = field(default_factory=set)  # signatures of the calls made so far
+    answer_next: bool = False  # this turn's results end the calls: the next turn is the forced answer
+    answering: bool = False  # on its forced-answer turn
 
 
 class AgentLoop:
@@ -102,12 +125,14 @@ class AgentLoop:
             # Every turn's decode steps share one packing of the weights, and each rollout's cache is
             # kept from one turn to the next, so a later turn prefills only the injected text.
             turn_cache = TurnCache()
+            # A forced answer may add one turn after the last: only rollouts answering take it.
+            turns = self.config.max_turns + (1 if self.config.forces_answers else 0)
             with decode_session(self.model):
-                for turn_index in range(self.config.max_turns):
+                for turn_index in range(turns):
                     active = [r for r in rollouts if not r.done]
                     if not active:
                         break
-                    last_turn = turn_index == self.config.max_turns - 1
+                    last_turn = turn_index >= self.config.max_turns - 1
                     self._generate_turn(active, sampling, generator, turn_cache, last_turn=last_turn)
                     self._run_tools([r for r in active if not r.done])
         finally:
@@ -147,13 +172,29 @@ class AgentLoop:
                 generation.token_ids
             )
             out_of_budget = len(trajectory.response_ids) >= self.config.max_response_tokens
-            if not reading.calls_tools:
+            if rollout.answering:
+                # The forced answer: a call here is left unanswered, as is one past the limits.
+                trajectory.counters["forced_answer"] = 1
+                rollout.done = True
+                trajectory.truncated = reading.calls_tools or generation.stop_reason == STOP_LENGTH
+            elif not reading.calls_tools:
                 rollout.done = True  # end of turn (a final answer) or the token budget
                 trajectory.truncated = generation.stop_reason == STOP_LENGTH
-            elif last_turn or out_of_budget:
+            elif out_of_budget or (last_turn and not self._ends_calls(rollout, reading, last_turn)):
                 rollout.done, trajectory.truncated = True, True  # a call that the limits leave unanswered
             else:
+                rollout.answer_next = self._ends_calls(rollout, reading, last_turn)
                 self._collect_calls(rollout, reading)
+                rollout.called.update(call_signature(call) for call in trajectory.turns[-1].calls)
+
+    def _ends_calls(self, rollout: _Rollout, reading: TurnReading, last_turn: bool) -> bool:
+        """Whether this calling turn is the rollout's last before a forced answer: on the last turn
+        under ``answer_at_limit``, or repeating a call already made under ``answer_on_repeat``."""
+        if self.config.answer_at_limit and last_turn:
+            return True
+        if not self.config.answer_on_repeat or reading.block is None or not reading.block.is_valid:
+            return False
+        return any(call_signature(call) in rollout.called for call in reading.block.calls)
 
     def _collect_calls(self, rollout: _Rollout, reading: TurnReading) -> None:
         if reading.block is None:  # the turn closed no block (a stray close tag)
@@ -181,7 +222,11 @@ class AgentLoop:
             turn = rollout.trajectory.turns[-1]
             turn.observations = [slot if slot is not None else next(observations) for slot in rollout.pending]
             rollout.pending = []
-            ids, text = self.formatter.turn_results(rollout.dialogue, turn.calls, [o.text for o in turn.observations])
+            notice = self.config.final_answer_notice if rollout.answer_next else None
+            rollout.answering, rollout.answer_next = rollout.answer_next, False
+            ids, text = self.formatter.turn_results(
+                rollout.dialogue, turn.calls, [o.text for o in turn.observations], notice=notice
+            )
             trajectory = rollout.trajectory
             trajectory.response_ids += ids
             trajectory.response_mask += [0] * len(ids)
@@ -198,8 +243,17 @@ class AgentLoop:
 
     def _finish(self, rollout: _Rollout) -> None:
         trajectory = rollout.trajectory
-        trajectory.final_text = parse_tool_calls(trajectory.response_text).final_answer
+        parsed = parse_tool_calls(trajectory.response_text, rollout.task.tool_names)
+        trajectory.final_text = parsed.final_answer
         counters = trajectory.counters
         counters["turns"] = len(trajectory.turns)
         counters["calls"] = trajectory.num_calls
         counters["response_tokens"] = len(trajectory.response_ids)
+        counters["repeat_calls"] = repeat_calls(parsed.calls)
+        counters.setdefault("forced_answer", 0)
+
+
+def repeat_calls(calls: Sequence[ToolCall]) -> int:
+    """Calls identical (name and arguments) to an earlier call of the same response: the paper's
+    tool redundancy, counted in training metrics and evaluations alike."""
+    return len(calls) - len({call_signature(call) for call in calls})

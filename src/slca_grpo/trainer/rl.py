@@ -133,6 +133,8 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         "rollout/response_tokens": mean("response_tokens"),
         "rollout/tool_errors": mean("tool_errors"),
         "rollout/truncated": sum(t.truncated for t in trajectories) / count,
+        "rollout/forced_answer": mean("forced_answer"),
+        "rollout/repeat_calls": mean("repeat_calls"),
     }
 
 
