@@ -15,6 +15,7 @@ from test_rollout import tokenizer as tokenizer  # noqa: F401  (fixture)
 
 from slca_grpo.algos import SEG_SUMMARY, SEG_TOOL
 from slca_grpo.chat import parse_tool_calls
+from slca_grpo.chat.formatter import ChatFormatter
 from slca_grpo.config import ConfigError
 from slca_grpo.datatypes import Observation, Task, ToolCall, Trajectory
 from slca_grpo.eval.indomain import aggregate, score_trajectories
@@ -24,6 +25,7 @@ from slca_grpo.rollout.environment import ToolEnvironment
 from slca_grpo.rollout.loop import FINAL_ANSWER_NOTICE, AgentLoop, RolloutConfig, repeat_calls
 from slca_grpo.trainer.batch import trajectory_batch
 from slca_grpo.trainer.rl import rollout_metrics
+from slca_grpo.trainer.sft import build_example, gets_notice
 
 ANSWER = "It is 21 degrees in Paris.<|im_end|>"
 LONDON = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "London"}}\n</tool_call>'
@@ -253,3 +255,49 @@ def test_repeating_a_call_before_the_answer_never_raises_the_tool_reward(gold_ci
     assert rewards["tool"][1] < rewards["tool"][0]
     assert rewards["summary"][1] == pytest.approx(rewards["summary"][0])
     assert repeat_calls(parse_tool_calls(repeating).calls) == copies
+
+
+def test_notice_draws_are_stable_shares_of_the_tasks_with_calls():
+    with_calls = [make_task(f"t{i}") for i in range(400)]
+    chosen = [gets_notice(task, 0.25, seed=0) for task in with_calls]
+    assert chosen == [gets_notice(task, 0.25, seed=0) for task in with_calls]  # the same draw every time
+    assert 0.18 < sum(chosen) / len(chosen) < 0.32
+    assert chosen != [gets_notice(task, 0.25, seed=1) for task in with_calls]  # the seed changes the draw
+    assert all(gets_notice(task, 1.0, seed=0) for task in with_calls)
+    assert not any(gets_notice(task, 0.0, seed=0) for task in with_calls)
+    no_call = make_task("direct")
+    no_call.gold_calls = []
+    assert not gets_notice(no_call, 1.0, seed=0)
+
+
+@pytest.mark.parametrize("style", ["hermes", *sorted(STYLES)])
+@pytest.mark.parametrize("kind", ["single", "parallel", "two_step"])
+def test_a_gold_trajectory_with_the_notice_is_what_a_forced_rollout_samples(
+    base_tokenizer,  # noqa: F811
+    formatters,  # noqa: F811
+    tasks,  # noqa: F811
+    style,
+    kind,
+):
+    """SFT teaches the forced answer exactly as the loop presents it: a rollout that samples the
+    example's learnable tokens under answer_at_limit, its calls ending at the limit, reproduces the
+    example token for token, notice included, and reads the answer without it."""
+    formatter = ChatFormatter(base_tokenizer) if style == "hermes" else formatters[style]
+    task = tasks[kind]
+    example = build_example(task, formatter, notice=FINAL_ANSWER_NOTICE)
+    plain = build_example(task, formatter)
+    assert len(example.input_ids) > len(plain.input_ids)
+    assert sum(example.loss_mask) == sum(plain.loss_mask)  # the notice is never learned
+    call_turns = sum(len(formatter.call_turns(step)) for step in task.gold_calls)
+    loop = AgentLoop(
+        ReplayLM(formatter.tokenizer, [example.input_ids]),
+        formatter,
+        ToolEnvironment(EchoSimulator()),
+        RolloutConfig(group_size=1, max_turns=call_turns, max_response_tokens=8192, answer_at_limit=True),
+    )
+    trajectory = loop.run([task], session_prefix="replay")[0]
+    prompt = len(trajectory.prompt_ids)
+    assert trajectory.prompt_ids + trajectory.response_ids == example.input_ids
+    assert trajectory.response_mask == example.loss_mask[prompt:]
+    assert trajectory.counters["forced_answer"] == 1 and not trajectory.truncated
+    assert trajectory.final_text == task.reference_answer.strip()

@@ -517,6 +517,14 @@ def test_an_sft_checkpoint_is_reused_only_for_the_same_configuration(tmp_path):
     assert sft_is_current(config, tmp_path)
     for change in ({"sft.lr": 1e-3}, {"simulator.seed": 3}, {"rollout.max_tool_response_tokens": 64}):
         assert not sft_is_current(smoke_config(tmp_path, **change), tmp_path), change
+    # The final-answer notice is in the examples only when sft.notice_share draws some: then its text matters.
+    assert sft_is_current(smoke_config(tmp_path, **{"rollout.final_answer_notice": "Answer."}), tmp_path)
+    noticed = smoke_config(tmp_path, **{"sft.notice_share": 0.5})
+    assert not sft_is_current(noticed, tmp_path)
+    (tmp_path / "sft_summary.json").write_text(json.dumps({"settings": sft_settings(noticed)}))
+    assert sft_is_current(noticed, tmp_path)
+    reworded = smoke_config(tmp_path, **{"sft.notice_share": 0.5, "rollout.final_answer_notice": "Answer."})
+    assert not sft_is_current(reworded, tmp_path)
 
 
 @pytest.mark.parametrize("architecture", ["tiny", "smollm2-shaped"])

@@ -7,6 +7,7 @@ is exactly what the agent loop later samples.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -48,11 +49,17 @@ class SFTConfig:
     # tool and answering (1: a plain token mean). Above 1 that choice counts for more than one
     # token among the hundreds of a trajectory; the loss is the weighted token mean.
     turn_start_weight: float = 1.0
+    # Share of the gold trajectories (those with calls) whose answer follows the rollout's
+    # final-answer notice (rollout.final_answer_notice, after the last tool results), so the model
+    # has seen what to do when the agent loop ends its calls. Drawn per task, stably.
+    notice_share: float = 0.0
 
     def __post_init__(self) -> None:
         # Checked when the config is loaded, not after the gold trajectories have been built.
         at_least(self, 0, "steps", "lr", "weight_decay", "warmup_ratio", "grad_clip", "micro_batch_size")
         at_least(self, 1, "batch_size", "bucket_batches", "max_length", "turn_start_weight")
+        if not 0 <= self.notice_share <= 1:
+            raise ConfigError(f"notice_share must be in [0, 1], got {self.notice_share!r}")
         if self.warmup_ratio >= 1:
             raise ConfigError(f"warmup_ratio must be < 1, got {self.warmup_ratio!r}")
         one_of(self, "schedule", SCHEDULES)
@@ -69,11 +76,15 @@ def build_example(
     task: Task,
     formatter: ChatFormatter,
     observe: Callable[[ToolCall, Task], str] | None = None,
+    *,
+    notice: str | None = None,
 ) -> SFTExample | None:
     """Token ids and mask of a task's gold trajectory, or None when it has no reference answer.
 
     Observations come from the task's fixtures; ``observe`` supplies the rest (e.g. a simulator).
     A dataset's text said alongside a step's calls (``metadata["step_texts"]``) is learned with them.
+    ``notice`` (the agent loop's request for a final answer) follows the last tool results, as the
+    loop injects it, before the answer.
     """
     if task.reference_answer is None:
         return None
@@ -81,24 +92,29 @@ def build_example(
     ids = list(dialogue.prompt_ids)
     mask = [0] * len(ids)
     texts = task.metadata.get("step_texts") or []
-    for index, step in enumerate(task.gold_calls):
-        for turn, calls in enumerate(formatter.call_turns(step)):
-            # What the dataset's assistant said alongside a step's calls, once, on its first turn.
-            said = texts[index] if turn == 0 and index < len(texts) and isinstance(texts[index], str) else ""
-            call_ids = formatter.call_ids(dialogue, calls, said)
-            ids += call_ids
-            mask += [1] * len(call_ids)
-            observations = []
-            for call in calls:
-                response = find_fixture(task, call)
-                if response is None:
-                    if observe is None:
-                        return None
-                    response = observe(call, task)
-                observations.append(response)
-            injected, _ = formatter.turn_results(dialogue, calls, observations)
-            ids += injected
-            mask += [0] * len(injected)
+    turns = [
+        (index, turn, calls)
+        for index, step in enumerate(task.gold_calls)
+        for turn, calls in enumerate(formatter.call_turns(step))
+    ]
+    for position, (index, turn, calls) in enumerate(turns):
+        # What the dataset's assistant said alongside a step's calls, once, on its first turn.
+        said = texts[index] if turn == 0 and index < len(texts) and isinstance(texts[index], str) else ""
+        call_ids = formatter.call_ids(dialogue, calls, said)
+        ids += call_ids
+        mask += [1] * len(call_ids)
+        observations = []
+        for call in calls:
+            response = find_fixture(task, call)
+            if response is None:
+                if observe is None:
+                    return None
+                response = observe(call, task)
+            observations.append(response)
+        last = position == len(turns) - 1
+        injected, _ = formatter.turn_results(dialogue, calls, observations, notice=notice if last else None)
+        ids += injected
+        mask += [0] * len(injected)
     answer = formatter.answer_ids(dialogue, task.reference_answer)
     ids += answer
     mask += [1] * len(answer)
@@ -113,6 +129,16 @@ def turn_start_weights(loss_mask: torch.Tensor, turn_start_weight: float) -> tor
     before = torch.nn.functional.pad(loss_mask[:, :-1], (1, 0))
     starts = (loss_mask > 0) & (before == 0)
     return torch.where(starts, loss_mask * turn_start_weight, loss_mask)
+
+
+def gets_notice(task: Task, share: float, seed: int) -> bool:
+    """Whether ``task``'s gold trajectory is one of the ``share`` that learn the final-answer notice:
+    a draw fixed by the seed and the task's id (the same in every process), never for a task
+    without calls (the notice follows tool results)."""
+    if share <= 0 or not task.gold_calls:
+        return False
+    digest = hashlib.sha256(f"{seed}:{task.id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
 
 
 def _sft_nll(

@@ -22,7 +22,7 @@ from slca_grpo.trainer.build import load_policy, make_formatter, make_simulator,
 from slca_grpo.trainer.logger import MetricsLogger, progress_note
 from slca_grpo.trainer.run_config import RunConfig
 from slca_grpo.trainer.run_data import load_data
-from slca_grpo.trainer.sft import SFTConfig, build_example, train_sft
+from slca_grpo.trainer.sft import SFTConfig, build_example, gets_notice, train_sft
 
 SFT_SECTIONS = {"model": ModelConfig, "data": DataConfig, "sft": SFTConfig, "simulator": SimulatorConfig}
 
@@ -34,11 +34,14 @@ def _without_rl_only(section: str, data: dict[str, Any]) -> dict[str, Any]:
 
 def sft_settings(config: RunConfig) -> dict[str, Any]:
     """Everything the SFT checkpoint depends on (model, data, SFT, simulator, seed)."""
-    return {
+    settings = {
         **{name: _without_rl_only(name, to_dict(getattr(config, name))) for name in SFT_SECTIONS},
         "seed": config.train.seed,
         "max_tool_response_tokens": config.rollout.max_tool_response_tokens,
     }
+    if config.sft.notice_share > 0:  # only then the examples hold it (earlier summaries lack the key)
+        settings["final_answer_notice"] = config.rollout.final_answer_notice
+    return settings
 
 
 def sft_fingerprint(config: RunConfig) -> str:
@@ -55,8 +58,10 @@ def _same_sft_settings(saved: dict[str, Any], config: RunConfig) -> bool:
         }
     except (KeyError, TypeError, ValueError):
         return False
-    scalars = ("seed", "max_tool_response_tokens")
-    return loaded == {name: wanted[name] for name in SFT_SECTIONS} and all(saved.get(k) == wanted[k] for k in scalars)
+    scalars = ("seed", "max_tool_response_tokens", "final_answer_notice")
+    return loaded == {name: wanted[name] for name in SFT_SECTIONS} and all(
+        saved.get(k) == wanted.get(k) for k in scalars
+    )
 
 
 def sft_is_current(config: RunConfig, out_dir: Path) -> bool:
@@ -91,7 +96,15 @@ def run_sft(
     def observe(call, task):
         return simulator.simulate(call, task.tools, f"sft-{task.id}").text
 
-    examples = [e for e in (build_example(t, formatter, observe) for t in train_tasks) if e is not None]
+    share, notice = config.sft.notice_share, config.rollout.final_answer_notice
+    examples = [
+        e
+        for e in (
+            build_example(t, formatter, observe, notice=notice if gets_notice(t, share, config.train.seed) else None)
+            for t in train_tasks
+        )
+        if e is not None
+    ]
     if not examples:
         raise ConfigError(
             "no training task has a reference answer to learn from (SFT needs gold trajectories; "
