@@ -19,6 +19,7 @@ from slca_grpo.chat.formatter import ChatFormatter
 from slca_grpo.config import ConfigError
 from slca_grpo.datatypes import Observation, Task, ToolCall, Trajectory
 from slca_grpo.eval.indomain import aggregate, score_trajectories
+from slca_grpo.eval.report import write_eval_report
 from slca_grpo.eval.text_loop import run_text_episodes
 from slca_grpo.rewards import RewardConfig, RuleJudge, compute_rewards
 from slca_grpo.rollout.environment import ToolEnvironment
@@ -301,3 +302,27 @@ def test_a_gold_trajectory_with_the_notice_is_what_a_forced_rollout_samples(
     assert trajectory.response_mask == example.loss_mask[prompt:]
     assert trajectory.counters["forced_answer"] == 1 and not trajectory.truncated
     assert trajectory.final_text == task.reference_answer.strip()
+
+
+def test_the_evaluation_report_says_how_episodes_ended_by_kind(tmp_path):
+    """One episode answers at once, one is asked for its answer at the limit, one is cut off there."""
+    scripts = {"free": ["It is 21 degrees in Paris."], "asked": [CALL, "It is 21 degrees in Paris."], "cut": [CALL]}
+    trajectories, tasks = [], []
+    for kind, turns in scripts.items():
+        task = make_task(kind)
+        task.metadata["kind"] = kind
+        tasks.append(task)
+        trajectories += run_text_episodes(
+            ScriptedAgent(turns), [task], ToolEnvironment(EchoSimulator()), max_turns=1, answer_at_limit=True
+        )
+    items, summary, _ = score_trajectories(trajectories, tasks, RuleJudge())
+    assert [(i["answered_freely"], i["forced_answer"], i["truncated"]) for i in items] == [
+        (True, False, False),
+        (False, True, False),
+        (False, True, True),
+    ]
+    write_eval_report(tmp_path, items, summary, title="t", chart_keys=("name_f1",))
+    report = (tmp_path / "report.md").read_text()
+    assert "| all | 3 | 33.3 | 66.7 | 33.3 | 1.67 |" in report
+    assert "| asked | 1 | 0.0 | 100.0 | 0.0 | 2.00 | 1.00 | 0.00 |" in report
+    assert "| cut | 1 | 0.0 | 100.0 | 100.0 | 2.00 | 2.00 | 1.00 |" in report  # its forced turn called again

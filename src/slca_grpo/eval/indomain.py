@@ -34,6 +34,7 @@ def item_metrics(trajectory: Trajectory, task: Task, reward: RolloutReward) -> d
     calls = parse_tool_calls(trajectory.response_text, task.tool_names).calls
     matched = sum(p is not None for p in max_bipartite_matching(task.flat_gold_calls, calls, strict_call_match))
     half_score = (hier.r_tool + hier.r_sum) / 2
+    forced = bool(trajectory.counters.get("forced_answer", 0))
     item: dict[str, Any] = {
         "task_id": task.id,
         "kind": task.metadata.get("kind", task.subset),
@@ -53,7 +54,8 @@ def item_metrics(trajectory: Trajectory, task: Task, reward: RolloutReward) -> d
         "repeat_calls": repeat_calls(calls),
         "truncated": trajectory.truncated,
         # The loop ended its calls and asked for a final answer (answer_at_limit / answer_on_repeat).
-        "forced_answer": bool(trajectory.counters.get("forced_answer", 0)),
+        "forced_answer": forced,
+        "answered_freely": not forced and not trajectory.truncated,  # stopped calling on its own
         "slots": [[kind, correct] for kind, correct in slot_results(task, calls)],
         "steps": list(reward.detail("turn").step_scores),
     }
@@ -76,6 +78,7 @@ AGGREGATED = (
     "repeat_calls",
     "truncated",
     "forced_answer",
+    "answered_freely",
 ) + tuple(f"success@{t}" for t in SUCCESS_THRESHOLDS)
 
 

@@ -29,6 +29,21 @@ def write_eval_report(
         lines.append(
             f"| {name} | {values.get('n', '')} | " + " | ".join(f"{100 * values.get(k, 0.0):.2f}" for k in keys) + " |"
         )
+    if "answered_freely" in summary:
+        lines += [
+            "",
+            "How episodes ended: answered on their own, asked for a final answer by the loop (at its turn limit or",
+            "on a repeated call), or cut off by a limit with no answer (a forced turn that calls again is both):",
+            "",
+            "| subset | n | answered on its own % | asked to answer % | cut off % | turns | calls | repeated calls |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {name} | {values.get('n', '')} | {100 * values.get('answered_freely', 0.0):.1f} | "
+            f"{100 * values.get('forced_answer', 0.0):.1f} | {100 * values.get('truncated', 0.0):.1f} | "
+            f"{values.get('turns', 0.0):.2f} | {values.get('calls', 0.0):.2f} | {values.get('repeat_calls', 0.0):.2f} |"
+            for name, values in rows
+        ]
     slots = summary.get("slots") or {}
     if slots:
         lines += [
