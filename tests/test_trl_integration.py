@@ -432,3 +432,16 @@ def test_every_estimator_trains_a_step_through_trl(reader, tasks, tmp_path, esti
     # advantage is nonzero.
     nonzero = any(logged.get(f"adv/{segment}_nonzero", 0) > 0 for segment in ("tool", "summary"))
     assert moved == nonzero
+
+
+def test_trl_runs_our_rollout_settings_with_its_sampling_and_budget():
+    """TRL's GRPOConfig sets sampling and the completion budget; turns, tool budgets and forced
+    answers stay ours."""
+    from types import SimpleNamespace
+
+    ours = RolloutConfig(group_size=4, max_turns=3, max_tool_response_tokens=40, answer_at_limit=True)
+    args = SimpleNamespace(max_completion_length=200, temperature=0.7, top_p=0.9, top_k=5)
+    settings = AgentLoopRollouts(rollout=ours).settings_from(args)
+    assert (settings.max_response_tokens, settings.temperature, settings.top_p, settings.top_k) == (200, 0.7, 0.9, 5)
+    assert settings.answer_at_limit and settings.max_turns == 3 and settings.max_tool_response_tokens == 40
+    assert settings.final_answer_notice == ours.final_answer_notice

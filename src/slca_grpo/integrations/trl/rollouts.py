@@ -16,6 +16,7 @@ prefilled once).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,13 +104,11 @@ class AgentLoopRollouts:
         self.calls = 0
 
     def settings_from(self, args: Any) -> RolloutConfig:
-        """Our rollout settings with TRL's sampling settings and completion budget."""
-        return RolloutConfig(
-            group_size=self.rollout.group_size,
-            max_turns=self.rollout.max_turns,
-            max_parallel_calls=self.rollout.max_parallel_calls,
+        """Our rollout settings (turns, budgets, forced answers) with TRL's sampling settings and
+        completion budget."""
+        return dataclasses.replace(
+            self.rollout,
             max_response_tokens=int(getattr(args, "max_completion_length", None) or self.rollout.max_response_tokens),
-            max_tool_response_tokens=self.rollout.max_tool_response_tokens,
             temperature=float(getattr(args, "temperature", self.rollout.temperature)),
             top_p=float(getattr(args, "top_p", self.rollout.top_p)),
             top_k=int(getattr(args, "top_k", None) or 0),
