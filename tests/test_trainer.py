@@ -24,15 +24,7 @@ from slca_grpo.trainer.optim import TrainingDiverged, lr_factor
 from slca_grpo.trainer.rl import RLConfig, RLTrainer
 from slca_grpo.trainer.run import RunConfig, train
 from slca_grpo.trainer.run_folder import RunFolderTaken
-from slca_grpo.trainer.sft import (
-    SFTConfig,
-    SFTExample,
-    build_example,
-    sft_backward,
-    sft_loss,
-    train_sft,
-    turn_start_weights,
-)
+from slca_grpo.trainer.sft import SFTConfig, SFTExample, build_example, sft_backward, sft_loss, train_sft
 
 
 @pytest.fixture(scope="module")
@@ -117,51 +109,22 @@ def _sft_examples(tokenizer, lengths, seed=0):
     return examples
 
 
-@pytest.mark.parametrize("micro_batch_size,turn_start_weight", [(1, 1.0), (2, 1.0), (3, 1.0), (2, 4.0)])
-def test_sft_micro_batches_give_the_one_pass_loss_and_gradients(tiny, micro_batch_size, turn_start_weight):
+@pytest.mark.parametrize("micro_batch_size", [1, 2, 3])
+def test_sft_micro_batches_give_the_one_pass_loss_and_gradients(tiny, micro_batch_size):
     model, tokenizer = tiny
     examples = _sft_examples(tokenizer, [20, 14, 17, 11, 9])
-    if turn_start_weight != 1.0:  # two turns per example, so each pass holds several turn starts
-        for example in examples:
-            example.loss_mask[-2] = 0
     pad_id = tokenizer.pad_token_id
     model.zero_grad(set_to_none=True)
-    whole = sft_backward(model, examples, pad_id, turn_start_weight=turn_start_weight)
+    whole = sft_backward(model, examples, pad_id)
     expected = {name: p.grad.clone() for name, p in model.named_parameters()}
     with torch.no_grad():
-        assert whole == pytest.approx(float(sft_loss(model, examples, pad_id, turn_start_weight)), rel=1e-6)
+        assert whole == pytest.approx(float(sft_loss(model, examples, pad_id)), rel=1e-6)
     model.zero_grad(set_to_none=True)
-    split = sft_backward(
-        model, examples, pad_id, micro_batch_size=micro_batch_size, turn_start_weight=turn_start_weight
-    )
+    split = sft_backward(model, examples, pad_id, micro_batch_size=micro_batch_size)
     assert split == pytest.approx(whole, rel=1e-5)
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, expected[name], atol=1e-6, rtol=1e-4, msg=name)
     model.zero_grad(set_to_none=True)
-
-
-def test_turn_start_weights_weight_the_first_token_of_each_assistant_turn():
-    mask = torch.tensor([[0, 1, 1, 0, 1, 0], [1, 1, 0, 0, 1, 1]], dtype=torch.float32)
-    weighted = turn_start_weights(mask, 3.0)
-    assert weighted.tolist() == [[0, 3, 1, 0, 3, 0], [3, 1, 0, 0, 3, 1]]
-    assert turn_start_weights(mask, 1.0) is mask
-
-
-def test_sft_loss_is_the_weighted_token_mean_of_the_assistant_tokens(tiny):
-    """Against a hand computation from the per-token log-probs of one full forward pass."""
-    model, tokenizer = tiny
-    (example,) = _sft_examples(tokenizer, [16])
-    example.loss_mask[:] = [0] * 6 + [1, 1, 1, 0, 0, 1, 1, 1, 1, 0]
-    with torch.no_grad():
-        logits = model(torch.tensor([example.input_ids])).logits[0].float()
-        logprobs = torch.log_softmax(logits[:-1], dim=-1)
-        nll = [-float(logprobs[t - 1, example.input_ids[t]]) for t in range(1, 16)]
-        # learnable positions 6, 7, 8, 11, 12, 13, 14; turn starts 6 and 11 weigh 5 each
-        weights = {6: 5.0, 7: 1.0, 8: 1.0, 11: 5.0, 12: 1.0, 13: 1.0, 14: 1.0}
-        expected = sum(w * nll[t - 1] for t, w in weights.items()) / sum(weights.values())
-        assert float(sft_loss(model, [example], tokenizer.pad_token_id, 5.0)) == pytest.approx(expected, rel=1e-4)
-        plain = sum(nll[t - 1] for t in weights) / len(weights)
-        assert float(sft_loss(model, [example], tokenizer.pad_token_id)) == pytest.approx(plain, rel=1e-4)
 
 
 def test_sft_micro_batches_train_as_whole_batches_do(tiny):
@@ -183,7 +146,7 @@ def test_a_non_finite_micro_batch_loss_or_gradient_stops_sft_before_the_step(tin
     examples = _sft_examples(tokenizer, [12, 10, 9, 8])
     calls = []
 
-    def nll(model, part, pad_id, turn_start_weight=1.0):
+    def nll(model, part, pad_id):
         calls.append(len(part))
         return torch.tensor(float("nan") if len(calls) == 2 else 1.0, requires_grad=True), torch.tensor(3.0)
 

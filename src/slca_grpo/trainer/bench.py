@@ -294,14 +294,7 @@ def bench_sft(config, model, tokenizer, train_tasks, machine: Machine, steps: in
         batch = [examples[i] for i in chosen]
         started = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        sft_backward(
-            model,
-            batch,
-            formatter.pad_id,
-            micro_batch_size=sft.micro_batch_size,
-            bf16=bf16,
-            turn_start_weight=sft.turn_start_weight,
-        )
+        sft_backward(model, batch, formatter.pad_id, micro_batch_size=sft.micro_batch_size, bf16=bf16)
         clip_gradients(model, sft.grad_clip)
         optimizer.step()
         _sync(device)

@@ -45,10 +45,6 @@ class SFTConfig:
     # Examples per forward/backward pass within a batch (0: the whole batch at once). The step is
     # the same (gradients add up to the batch's token mean); activation memory scales with this.
     micro_batch_size: int = 0
-    # Loss weight of each assistant turn's first token, where the model chooses between calling a
-    # tool and answering (1: a plain token mean). Above 1 that choice counts for more than one
-    # token among the hundreds of a trajectory; the loss is the weighted token mean.
-    turn_start_weight: float = 1.0
     # Share of the gold trajectories (those with calls) whose answer follows the rollout's
     # final-answer notice (rollout.final_answer_notice, after the last tool results), so the model
     # has seen what to do when the agent loop ends its calls. Drawn per task, stably.
@@ -57,7 +53,7 @@ class SFTConfig:
     def __post_init__(self) -> None:
         # Checked when the config is loaded, not after the gold trajectories have been built.
         at_least(self, 0, "steps", "lr", "weight_decay", "warmup_ratio", "grad_clip", "micro_batch_size")
-        at_least(self, 1, "batch_size", "bucket_batches", "max_length", "turn_start_weight")
+        at_least(self, 1, "batch_size", "bucket_batches", "max_length")
         if not 0 <= self.notice_share <= 1:
             raise ConfigError(f"notice_share must be in [0, 1], got {self.notice_share!r}")
         if self.warmup_ratio >= 1:
@@ -121,16 +117,6 @@ def build_example(
     return SFTExample(task.id, ids, mask)
 
 
-def turn_start_weights(loss_mask: torch.Tensor, turn_start_weight: float) -> torch.Tensor:
-    """``loss_mask`` ([B, S], 0/1) with each run of learnable tokens' first position (an assistant
-    turn's first token) weighted ``turn_start_weight``."""
-    if turn_start_weight == 1.0:
-        return loss_mask
-    before = torch.nn.functional.pad(loss_mask[:, :-1], (1, 0))
-    starts = (loss_mask > 0) & (before == 0)
-    return torch.where(starts, loss_mask * turn_start_weight, loss_mask)
-
-
 def gets_notice(task: Task, share: float, seed: int) -> bool:
     """Whether ``task``'s gold trajectory is one of the ``share`` that learn the final-answer notice:
     a draw fixed by the seed and the task's id (the same in every process), never for a task
@@ -141,35 +127,19 @@ def gets_notice(task: Task, share: float, seed: int) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < share
 
 
-def _sft_nll(
-    model: torch.nn.Module, examples: Sequence[SFTExample], pad_id: int, turn_start_weight: float = 1.0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weighted negative log-likelihood summed over the examples' assistant tokens, and the weights' sum."""
+def _sft_nll(model: torch.nn.Module, examples: Sequence[SFTExample], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed negative log-likelihood over the examples' assistant tokens, and their count."""
     batch = pad_sequences([e.input_ids for e in examples], [e.loss_mask for e in examples], pad_id)
     batch = batch.to(model_device(model))
     logprobs = token_logprobs(
         model, batch.input_ids, batch.attention_mask, start=batch.first_learnable, positions=batch.loss_mask > 0
     )
-    weights = turn_start_weights(batch.loss_mask, turn_start_weight)
-    return -(logprobs * weights).sum(), weights.sum()
+    return -(logprobs * batch.loss_mask).sum(), batch.loss_mask.sum()
 
 
-def _weight_sum(examples: Sequence[SFTExample], turn_start_weight: float) -> float:
-    """The loss weights of ``examples`` summed (their token count when ``turn_start_weight`` is 1)."""
-    total = 0.0
-    for example in examples:
-        mask = example.loss_mask
-        starts = sum(1 for i, m in enumerate(mask) if m and (i == 0 or not mask[i - 1]))
-        total += sum(mask) + starts * (turn_start_weight - 1.0)
-    return total
-
-
-def sft_loss(
-    model: torch.nn.Module, examples: Sequence[SFTExample], pad_id: int, turn_start_weight: float = 1.0
-) -> torch.Tensor:
-    """Token-mean negative log-likelihood over the examples' assistant tokens (each turn's first
-    token weighted ``turn_start_weight``)."""
-    total, count = _sft_nll(model, examples, pad_id, turn_start_weight)
+def sft_loss(model: torch.nn.Module, examples: Sequence[SFTExample], pad_id: int) -> torch.Tensor:
+    """Token-mean negative log-likelihood over the examples' assistant tokens."""
+    total, count = _sft_nll(model, examples, pad_id)
     return total / count.clamp(min=1.0)
 
 
@@ -180,19 +150,18 @@ def sft_backward(
     *,
     micro_batch_size: int = 0,
     bf16: bool = False,
-    turn_start_weight: float = 1.0,
 ) -> float:
     """Backpropagate :func:`sft_loss` of ``examples`` in passes of ``micro_batch_size`` examples
     (0: one pass) and return the loss. Each pass's token sum is divided by the whole batch's token
     count, so the accumulated gradients are the one-pass gradients. Raises
     :class:`TrainingDiverged` on a non-finite loss."""
     size = micro_batch_size or len(examples)
-    tokens = max(1.0, _weight_sum(examples, turn_start_weight))
+    tokens = max(1.0, float(sum(sum(e.loss_mask) for e in examples)))
     device = model_device(model)
     value = 0.0
     for first in range(0, len(examples), size):
         with bf16_autocast(device, bf16):
-            total, _ = _sft_nll(model, examples[first : first + size], pad_id, turn_start_weight)
+            total, _ = _sft_nll(model, examples[first : first + size], pad_id)
         loss = total / tokens
         part = float(loss.detach())
         if not math.isfinite(part):
@@ -253,7 +222,6 @@ def train_sft(
                 pad_id,
                 micro_batch_size=config.micro_batch_size,
                 bf16=bf16,
-                turn_start_weight=config.turn_start_weight,
             )
             grad_norm = clip_gradients(model, config.grad_clip)
         except TrainingDiverged as exc:
