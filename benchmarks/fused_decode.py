@@ -95,7 +95,7 @@ def main() -> None:
     except (ConfigError, FileNotFoundError) as error:
         parser.error(str(error))
     device = start_process(config)
-    train_tasks, _ = load_data(config.data)
+    train_tasks = load_data(config.data).train
     model, tokenizer, ref_model = rl_models(config, config.model.name, None, train_tasks, device)
     trainer = build_rl_trainer(config, model, ref_model, tokenizer, rl=config.rl)
     tasks = task_sampler(train_tasks, config.train.seed, config.rl.prompts_per_step)(0)
