@@ -4,13 +4,15 @@
     python benchmarks/fused_decode.py --rounds 5
     python benchmarks/fused_decode.py --set rl.bf16=false    # float32
     python benchmarks/fused_decode.py --ways fused,torch-attention
+    python benchmarks/fused_decode.py --set rl.bf16=true --ways fused,torch-attention   # its bfloat16 path
 
 One process builds the preset's RL trainer and rolls out the same tasks from the same seed in each
 way, in alternating order after a warm-up, so background load hits all alike: ``fused``
 (``FusedDecoder`` with the shared-prompt attention in C, ``engine/native.py``, and distinct prompts
 prefilled one by one: what the sampler does for Llama and Qwen2 models at least 512 wide on a CPU),
-``torch-attention`` (that attention in PyTorch's batched products), ``layers`` (the fused step
-switched off), ``padded-prefill`` (the distinct prompts prefilled as one left-padded batch) and
+``torch-attention`` (that attention in PyTorch's batched products, on float32 caches or, under bf16
+autocast, bfloat16 ones), ``layers`` (the fused step switched off), ``padded-prefill`` (the
+distinct prompts prefilled as one left-padded batch) and
 ``onednn-products`` (float32 weights packed for oneDNN's product instead of the C kernel's,
 ``csrc/small_product.c``, and a prefill's rows in the plain product); each changes that one thing.
 Prints the median seconds of the phase each way, the response tokens each sampled and the ratios to
@@ -93,7 +95,7 @@ def main() -> None:
     except (ConfigError, FileNotFoundError) as error:
         parser.error(str(error))
     device = start_process(config)
-    train_tasks, _ = load_data(config.data)
+    train_tasks = load_data(config.data).train
     model, tokenizer, ref_model = rl_models(config, config.model.name, None, train_tasks, device)
     trainer = build_rl_trainer(config, model, ref_model, tokenizer, rl=config.rl)
     tasks = task_sampler(train_tasks, config.train.seed, config.rl.prompts_per_step)(0)

@@ -3,15 +3,19 @@
     python benchmarks/kv_cache.py                      # the reader's shape, 48 rows, ~1,000 cached tokens
     python benchmarks/kv_cache.py --rows 16 --steps 40 --repeats 5
     python benchmarks/kv_cache.py --model smollm2 --rows 16 --group-size 4 --prompt-tokens 650 --steps 20 --bf16
+    python benchmarks/kv_cache.py --model smollm2 --rows 16 --group-size 4 --prompt-tokens 650 --bf16 \
+        --ways fused,torch-attention                   # the C attention on a bfloat16 cache against PyTorch's
 
-Seven ways to run the same one-token decode steps after the same left-padded prefill, each
+Eight ways to run the same one-token decode steps after the same left-padded prefill, each
 repeated ``--repeats`` times in alternating order so background load hits all alike:
 ``dynamic`` (``DynamicCache`` and SDPA: what ``transformers`` does), ``in-place`` (our
 ``GrowingLayer`` cache), ``grouped`` (our one-token attention that does not expand grouped keys)
 ``both``, ``packed``: both, with the large linear layers' weights packed once for oneDNN, and
 ``shared``: packed, with the rows of a prompt sharing its cached keys and values, and ``fused``:
 shared, with each step run by ``FusedDecoder`` instead of the model's layers (what the sampler
-uses; on a model narrower than 512, or not a Llama or Qwen2, the last three change nothing).
+uses; on a model narrower than 512, or not a Llama or Qwen2, the last three change nothing), and
+``torch-attention``: fused, with the shared-prompt attention in PyTorch's batched products instead
+of the C kernel (``engine/native.py``; float32 or, with ``--bf16``, bfloat16 caches).
 ``--ways`` picks some of them. It prints the median
 milliseconds per step of each and its ratio to ``dynamic``, and the largest logit difference from
 ``dynamic`` (numerics, not speed).
@@ -27,35 +31,41 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from slca_grpo.engine import kv_cache  # noqa: E402
+from slca_grpo.engine import kv_cache, native  # noqa: E402
 from slca_grpo.engine.fused_decode import FusedDecoder  # noqa: E402
 from slca_grpo.engine.packed_linear import packed_linears  # noqa: E402
 from slca_grpo.engine.sampling import cache_keyword, distinct_rows, output_cache, prefill_shared  # noqa: E402
 from slca_grpo.models import load_model  # noqa: E402
 
-# way -> (in-place cache, grouped one-token attention, packed linear weights, shared prompts, fused step)
+# way -> (in-place cache, grouped one-token attention, packed linear weights, shared prompts, fused step,
+# the shared-prompt attention in C where it applies)
 WAYS = {
-    "dynamic": (False, False, False, False, False),
-    "in-place": (True, False, False, False, False),
-    "grouped": (False, True, False, False, False),
-    "both": (True, True, False, False, False),
-    "packed": (True, True, True, False, False),
-    "shared": (True, True, True, True, False),
-    "fused": (True, True, True, True, True),
+    "dynamic": (False, False, False, False, False, True),
+    "in-place": (True, False, False, False, False, True),
+    "grouped": (False, True, False, False, False, True),
+    "both": (True, True, False, False, False, True),
+    "packed": (True, True, True, False, False, True),
+    "shared": (True, True, True, True, False, True),
+    "fused": (True, True, True, True, True, True),
+    "torch-attention": (True, True, True, True, True, False),
 }
 
 
-def decode_steps(model, prompts, pad_id, steps, growing, grouped, packed, shared, fused, bf16):
+def decode_steps(model, prompts, pad_id, steps, growing, grouped, packed, shared, fused, c_attention, bf16):
     cache = kv_cache.growing_cache(model, share_prefixes=shared) if growing else None
     extra = {cache_keyword(model): cache} if growing else {}
     attention = kv_cache.decode_attention(model, cache) if grouped else contextlib.nullcontext()
     packing = packed_linears(model) if packed else contextlib.nullcontext()
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16), attention, packing:
+    # Refused by the C kernel, kv_cache.prefix_decode_attention takes PyTorch's products.
+    refused = mock.patch.object(native, "prefix_decode_attention", lambda *args: None)
+    in_c = contextlib.nullcontext() if c_attention else refused
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16), attention, packing, in_c:
         prefill = prefill_shared(model, *distinct_rows(prompts), pad_id=pad_id, device="cpu", logits_to_keep=1, **extra)
         past, attention, last = prefill.cache, prefill.attention, prefill.positions[:, -1:]
         tokens = torch.full((len(prompts),), 5)

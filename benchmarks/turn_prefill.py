@@ -54,7 +54,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     overrides = [f"model.name={args.model}"] if args.model else []
     config = load_yaml_config(RunConfig, resolve_config_path(args.config), overrides)
-    train_tasks, _ = load_data(config.data)
+    train_tasks = load_data(config.data).train
     model, tokenizer = load_policy(config.model, train_tasks)
     formatter = make_formatter(config, tokenizer)
     tasks = train_tasks[: args.prompts]

@@ -9,8 +9,8 @@ import warnings
 
 import pytest
 import torch
+from attention_helpers import decode_plan, problems, reference
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from slca_grpo.engine import kv_cache, native
 
@@ -20,53 +20,6 @@ def rebuilt(monkeypatch):
     """A fresh start for the once-per-process build (restored afterwards)."""
     monkeypatch.setattr(native, "_tried", False)
     monkeypatch.setattr(native, "_library", None)
-
-
-def reference(query, prefix_keys, prefix_values, row_prompt, keys, values, mask, scale):
-    """The attention written out in float64, row by row and head by head."""
-    rows, kv_heads, group, dim = query.shape
-    out = torch.zeros(rows, kv_heads, group, dim, dtype=torch.float64)
-    for row in range(rows):
-        prompt = int(row_prompt[row])
-        for head in range(kv_heads):
-            all_keys = torch.cat([prefix_keys[prompt, head], keys[row, head]]).double()
-            all_values = torch.cat([prefix_values[prompt, head], values[row, head]]).double()
-            for q in range(group):
-                scores = all_keys @ query[row, head, q].double() * scale
-                if mask is not None:
-                    scores = scores.masked_fill(~mask[row, 0, 0], -math.inf)
-                out[row, head, q] = torch.softmax(scores, dim=0) @ all_values
-    return out
-
-
-@st.composite
-def problems(draw):
-    prompts = draw(st.integers(1, 3))
-    rows = draw(st.integers(1, 7))
-    kv_heads, group = draw(st.integers(1, 3)), draw(st.integers(1, 5))
-    dim = draw(st.sampled_from([8, 16, 64, 128]))
-    prefix, own = draw(st.integers(1, 40)), draw(st.integers(0, 20))
-    row_prompt = torch.tensor([draw(st.integers(0, prompts - 1)) for _ in range(rows)])
-    seed = draw(st.integers(0, 2**16))
-    generator = torch.Generator().manual_seed(seed)
-
-    def normal(*shape):
-        return torch.randn(*shape, generator=generator)
-
-    query = normal(rows, kv_heads, group, dim)
-    # Own keys and values in a larger buffer, as the sampler's growing cache holds them.
-    room = own + draw(st.integers(0, 5))
-    keys, values = normal(rows, kv_heads, room, dim), normal(rows, kv_heads, room, dim)
-    mask = None
-    if draw(st.booleans()):
-        # Each prompt's left padding, shared by its rows; a row's own tokens may start with a gap.
-        padding = [draw(st.integers(0, prefix - 1)) for _ in range(prompts)]
-        mask = torch.ones(rows, 1, 1, prefix + own, dtype=torch.bool)
-        for row in range(rows):
-            mask[row, 0, 0, : padding[int(row_prompt[row])]] = False
-            mask[row, 0, 0, prefix : prefix + draw(st.integers(0, own))] = False
-    prefix_keys, prefix_values = (normal(prompts, kv_heads, prefix, dim) for _ in range(2))
-    return query, prefix_keys, prefix_values, row_prompt, keys[:, :, :own], values[:, :, :own], mask, dim**-0.5
 
 
 @settings(max_examples=60, deadline=None)
@@ -100,21 +53,15 @@ def test_by_hand_masked_keys_are_left_out_and_the_weights_follow_the_scores():
 @pytest.mark.parametrize("in_order", [False, True])
 def test_the_shared_prefix_attention_gives_pytorchs_values_through_the_kernel(monkeypatch, in_order):
     """kv_cache.prefix_decode_attention with the kernel and without it (PyTorch's products); a
-    bfloat16 cache keeps PyTorch's products."""
+    bfloat16 cache takes the kernel's bfloat16 entry (its values: tests/test_native_attention_bf16.py)."""
     generator = torch.Generator().manual_seed(1)
     prompts, width, kv_heads, group, dim, prefix, own = 3, 2, 3, 3, 64, 50, 9
     rows = prompts * width
     row_prompt = torch.arange(prompts).repeat_interleave(width)
     order = torch.arange(rows) if in_order else torch.randperm(rows, generator=generator)
     row_prompt = row_prompt[order]
-    row_slot = torch.empty(rows, dtype=torch.long)
-    slots = torch.empty(prompts, width, dtype=torch.long)
-    for p in range(prompts):
-        members = (row_prompt == p).nonzero().flatten()
-        slots[p] = members
-        row_slot[members] = p * width + torch.arange(width)
     prefix_keys, prefix_values = (torch.randn(prompts, kv_heads, prefix, dim, generator=generator) for _ in range(2))
-    plan = kv_cache._DecodePlan(prefix_keys, prefix_values, slots, row_slot, width, row_slot // width, in_order)
+    plan = decode_plan(row_prompt, width, prefix_keys, prefix_values, in_order)
     query = torch.randn(rows, kv_heads, group, dim, generator=generator)
     keys, values = (torch.randn(rows, kv_heads, own + 4, dim, generator=generator)[:, :, :own] for _ in "kv")
     mask = torch.ones(rows, 1, 1, prefix + own, dtype=torch.bool)
@@ -123,11 +70,9 @@ def test_the_shared_prefix_attention_gives_pytorchs_values_through_the_kernel(mo
     real = native.prefix_decode_attention
     monkeypatch.setattr(native, "prefix_decode_attention", lambda *a: computed.append(real(*a)) or computed[-1])
     fast = kv_cache.prefix_decode_attention(plan, query, keys, values, mask, dim**-0.5)
-    bf16_plan = kv_cache._DecodePlan(
-        prefix_keys.bfloat16(), prefix_values.bfloat16(), slots, row_slot, width, row_slot // width, in_order
-    )
+    bf16_plan = decode_plan(row_prompt, width, prefix_keys.bfloat16(), prefix_values.bfloat16(), in_order)
     kv_cache.prefix_decode_attention(bf16_plan, query, keys.bfloat16(), values.bfloat16(), mask, dim**-0.5)
-    assert computed[0] is not None and computed[1] is None  # float32 in C, bfloat16 left to PyTorch
+    assert [getattr(out, "dtype", None) for out in computed] == [torch.float32, torch.bfloat16]  # both in C
     monkeypatch.setattr(native, "prefix_decode_attention", lambda *a: None)
     products = kv_cache.prefix_decode_attention(plan, query, keys, values, mask, dim**-0.5)
     assert fast.dtype == products.dtype == torch.float32

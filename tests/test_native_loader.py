@@ -216,6 +216,11 @@ def test_clang_builds_both_kernels_and_they_agree_with_pytorch(fresh, monkeypatc
     all_values = torch.cat([prefix_values[row_prompt], values], dim=2)
     expected = torch.softmax(query @ all_keys.transpose(-1, -2) * 0.25, dim=-1) @ all_values
     assert torch.allclose(out, expected, atol=1e-5)
+    cache = [t.bfloat16() for t in (prefix_keys, prefix_values, keys, values)]
+    out = native.prefix_decode_attention(query, *cache[:2], row_prompt, *cache[2:], None, 0.25)
+    all_keys, all_values = (torch.cat([c[row_prompt], own], dim=2).float() for c, own in zip(cache[:2], cache[2:]))
+    scores = query.bfloat16().float() @ all_keys.transpose(-1, -2) * 0.25
+    assert torch.allclose(out.float(), torch.softmax(scores, dim=-1) @ all_values, rtol=2**-8, atol=1e-5)
     weight, bias, x = torch.randn(37, 24), torch.randn(37), torch.randn(5, 24)
     assert torch.allclose(native.small_product(x, native.pack_panels(weight), bias), x @ weight.T + bias, atol=1e-5)
 

@@ -388,10 +388,12 @@ def prefix_decode_attention(
     """One-token attention of rows over their prompt's shared prefix and their own tokens.
 
     ``query``: [rows, kv heads, group, D] (a key/value group's query heads folded together);
-    ``key``/``value``: the rows' own tokens; ``mask``: [rows, 1, 1, prefix + own]. The prefix is
-    multiplied once per prompt by the queries of all its rows (one product with rows x group
-    columns instead of one per row); scores are joined for one float32 softmax, as in
-    :func:`grouped_decode_attention`. Returns [rows, kv heads, group, D]."""
+    ``key``/``value``: the rows' own tokens; ``mask``: [rows, 1, 1, prefix + own]. On a CPU with
+    float32 or bfloat16 caches the C kernel computes it (:func:`native.prefix_decode_attention`);
+    elsewhere, or where it is not built or switched off, the prefix is multiplied once per prompt
+    by the queries of all its rows (one product with rows x group columns instead of one per row)
+    and the scores are joined for one float32 softmax, as in :func:`grouped_decode_attention`.
+    Returns [rows, kv heads, group, D] in the values' dtype."""
     dtype = value.dtype
     out = native.prefix_decode_attention(query, plan.keys, plan.values, plan.row_prompt, key, value, mask, scale)
     if out is not None:

@@ -3,7 +3,8 @@
 :func:`prefix_decode_attention` runs the one-token attention of rows over their prompt's shared
 prefix and their own tokens (``csrc/decode_attention.c``) in one pass over the cache, where
 PyTorch needs four batched products of a dozen rows and a handful of passes in between; float32
-caches only (with bfloat16 ones PyTorch's bfloat16 products were faster). :func:`small_product`
+caches, and bfloat16 ones (under bf16 autocast) read as bfloat16 and widened in registers, the
+arithmetic in float32 and the output in bfloat16 as PyTorch's path gives it. :func:`small_product`
 multiplies a few rows by a float32 weight packed once by :func:`pack_panels`
 (``csrc/small_product.c``), prefetching the weight as it streams from memory. The sources are
 compiled with the system's C compiler (``$CC``, else ``cc``/``gcc``/``clang``: ``-O3
@@ -198,7 +199,8 @@ def _loads_elsewhere(path: Path) -> str | None:
     or foreign library is found there, not by crashing this process."""
     probe = (
         "import ctypes, sys; kernels = ctypes.CDLL(sys.argv[1]); kernels.slca_panel_width(); "
-        "kernels.slca_prefix_decode_attention; kernels.slca_pack_panels; kernels.slca_small_product"
+        "kernels.slca_prefix_decode_attention; kernels.slca_prefix_decode_attention_bf16; "
+        "kernels.slca_pack_panels; kernels.slca_small_product"
     )
     try:
         result = _run([sys.executable, "-c", probe, str(path)], timeout=60)
@@ -261,13 +263,16 @@ def library() -> ctypes.CDLL | None:
             if compiler is None:
                 raise NativeBuildError("no C compiler found (set CC)")
             loaded = ctypes.CDLL(str(_build(compiler)))
-            function = loaded.slca_prefix_decode_attention
-            function.restype = ctypes.c_int
             pointer, size = ctypes.c_void_p, ctypes.c_int64
-            function.argtypes = [
+            attention = [
                 pointer, pointer, pointer, pointer, size, pointer, pointer, size, size, size, pointer,
                 size, size, size, size, size, size, ctypes.c_float, pointer,
             ]  # fmt: skip
+            loaded.slca_prefix_decode_attention.restype = ctypes.c_int
+            loaded.slca_prefix_decode_attention.argtypes = attention
+            # The bfloat16 one also takes whether the query is bfloat16 (else float32), after it.
+            loaded.slca_prefix_decode_attention_bf16.restype = ctypes.c_int
+            loaded.slca_prefix_decode_attention_bf16.argtypes = [pointer, ctypes.c_int, *attention[1:]]
             loaded.slca_panel_width.restype = size
             loaded.slca_panel_width.argtypes = []
             loaded.slca_pack_panels.restype = None
@@ -299,11 +304,14 @@ def prefix_decode_attention(
     """Attention of ``query`` [rows, kv heads, group, D] over each row's prompt prefix
     (``prefix_keys``/``prefix_values`` [prompts, kv heads, prefix, D], the row's prompt in
     ``row_prompt`` [rows]) and its own ``keys``/``values`` [rows, kv heads, own, D], where the
-    boolean ``mask`` [rows, 1, 1, prefix + own] allows; float32 [rows, kv heads, group, D].
-    None where the kernel does not apply (not on a CPU, not float32 keys and values, other layouts,
-    not built); ``ValueError`` for inputs that do not fit together."""
-    # The dtype first: under bf16 autocast every layer of every decode step asks and is refused.
-    if any(t.dtype != torch.float32 for t in (prefix_keys, prefix_values, keys, values)):
+    boolean ``mask`` [rows, 1, 1, prefix + own] allows; [rows, kv heads, group, D] in the keys'
+    dtype. Keys and values all float32, or all bfloat16: then the query is rounded to bfloat16 (as
+    PyTorch's bfloat16 products round it), the arithmetic is float32 and the output is rounded to
+    bfloat16 once. None where the kernel does not apply (not on a CPU, other or mixed dtypes,
+    other layouts, not built); ``ValueError`` for inputs that do not fit together."""
+    # The dtype first: it is asked by every layer of every decode step.
+    dtype = prefix_keys.dtype
+    if dtype not in (torch.float32, torch.bfloat16) or any(t.dtype != dtype for t in (prefix_values, keys, values)):
         return None
     _check_attention_inputs(query, prefix_keys, prefix_values, row_prompt, keys, values, mask)
     rows, kv_heads, group, dim = query.shape
@@ -317,17 +325,25 @@ def prefix_decode_attention(
     kernels = library()
     if kernels is None:
         return None
-    query = query.float().contiguous()
+    if dtype == torch.bfloat16 and query.dtype == torch.bfloat16:
+        query = query.contiguous()
+    else:  # the bfloat16 kernel rounds a float32 query to bfloat16 itself: no cast per layer here
+        query = query.float().contiguous()
     prefix_keys, prefix_values = prefix_keys.contiguous(), prefix_values.contiguous()
     row_prompt = row_prompt.to(torch.int64).contiguous()
     flags = None if mask is None else mask.reshape(rows, prefix + own).contiguous().view(torch.uint8)
-    out = torch.empty((rows, kv_heads, group, dim), dtype=torch.float32)
-    status = kernels.slca_prefix_decode_attention(
-        query.data_ptr(), prefix_keys.data_ptr(), prefix_values.data_ptr(), row_prompt.data_ptr(), prompts,
+    out = torch.empty((rows, kv_heads, group, dim), dtype=dtype)
+    arguments = (
+        prefix_keys.data_ptr(), prefix_values.data_ptr(), row_prompt.data_ptr(), prompts,
         keys.data_ptr(), values.data_ptr(), keys.stride(0), keys.stride(1), keys.stride(2),
         None if flags is None else flags.data_ptr(),
         rows, kv_heads, group, dim, prefix, own, float(scale), out.data_ptr(),
     )  # fmt: skip
+    if dtype == torch.bfloat16:
+        query_bf16 = int(query.dtype == torch.bfloat16)
+        status = kernels.slca_prefix_decode_attention_bf16(query.data_ptr(), query_bf16, *arguments)
+    else:
+        status = kernels.slca_prefix_decode_attention(query.data_ptr(), *arguments)
     if status == 0:
         calls["decode_attention"] += 1
     return out if status == 0 else None

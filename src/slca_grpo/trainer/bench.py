@@ -328,8 +328,8 @@ def run_bench(config, *, rl_steps: int = 2, sft_steps: int = 2, echo: bool = Tru
         sft_steps=sft_steps,
     )
     if rl_steps and device.type == "cpu":
-        if rl_bf16:
-            result.notes.append("rollouts on PyTorch's and oneDNN's bf16 products: the C kernels take float32 only")
+        if rl_bf16 and native_kernels_available():
+            result.notes.append("rollouts on oneDNN's bf16 products (the C ones are float32 only) and the C attention")
         elif not native_kernels_available():
             result.notes.append(
                 "rollouts on PyTorch's attention and oneDNN's products: the C kernels are off or could not be built"
