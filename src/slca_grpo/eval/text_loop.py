@@ -16,7 +16,7 @@ from slca_grpo.chat.template import IM_END, generation_prompt, render_tool_calls
 from slca_grpo.datatypes import Task, Trajectory, Turn, call_signature
 from slca_grpo.eval.agent import AgentRequest, ChatAgent
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, plan_block_calls
-from slca_grpo.rollout.loop import FINAL_ANSWER_NOTICE, repeat_calls
+from slca_grpo.rollout.loop import FINAL_ANSWER_NOTICE, ends_calls, repeat_calls
 
 
 def run_text_episodes(
@@ -71,20 +71,20 @@ def run_text_episodes(
             episode["messages"].append({"role": "assistant", "content": text})
             parsed = parse_tool_calls(text, episode["task"].tool_names)
             block = parsed.blocks[-1] if parsed.blocks else None
-            repeats = (
-                answer_on_repeat
-                and block is not None
-                and block.is_valid
-                and any(call_signature(call) in episode["called"] for call in block.calls)
+            ends = block is not None and ends_calls(
+                block,
+                episode["called"],
+                last_turn=last_turn,
+                answer_at_limit=answer_at_limit,
+                answer_on_repeat=answer_on_repeat,
             )
-            ends_calls = (answer_at_limit and last_turn) or repeats
-            if episode["answering"] or block is None or (last_turn and not ends_calls):
+            if episode["answering"] or block is None or (last_turn and not ends):
                 if episode["answering"]:
                     trajectory.counters["forced_answer"] = 1
                 episode["done"] = True
                 trajectory.truncated = block is not None  # a call left unanswered
                 continue
-            episode["answer_next"] = ends_calls
+            episode["answer_next"] = ends
             turn = trajectory.turns[-1]
             turn.calls, episode["slots"] = plan_block_calls(block, max_parallel_calls)
             episode["called"].update(call_signature(call) for call in turn.calls)

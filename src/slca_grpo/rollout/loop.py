@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from slca_grpo.chat.formatter import ChatFormatter, Dialogue, TurnReading
-from slca_grpo.chat.parser import parse_tool_calls
+from slca_grpo.chat.parser import ToolCallBlock, parse_tool_calls
 from slca_grpo.config import ConfigError, at_least
 from slca_grpo.datatypes import Observation, Task, ToolCall, Trajectory, Turn, call_signature
 from slca_grpo.engine import STOP_LENGTH, SamplingConfig, TurnCache, decode_session, sample
@@ -180,21 +180,20 @@ class AgentLoop:
             elif not reading.calls_tools:
                 rollout.done = True  # end of turn (a final answer) or the token budget
                 trajectory.truncated = generation.stop_reason == STOP_LENGTH
-            elif out_of_budget or (last_turn and not self._ends_calls(rollout, reading, last_turn)):
-                rollout.done, trajectory.truncated = True, True  # a call that the limits leave unanswered
             else:
-                rollout.answer_next = self._ends_calls(rollout, reading, last_turn)
-                self._collect_calls(rollout, reading)
-                rollout.called.update(call_signature(call) for call in trajectory.turns[-1].calls)
-
-    def _ends_calls(self, rollout: _Rollout, reading: TurnReading, last_turn: bool) -> bool:
-        """Whether this calling turn is the rollout's last before a forced answer: on the last turn
-        under ``answer_at_limit``, or repeating a call already made under ``answer_on_repeat``."""
-        if self.config.answer_at_limit and last_turn:
-            return True
-        if not self.config.answer_on_repeat or reading.block is None or not reading.block.is_valid:
-            return False
-        return any(call_signature(call) in rollout.called for call in reading.block.calls)
+                ends = ends_calls(
+                    reading.block,
+                    rollout.called,
+                    last_turn=last_turn,
+                    answer_at_limit=self.config.answer_at_limit,
+                    answer_on_repeat=self.config.answer_on_repeat,
+                )
+                if out_of_budget or (last_turn and not ends):
+                    rollout.done, trajectory.truncated = True, True  # a call that the limits leave unanswered
+                else:
+                    rollout.answer_next = ends
+                    self._collect_calls(rollout, reading)
+                    rollout.called.update(call_signature(call) for call in trajectory.turns[-1].calls)
 
     def _collect_calls(self, rollout: _Rollout, reading: TurnReading) -> None:
         if reading.block is None:  # the turn closed no block (a stray close tag)
@@ -251,6 +250,19 @@ class AgentLoop:
         counters["response_tokens"] = len(trajectory.response_ids)
         counters["repeat_calls"] = repeat_calls(parsed.calls)
         counters.setdefault("forced_answer", 0)
+
+
+def ends_calls(
+    block: ToolCallBlock | None, called: set[str], *, last_turn: bool, answer_at_limit: bool, answer_on_repeat: bool
+) -> bool:
+    """Whether a turn that calls tools (its last ``block``) is the last before a forced answer: on
+    the last turn under ``answer_at_limit``, or under ``answer_on_repeat`` when the block repeats a
+    call whose signature is in ``called``. The agent loop and the text-level evaluation loop both ask."""
+    if answer_at_limit and last_turn:
+        return True
+    if not answer_on_repeat or block is None or not block.is_valid:
+        return False
+    return any(call_signature(call) in called for call in block.calls)
 
 
 def repeat_calls(calls: Sequence[ToolCall]) -> int:

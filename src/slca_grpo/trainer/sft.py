@@ -217,11 +217,7 @@ def train_sft(
         optimizer.zero_grad(set_to_none=True)
         try:
             value = sft_backward(
-                model,
-                [usable[i] for i in chosen],
-                pad_id,
-                micro_batch_size=config.micro_batch_size,
-                bf16=bf16,
+                model, [usable[i] for i in chosen], pad_id, micro_batch_size=config.micro_batch_size, bf16=bf16
             )
             grad_norm = clip_gradients(model, config.grad_clip)
         except TrainingDiverged as exc:
