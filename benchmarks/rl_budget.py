@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.config import ConfigError
+from slca_grpo.registry import UnknownNameError
 from slca_grpo.study.arms import run_count
 from slca_grpo.study.plan import StudyBudget, StudyPlan
 from slca_grpo.study.report import write_study_report
@@ -210,14 +212,19 @@ def main() -> int:
     rows = []
     for name in names:
         plan = candidate_plan(model, name, args.seeds, estimators, tuple(args.overrides))
-        if args.report_only:
-            if not (out / name).is_dir():
-                continue
-            report = write_study_report(out / name, plan)
-        else:
-            share_sft(out, names)
-            print(f"[budget] {name}: {run_count(plan)} runs", flush=True)
-            report = run_study(out / name, plan, echo=True)
+        try:
+            if args.report_only:
+                if not (out / name).is_dir():
+                    continue
+                report = write_study_report(out / name, plan)
+            else:
+                share_sft(out, names)
+                print(f"[budget] {name}: {run_count(plan)} runs", flush=True)
+                report = run_study(out / name, plan, echo=True)
+        except (ConfigError, UnknownNameError) as exc:  # a bad --set or estimator, runs of other settings
+            message = exc.args[0] if isinstance(exc, UnknownNameError) else exc  # a KeyError's str() quotes it
+            print(f"error: {name}: {message}", file=sys.stderr)
+            return 2
         rows.append(summarise(model, name, report, estimators))
     if not rows:
         print(f"error: {out} holds no candidate's study to report (run without --report-only first)", file=sys.stderr)
