@@ -326,3 +326,12 @@ def test_the_evaluation_report_says_how_episodes_ended_by_kind(tmp_path):
     assert "| all | 3 | 33.3 | 66.7 | 33.3 | 1.67 |" in report
     assert "| asked | 1 | 0.0 | 100.0 | 0.0 | 2.00 | 1.00 | 0.00 |" in report
     assert "| cut | 1 | 0.0 | 100.0 | 100.0 | 2.00 | 2.00 | 1.00 |" in report  # its forced turn called again
+
+
+@pytest.mark.parametrize("share", [float("nan"), -0.1, 1.5])
+def test_a_notice_share_outside_zero_to_one_is_refused_naming_the_key(share):
+    from slca_grpo.config import from_dict
+    from slca_grpo.trainer.run_config import RunConfig
+
+    with pytest.raises(ConfigError, match=r"^sft\.notice_share must be (in \[0, 1\]|a finite number)"):
+        from_dict(RunConfig, {"sft": {"notice_share": share}})
