@@ -12,6 +12,7 @@ import yaml
 from slca_grpo.cli import main
 from slca_grpo.cli.study import add_arguments, plan_from_args
 from slca_grpo.config import ConfigError
+from slca_grpo.study import runner as study_runner
 from slca_grpo.study.arms import run_count, trained_once, trained_runs
 from slca_grpo.study.noise import parse_noise_levels
 from slca_grpo.study.plan import (
@@ -290,6 +291,17 @@ def test_a_tiny_study_end_to_end_with_paired_prompts_and_resume(tmp_path, monkey
         return original_step(self, tasks, step_index)
 
     monkeypatch.setattr(RLTrainer, "step", recording_step)
+    scored = []
+
+    def fake_bfcl(model, folder, categories, limit, *, scratch, **options):
+        """BFCL scoring as the study asks for it (scored for real in tests/test_study_outcomes.py)."""
+        scored.append((model, folder, categories, limit))
+        (folder / "bfcl").mkdir(parents=True)
+        summary = {"overall_accuracy": 0.5, "categories": {"simple_python": {"accuracy": 0.5}}}
+        (folder / "bfcl" / "summary.json").write_text(json.dumps(summary))
+        return 1.0
+
+    monkeypatch.setattr(study_runner, "score_on_bfcl", fake_bfcl)
     out = tmp_path / "study"
     argv = [
         "study",
@@ -308,9 +320,27 @@ def test_a_tiny_study_end_to_end_with_paired_prompts_and_resume(tmp_path, monkey
         "--estimators",
         "grpo",
         "slca",
+        "--bfcl",
+        "simple",
+        "--bfcl-limit",
+        "1",
+        "--primary",
+        "success@0.7",
         *[arg for item in TINY for arg in ("--set", item)],
     ]
     assert main(argv) == 0
+    # BFCL: the start once, then every run's last checkpoint.
+    assert [(m.relative_to(out).as_posix(), f.relative_to(out).as_posix()) for m, f, *_ in scored[:2]] == [
+        ("sft", "start"),
+        ("none/grpo/seed-0/checkpoints/step-000001/model", "none/grpo/seed-0"),
+    ]
+    assert len(scored) == 9 and all(entry[2:] == (["simple"], 1) for entry in scored)
+    # The runs of a seed share its start: the first evaluated it (and kept its items), the others
+    # were given its record.
+    first, other = run_dir(out, NoiseLevel(), "grpo", 0), run_dir(out, NoiseLevel(0.5, 0.5), "slca", 0)
+    assert (first / "eval_start_items.jsonl").is_file() and not (other / "eval_start_items.jsonl").exists()
+    starts = [json.loads((run / "summary.json").read_text())["evals"][0] for run in (first, other)]
+    assert starts[0] == starts[1] and starts[0]["step"] == -1
     assert len(seen) == 2 * 2 * 2 * 2  # seeds × levels × estimators × steps
     for (seed, _prob, _estimator, step), ids in seen.items():
         # Pairing: both estimators of a seed, at every noise level, saw the same prompts.
@@ -326,6 +356,10 @@ def test_a_tiny_study_end_to_end_with_paired_prompts_and_resume(tmp_path, monkey
     assert cell["curves"]["name_f1"]["steps"] == [0, 1, 2]
     assert set(report["comparisons"]["paired"]["none"]["slca - grpo"]) == set(report["metrics"])
     assert report["seconds"]["runs"] == 8
+    assert report["bfcl"]["metrics"] == ["bfcl/simple_python", "bfcl/overall"] and len(report["bfcl"]["seconds"]) == 9
+    primary = [test["comparison"] for test in report["primary"]["tests"]]
+    assert primary == ["grpo - start", "slca - start", "slca - grpo"]
+    assert all(test["task_level"]["tasks"] == 2 for test in report["primary"]["tests"])
     for name in ("report.md", "curves.png", "training.png", "noise_levels.png", "study.json", "sft/config.json"):
         assert (out / name).exists(), name
     noisy_metrics = (run_dir(out, NoiseLevel(0.5, 0.5), "grpo", 0) / "metrics.jsonl").read_text()
@@ -335,7 +369,7 @@ def test_a_tiny_study_end_to_end_with_paired_prompts_and_resume(tmp_path, monkey
 
     # Finished runs are skipped; runs made with other settings are refused, not mixed in.
     seen.clear()
-    assert main(argv) == 0 and not seen
+    assert main(argv) == 0 and not seen and len(scored) == 9
     assert main([*argv, "--set", "rl.lr=0.123"]) == 2
     assert "was run with other settings (rl.lr:" in capsys.readouterr().err
     assert main([*argv, "--set", "sft.steps=5"]) == 2

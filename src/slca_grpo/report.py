@@ -38,6 +38,8 @@ EXTRA_COLUMNS = {
     "sampled_r_tool": ("R_tool sampled", 1.0),
     "sampled_success@0.7": ("Success@0.7 sampled", 100.0),
     "sampled_arg_match": ("ArgMatch sampled", 100.0),
+    "forced_answer": ("Forced answer %", 100.0),  # held-out episodes the loop asked for a final answer
+    "repeat_calls": ("Repeats/task", 1.0),  # identical calls made again after their results came back
 }
 # Every reported metric's label and scale.
 COLUMN_LABELS = {key: label for key, label, _ in TABLE_COLUMNS} | {k: label for k, (label, _) in EXTRA_COLUMNS.items()}

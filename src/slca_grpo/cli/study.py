@@ -7,11 +7,19 @@ import dataclasses
 from typing import Any
 
 from slca_grpo.cli.common import fail
-from slca_grpo.study.plan import DEFAULT_BUDGET, DEFAULT_ESTIMATORS, QUICK_BUDGET
+from slca_grpo.study.plan import DEFAULT_BUDGET, DEFAULT_ESTIMATORS, QUICK_BUDGET, SMOLLM2_ESTIMATORS, STUDY_MODELS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     quick, full = QUICK_BUDGET, DEFAULT_BUDGET
+    parser.add_argument(
+        "--model",
+        default="reader",
+        choices=sorted(STUDY_MODELS),
+        help="whose study: reader (the quick demo's model, under summary noise; the defaults below) or smollm2 "
+        f"(SmolLM2-135M-Instruct, {STUDY_MODELS['smollm2'].budget.seeds} seeds of "
+        f"{' and '.join(SMOLLM2_ESTIMATORS)}, scored on held-out tasks and BFCL: docs/study.md)",
+    )
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -22,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--estimators",
         nargs="+",
-        default=list(DEFAULT_ESTIMATORS),
-        help=f"registered estimator names (default: {' '.join(DEFAULT_ESTIMATORS)})",
+        help=f"registered estimator names (default: {' '.join(DEFAULT_ESTIMATORS)}; smollm2: "
+        f"{' '.join(SMOLLM2_ESTIMATORS)})",
     )
     parser.add_argument(
         "--noise", help=f"comma-separated noise levels: none, std=S, prob=P, std=S+prob=P (default: {full.noise})"
@@ -40,6 +48,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"prompts per RL step, G rollouts each (default: {full.prompts_per_step}; quick {quick.prompts_per_step})",
     )
     parser.add_argument("--preset", help=f"base config preset or YAML file (default: {full.preset})")
+    parser.add_argument(
+        "--bfcl",
+        metavar="CATEGORY,...",
+        help="also score the start and every final model on these BFCL categories with bfcl-eval's checkers "
+        f"(default: none; smollm2: {STUDY_MODELS['smollm2'].budget.bfcl})",
+    )
+    parser.add_argument(
+        "--bfcl-limit", type=int, help=f"the first N entries of each BFCL category (default: {full.bfcl_limit})"
+    )
+    parser.add_argument(
+        "--primary",
+        metavar="METRIC",
+        help="the held-out metric named in advance as the primary outcome: each estimator − start and − the "
+        "baseline, Holm over them, with a task-level test "
+        f"(default: none; smollm2: {STUDY_MODELS['smollm2'].budget.primary})",
+    )
     parser.add_argument(
         "--kinds",
         metavar="KIND=W,...",
@@ -71,7 +95,10 @@ def plan_from_args(args: argparse.Namespace):
     from slca_grpo.study.noise import parse_noise_levels
     from slca_grpo.study.plan import StudyPlan
 
-    budget = QUICK_BUDGET if args.quick else DEFAULT_BUDGET
+    model = STUDY_MODELS[getattr(args, "model", "reader")]
+    if args.quick and model.quick is None:
+        raise ConfigError(f"--quick: the {args.model} study has no quick budget; give --seeds or --steps instead")
+    budget = model.quick if args.quick else model.budget
     changes = {
         key: value
         for key, value in (
@@ -81,6 +108,9 @@ def plan_from_args(args: argparse.Namespace):
             ("prompts_per_step", args.prompts),
             ("noise", args.noise),
             ("preset", args.preset),
+            ("bfcl", getattr(args, "bfcl", None)),
+            ("bfcl_limit", getattr(args, "bfcl_limit", None)),
+            ("primary", getattr(args, "primary", None)),
         )
         if value is not None
     }
@@ -89,16 +119,39 @@ def plan_from_args(args: argparse.Namespace):
         ("steps", "--steps"),
         ("eval_tasks", "--eval-tasks"),
         ("prompts_per_step", "--prompts"),
+        ("bfcl_limit", "--bfcl-limit"),
     ):
         if key in changes and changes[key] < 1:
             raise ConfigError(f"{option} must be >= 1, got {changes[key]}")
     budget = dataclasses.replace(budget, **changes)
-    if len(set(args.estimators)) != len(args.estimators):
-        raise ConfigError(f"--estimators: a name is given twice ({' '.join(args.estimators)})")
+    check_outcomes(budget)
+    estimators = tuple(args.estimators or model.estimators)
+    if len(set(estimators)) != len(estimators):
+        raise ConfigError(f"--estimators: a name is given twice ({' '.join(estimators)})")
     overrides = tuple(args.overrides)
     if args.kinds is not None:
         overrides = (kinds_override(args.kinds), *overrides)
-    return StudyPlan(budget, tuple(args.estimators), tuple(parse_noise_levels(budget.noise)), overrides)
+    return StudyPlan(budget, estimators, tuple(parse_noise_levels(budget.noise)), overrides)
+
+
+def check_outcomes(budget) -> None:
+    """ConfigError naming the option when ``--primary`` is no held-out metric or ``--bfcl`` names an
+    unknown category."""
+    from slca_grpo.config import ConfigError
+    from slca_grpo.report import HELD_OUT_SAMPLED
+    from slca_grpo.study.metrics import STUDY_METRICS
+
+    known = (*STUDY_METRICS, *HELD_OUT_SAMPLED)
+    if budget.primary and budget.primary not in known:
+        raise ConfigError(f"--primary: {budget.primary!r} is not a held-out metric (one of: {', '.join(known)})")
+    if budget.bfcl:
+        from slca_grpo.data.bfcl.entries import resolve_categories
+        from slca_grpo.study.bfcl import bfcl_categories
+
+        try:
+            resolve_categories(bfcl_categories(budget.bfcl))
+        except (ValueError, KeyError) as exc:
+            raise ConfigError(f"--bfcl: {exc}") from None
 
 
 def kinds_override(text: str) -> str:

@@ -34,13 +34,18 @@ def study_metrics(runs: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     return (*STUDY_METRICS, *steps, *sampled)
 
 
+BFCL_PREFIX = "bfcl/"  # BFCL accuracy of a category, or overall (study/outcomes.py)
+
+
 def metric_label(metric: str) -> str:
     if metric.startswith(STEP_PREFIX):
         return f"Step {metric[len(STEP_PREFIX) :]}"
+    if metric.startswith(BFCL_PREFIX):
+        return f"BFCL {metric[len(BFCL_PREFIX) :]}"
     return COLUMN_LABELS[metric]
 
 
 def metric_scale(metric: str) -> float:
-    if metric.startswith(STEP_PREFIX):
+    if metric.startswith((STEP_PREFIX, BFCL_PREFIX)):
         return 100.0
     return COLUMN_SCALES[metric]

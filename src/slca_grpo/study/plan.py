@@ -11,6 +11,7 @@ from typing import Any
 NOISE_KEYS = {"std": "summary_noise_std", "prob": "summary_noise_prob"}
 PLAN_FILE = "study.json"  # the plan of the study in a folder (its last invocation)
 TIMINGS_FILE = "timings.json"  # seconds per RL run, by run name
+BFCL_TIMINGS_FILE = "bfcl_timings.json"  # seconds per BFCL scoring, by model ("start" or a run name)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,14 @@ class StudyBudget:
     evals: int  # held-out evaluations after the start one, evenly spaced (the last at the end)
     eval_tasks: int  # also the size of a synthetic test split, so that this many exist
     prompts_per_step: int | None = None  # None: the preset's
+    # BFCL categories (comma-separated) the start and every final model are scored on with
+    # bfcl-eval's checkers, the first ``bfcl_limit`` entries of each; "": none.
+    bfcl: str = ""
+    bfcl_limit: int = 50
+    # The held-out metric named before the runs as the study's primary outcome: each estimator −
+    # the start and each estimator − the baseline on it form one family, Holm-corrected together,
+    # with a task-level permutation test beside each. "": no primary family.
+    primary: str = ""
 
     @property
     def eval_every(self) -> int:
@@ -64,9 +73,40 @@ QUICK_BUDGET = StudyBudget(
 DEFAULT_BUDGET = StudyBudget(
     preset="demo-quick", seeds=8, noise="none,prob=1", steps=16, evals=2, eval_tasks=64, prompts_per_step=4
 )
+# SmolLM2-135M-Instruct (the one model here that reads an unseen tool): GRPO and SLCA from the
+# preset's SFT start, 8 seeds, no noise arm, scored on held-out tasks (greedy and sampled) and on
+# BFCL. The primary outcome was named before any run (docs/study.md, "The study on SmolLM2"). A
+# run costs about half an hour of a 2-core CPU, so the study fits in ~10 hours.
+SMOLLM2_BUDGET = StudyBudget(
+    preset="study-smollm2",
+    seeds=8,
+    noise="none",
+    steps=10,
+    evals=1,
+    eval_tasks=64,
+    bfcl="simple_python,multiple",
+    bfcl_limit=50,
+    primary="success@0.7",
+)
+SMOLLM2_ESTIMATORS = ("grpo", "slca")
 # GRPO, SLCA, and SLCA without its summary channel: the control that tells "GRPO is hurt by the
 # noise" apart from "SLCA's summary channel costs tool accuracy".
 DEFAULT_ESTIMATORS = ("grpo", "slca", "slca-no-summary")
+
+
+@dataclass(frozen=True)
+class StudyModel:
+    """What ``slca study --model NAME`` runs by default."""
+
+    budget: StudyBudget
+    estimators: tuple[str, ...]
+    quick: StudyBudget | None = None  # --quick's budget, where the model has one
+
+
+STUDY_MODELS = {
+    "reader": StudyModel(DEFAULT_BUDGET, DEFAULT_ESTIMATORS, QUICK_BUDGET),
+    "smollm2": StudyModel(SMOLLM2_BUDGET, SMOLLM2_ESTIMATORS),
+}
 
 
 @dataclass

@@ -29,7 +29,19 @@ from slca_grpo.study.metrics import (
     TRAINING_TRUNCATED,
     study_metrics,
 )
-from slca_grpo.study.plan import TIMINGS_FILE, StudyPlan, read_json, reference_level, run_dir
+from slca_grpo.study.outcomes import (
+    BFCL_OVERALL,
+    BFCL_PREFIX,
+    ENDING_METRICS,
+    START_FOLDER,
+    TRAIN_FORCED,
+    TRAINING_FORCED,
+    bfcl_scores,
+    primary_family,
+    read_bfcl,
+    read_items,
+)
+from slca_grpo.study.plan import BFCL_TIMINGS_FILE, TIMINGS_FILE, StudyPlan, read_json, reference_level, run_dir
 from slca_grpo.study.plots import plot_study
 from slca_grpo.study.stats import Interval, bootstrap_ci, holm_adjust, paired_difference_ci, sign_flip_p
 from slca_grpo.study.tables import markdown_report
@@ -51,7 +63,11 @@ def run_record(path: Path) -> dict[str, Any]:
     return {
         "config": yaml.safe_load(config_path.read_text(encoding="utf-8")) if config_path.exists() else {},
         "start": start,
-        "final": summary.get("final_eval", {}),
+        "final": {**summary.get("final_eval", {}), **bfcl_scores(read_bfcl(path))},
+        # Per task, greedy: the last evaluation's and the one before RL (kept by the run that made it).
+        "items": read_items(path / "eval_items.jsonl"),
+        "start_items": read_items(path / "eval_start_items.jsonl"),
+        TRAINING_FORCED: _mean(per_step(metrics, TRAIN_FORCED).values()),
         "evals": {int(e["step"]) + 1: e for e in evals},  # keyed by RL steps done
         "probes": {int(p["step"]) + 1: p for p in summary.get("probes", [])},
         "training": {key: per_step(metrics, key) for key in TRAINING_KEYS},
@@ -85,6 +101,16 @@ def collect_runs(out_dir: Path, plan: StudyPlan) -> dict[str, dict[str, dict[int
             cells.setdefault(level.name, {})[estimator] = {
                 seed: run_record(path) for seed, path in seeds.items() if (path / "summary.json").exists()
             }
+    # What every run of a seed shares: the start's BFCL scores, and its held-out items (kept by
+    # the run that evaluated the start; the seed's other runs were given its record).
+    start_bfcl = bfcl_scores(read_bfcl(out_dir / START_FOLDER))
+    runs = [(seed, run) for by_est in cells.values() for cell in by_est.values() for seed, run in cell.items()]
+    start_items = {seed: run["start_items"] for seed, run in runs if run["start_items"] is not None}
+    for seed, run in runs:
+        if run["start"]:
+            run["start"] = {**run["start"], **start_bfcl}
+        if run["start_items"] is None:
+            run["start_items"] = start_items.get(seed)
     return cells
 
 
@@ -185,6 +211,14 @@ def summarise_cell(runs: Mapping[int, dict[str, Any]], metrics: Sequence[str] = 
     }
 
 
+def family_cell(runs: Mapping[int, dict[str, Any]], metrics: Sequence[str]) -> dict[str, Any]:
+    """Final values and changes from the start (exact test) of ``metrics`` over a cell's seeds."""
+    return {
+        "final": {m: _interval(_values(runs, _final(m))) for m in metrics},
+        "delta": {m: _interval(_values(runs, _delta(m)), test=True) for m in metrics},
+    }
+
+
 def comparisons(
     cells: Mapping[str, Mapping[str, Mapping[int, dict[str, Any]]]],
     plan: StudyPlan,
@@ -245,6 +279,10 @@ def add_holm(tests: Sequence[dict[str, Any] | None]) -> None:
         test["holm_p"] = adjusted
 
 
+def _bfcl_order(metric: str) -> tuple[bool, str]:
+    return metric == BFCL_OVERALL, metric  # categories first, then overall
+
+
 def run_provenance(runs: Sequence[Mapping[str, Any]]) -> str | None:
     """One line describing the code and environment every run shares; an error when they differ
     (the study pairs runs seed by seed, which holds only within one commit and one environment)."""
@@ -286,6 +324,17 @@ def write_study_report(out_dir: str | Path, plan: StudyPlan) -> dict[str, Any]:
         for level, by_est in runs.items()
     }
     add_holm([cell["delta"][m] for by_est in cells.values() for cell in by_est.values() for m in metrics])
+    endings = [m for m in ENDING_METRICS if any(m in run["final"] for run in finished)]
+    bfcl = sorted({m for run in finished for m in run["final"] if m.startswith(BFCL_PREFIX)}, key=_bfcl_order)
+    for key, family in (("endings", endings), ("bfcl", bfcl)):
+        for level, by_est in runs.items():
+            for estimator, cell in by_est.items():
+                cells[level][estimator][key] = family_cell(cell, family)
+        add_holm([cell[key]["delta"][m] for by_est in cells.values() for cell in by_est.values() for m in family])
+    for level, by_est in runs.items():
+        for estimator, cell in by_est.items():
+            cells[level][estimator][TRAINING_FORCED] = _interval(_values(cell, lambda run: run[TRAINING_FORCED]))
+    reference = reference_level(plan.levels).name
     add_holm([cell["probe_delta"][m] for by_est in cells.values() for cell in by_est.values() for m in PROBE_METRICS])
     sft_provenance = sft_summary.get("provenance")
     report = {
@@ -308,6 +357,14 @@ def write_study_report(out_dir: str | Path, plan: StudyPlan) -> dict[str, Any]:
         "start_eval": starts[0] if starts else None,
         "cells": cells,
         "comparisons": comparisons(runs, plan, metrics),
+        "primary": primary_family(runs[reference], plan.budget.primary, plan.baseline) if plan.budget.primary else None,
+        "endings": endings,
+        "bfcl": {
+            "metrics": bfcl,
+            "start": {m: v for m, v in (starts[0] if starts else {}).items() if m.startswith(BFCL_PREFIX)},
+            "paired": comparisons(runs, plan, bfcl)["paired"] if bfcl else {},
+            "seconds": read_json(out_dir / BFCL_TIMINGS_FILE, {}),
+        },
         "seconds": {
             "sft": sft_summary.get("seconds"),
             "runs": len(timings),

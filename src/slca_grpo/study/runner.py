@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ from slca_grpo.config import ConfigError, apply_overrides, load_yaml_config
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.provenance import ProvenanceDamaged, describe, pairing_key, provenance, read_provenance
 from slca_grpo.study.arms import trained_once, trained_runs
-from slca_grpo.study.plan import PLAN_FILE, TIMINGS_FILE, NoiseLevel, StudyPlan, read_json, run_dir
+from slca_grpo.study.bfcl import bfcl_categories, final_model, score_on_bfcl
+from slca_grpo.study.outcomes import START_FOLDER, read_bfcl
+from slca_grpo.study.plan import BFCL_TIMINGS_FILE, PLAN_FILE, TIMINGS_FILE, NoiseLevel, StudyPlan, read_json, run_dir
 from slca_grpo.study.report import write_study_report
 from slca_grpo.trainer.logger import clock
 from slca_grpo.trainer.run import train
@@ -98,6 +101,54 @@ def check_study_folder(out_dir: Path) -> None:
         )
 
 
+def seed_start(out_dir: Path, runs: list[tuple[int, NoiseLevel, str]], seed: int, key: str = "evals") -> dict | None:
+    """The evaluation before RL (``key``: ``evals`` held out, ``probes`` the probe set) of a finished
+    run of ``seed``, or None. Every run starts from the same checkpoint and a seed's evaluations draw
+    the same samples (``train.seed``), while the evaluation reward is the clean one at every noise
+    level: the runs of one seed share it."""
+    for other, level, estimator in runs:
+        if other != seed:
+            continue
+        summary = read_json(run_dir(out_dir, level, estimator, seed) / "summary.json", {})
+        records = summary.get(key) or [{}]
+        if records[0].get("step") == -1:
+            return records[0]
+    return None
+
+
+class _BFCLScoring:
+    """Scores a model on the budget's BFCL categories into ``<folder>/bfcl`` once, timing it in
+    ``bfcl_timings.json``; does nothing when the budget names none."""
+
+    def __init__(self, out_dir: Path, plan: StudyPlan, base: RunConfig, *, echo: bool):
+        self.out_dir, self.echo = out_dir, echo
+        self.categories, self.limit = bfcl_categories(plan.budget.bfcl), plan.budget.bfcl_limit
+        # Greedy, in the precision the runs evaluate in, through the model's chat format.
+        self.options = {
+            "bf16": base.rl.bf16,
+            "chat_format": base.model.chat_format,
+            "chat_template": base.model.chat_template or None,
+            "tool_parser": base.model.tool_parser,
+        }
+
+    def __call__(self, model: Path, folder: Path, name: str) -> None:
+        if not self.categories or read_bfcl(folder) is not None:
+            return
+        if self.echo:
+            print(f"[study] BFCL ({', '.join(self.categories)}, first {self.limit}): {name} ...", flush=True)
+        seconds = score_on_bfcl(
+            model, folder, self.categories, self.limit, scratch=self.out_dir / ".bfcl-scratch", **self.options
+        )
+        timings = read_json(self.out_dir / BFCL_TIMINGS_FILE, {})
+        timings[name] = seconds
+        (self.out_dir / BFCL_TIMINGS_FILE).write_text(json.dumps(timings, indent=1), encoding="utf-8")
+        if self.echo:
+            scores = read_bfcl(folder) or {}
+            print(
+                f"[study] BFCL {name}: {100 * scores.get('overall_accuracy', 0):.1f} % in {seconds:.0f} s", flush=True
+            )
+
+
 def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbose: bool = False) -> dict[str, Any]:
     """SFT once, run every (seed, level, estimator) not yet finished, then write the report."""
     started = time.perf_counter()
@@ -141,6 +192,8 @@ def _run_study_in(
             "changed); use another --out"
         )
     (out_dir / PLAN_FILE).write_text(json.dumps(plan.to_dict(), indent=1), encoding="utf-8")
+    if not sft_is_current(base, out_dir):
+        shutil.rmtree(out_dir / START_FOLDER, ignore_errors=True)  # scores of a start that is made anew
     ensure_sft(base, out_dir, announce="[study]" if echo else None)
 
     timings = read_json(out_dir / TIMINGS_FILE, {})
@@ -150,15 +203,26 @@ def _run_study_in(
             f"{len(plan.estimators)} estimators, {base.rl.steps} steps each{_once(plan)}",
             flush=True,
         )
+    bfcl = _BFCLScoring(out_dir, plan, base, echo=echo)
+    bfcl(sft_dir, out_dir / START_FOLDER, "start")
     spent: list[float] = []
     for index, (seed, level, estimator) in enumerate(runs, 1):
         target = run_dir(out_dir, level, estimator, seed)
         name = f"{level.name}/{estimator}/seed-{seed}"
         if (target / "summary.json").exists():
+            bfcl(final_model(target), target, name)  # scored unless it was before the study stopped
             continue
         run_started = time.perf_counter()
-        summary = train(configs[(seed, level, estimator)], resume=True, echo=verbose, resume_may_differ=LOCATION_KEYS)
+        summary = train(
+            configs[(seed, level, estimator)],
+            resume=True,
+            echo=verbose,
+            start_eval=seed_start(out_dir, runs, seed),
+            start_probe=seed_start(out_dir, runs, seed, "probes"),
+            resume_may_differ=LOCATION_KEYS,
+        )
         spent.append(time.perf_counter() - run_started)
+        bfcl(final_model(target), target, name)
         timings[name] = spent[-1]
         (out_dir / TIMINGS_FILE).write_text(json.dumps(timings, indent=1), encoding="utf-8")
         if echo:

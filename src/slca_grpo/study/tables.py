@@ -21,6 +21,7 @@ from slca_grpo.study.metrics import (
     metric_label,
     metric_scale,
 )
+from slca_grpo.study.outcomes import TRAINING_FORCED
 from slca_grpo.study.plan import StudyPlan
 
 __all__ = ["format_interval", "markdown_report", "significance_marker"]
@@ -182,6 +183,7 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
             + ", ".join(f"{metric_label(m)} {_number(start.get(m), metric_scale(m))}" for m in shown if m in start),
             "",
         ]
+    lines += _primary_table(report)
     rows = [
         (
             f"{labels[level]} · {estimator}",
@@ -215,6 +217,8 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
         note="Markers: the exact sign-flip test of the per-seed changes against 0 (Holm over this table). "
         "Truncated: the change of the held-out share, and the training share (as in the table above).",
     )
+    lines += _endings_table(report, labels)
+    lines += _bfcl_tables(report, labels)
     lines += _probe_tables(report, labels)
     reference = compared["reference_level"]
 
@@ -267,6 +271,115 @@ def markdown_report(report: Mapping[str, Any], plan: StudyPlan) -> str:
             "",
         ]
     return "\n".join(lines)
+
+
+def _primary_table(report: Mapping[str, Any]) -> list[str]:
+    """The pre-registered primary family: each comparison's paired difference over seeds with its
+    exact p and the Holm-adjusted p over the family, and the task-level permutation test beside it."""
+    primary = report.get("primary")
+    if not primary or not primary.get("tests"):
+        return []
+    metric = primary["metric"]
+    scale = metric_scale(metric)
+    lines = [
+        f"### Primary outcome: held-out {metric_label(metric)}",
+        "",
+        "Named before the runs. Paired by seed: mean difference, bootstrap 95% interval, the exact sign-flip p over "
+        "seeds and its Holm-adjusted p over the comparisons of this table (`**`: below 0.05 after Holm). Beside it, "
+        "the task-level paired permutation test: per task, the seed mean of the difference, its signs flipped task "
+        "by task; tasks up / down.",
+        "",
+        "| comparison | mean | bootstrap 95% | exact p | Holm p | seeds + | task-level p | tasks up / down |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for test in primary["tests"]:
+        tasks = test.get("task_level") or {}
+        lines.append(
+            f"| {test['comparison'].replace(' - ', ' − ')} | {_number(test['mean'], scale, True)}"
+            f"{significance_marker(test)} | {_bounds(test.get('low'), test.get('high'), scale, True)} | "
+            f"{_p(test.get('p'))} | {_p(test.get('holm_p'))} | {wins_text(test)} | {_p(tasks.get('p'))} | "
+            f"{tasks.get('tasks_up', '–')} / {tasks.get('tasks_down', '–')} |"
+        )
+    return lines + [""]
+
+
+def _endings_table(report: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
+    """How the held-out episodes ended (cut off, forced to answer, repeated calls), at the end and
+    changed from the start, with the training shares beside them."""
+    endings = report.get("endings") or []
+    if not endings:
+        return []
+    start = report.get("start_eval") or {}
+    lines = [
+        "### How episodes ended",
+        "",
+        "Held out, greedy: the share cut off before an answer, the share asked for a final answer by the loop "
+        "(`rollout.answer_at_limit` / `answer_on_repeat`) and identical calls repeated per task; final, then the "
+        "change from the start (markers: exact sign-flip test against 0, Holm over the changes of this table). "
+        "Training: the shares over the run's rollouts. Start: "
+        + ", ".join(f"{metric_label(m)} {_number(start.get(m), metric_scale(m))}" for m in endings if m in start)
+        + ".",
+        "",
+        "| | "
+        + " | ".join([*(metric_label(m) for m in endings), *(f"Δ {metric_label(m)}" for m in endings)])
+        + " | Truncated (train) % | Forced (train) % |",
+        "|---|" + "---:|" * (2 * len(endings) + 2),
+    ]
+    for level, by_est in report["cells"].items():
+        for estimator, cell in by_est.items():
+            family = cell.get("endings") or {}
+            final = [format_interval(family["final"].get(m), metric_scale(m)) for m in endings]
+            delta = [
+                format_interval(family["delta"].get(m), metric_scale(m), signed=True)
+                + significance_marker(family["delta"].get(m))
+                for m in endings
+            ]
+            training = [
+                format_interval(cell.get(TRAINING_TRUNCATED), 100.0),
+                format_interval(cell.get(TRAINING_FORCED), 100.0),
+            ]
+            lines.append(f"| {labels[level]} · {estimator} | " + " | ".join([*final, *delta, *training]) + " |")
+    return lines + [""]
+
+
+def _bfcl_tables(report: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
+    """BFCL accuracy of the start and each cell, the change from the start, and the paired
+    differences between estimators (exact p, Holm over each table)."""
+    bfcl = report.get("bfcl") or {}
+    metrics = bfcl.get("metrics") or []
+    if not metrics:
+        return []
+    start = bfcl.get("start") or {}
+    lines = [
+        "### BFCL",
+        "",
+        "Accuracy (%) with bfcl-eval's own checkers, greedy, the first entries of each category "
+        "(`StudyBudget.bfcl_limit`); overall is the unweighted mean of the categories. Final [95% CI] and the "
+        "change from the start (markers: exact sign-flip test against 0, Holm over the changes).",
+        "",
+        "| | " + " | ".join([*(metric_label(m) for m in metrics), *(f"Δ {metric_label(m)}" for m in metrics)]) + " |",
+        "|---|" + "---:|" * (2 * len(metrics)),
+        "| start | " + " | ".join([*(_number(start.get(m), 100.0) for m in metrics), *("" for _ in metrics)]) + " |",
+    ]
+    for level, by_est in report["cells"].items():
+        for estimator, cell in by_est.items():
+            family = cell.get("bfcl") or {}
+            final = [format_interval(family["final"].get(m), 100.0) for m in metrics]
+            delta = [
+                format_interval(family["delta"].get(m), 100.0, signed=True)
+                + significance_marker(family["delta"].get(m))
+                for m in metrics
+            ]
+            lines.append(f"| {labels[level]} · {estimator} | " + " | ".join([*final, *delta]) + " |")
+    lines.append("")
+    rows = [
+        (f"{labels[level]} · {pair.replace(' - ', ' − ')}", "–", by_metric)
+        for level, pairs in (bfcl.get("paired") or {}).items()
+        for pair, by_metric in pairs.items()
+    ]
+    if rows:
+        lines += _comparison_table("BFCL: paired differences", rows, metrics)
+    return lines
 
 
 def _probe_tables(report: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:

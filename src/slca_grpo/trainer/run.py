@@ -171,8 +171,9 @@ def _flat(summary: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class _Evaluation:
     """The run's evaluations of one task set, each recorded in ``records``, the metrics
-    (``<name>/<metric>``), ``<name>_items.jsonl`` and ``<name>_summary.json``: ``eval`` on the
-    held-out tasks, ``probe`` on the probe set (training-distribution tasks no update trains on).
+    (``<name>/<metric>``), ``<name>_items.jsonl`` (the starting one's also in
+    ``<name>_start_items.jsonl``) and ``<name>_summary.json``: ``eval`` on the held-out tasks,
+    ``probe`` on the probe set (training-distribution tasks no update trains on).
     Greedy, and also sampled where ``train.eval_samples`` / ``train.probe_samples`` ask for it."""
 
     name: str
@@ -220,12 +221,18 @@ class _Evaluation:
                 step, repeated, "-sampled", temperature=self.trainer.loop.config.temperature
             )
             record |= {f"{SAMPLED}{k}": v for k, v in _flat(sampled).items() if k != "n"}
-            (self.out_dir / f"{self.name}_sampled_items.jsonl").write_text(
-                "".join(json.dumps(i) + "\n" for i in sampled_items)
-            )
+            self._write_items("sampled_items", step, sampled_items)
         self._record(record)
-        (self.out_dir / f"{self.name}_items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
+        self._write_items("items", step, items)
         (self.out_dir / f"{self.name}_summary.json").write_text(json.dumps(summary, indent=1))
+
+    def _write_items(self, kind: str, step: int, items: list[dict[str, Any]]) -> None:
+        """``<name>_<kind>.jsonl``, the latest evaluation's items; the starting one's are also kept as
+        ``<name>_start_<kind>.jsonl``, which task-level comparisons with the start read."""
+        text = "".join(json.dumps(i) + "\n" for i in items)
+        (self.out_dir / f"{self.name}_{kind}.jsonl").write_text(text)
+        if step < 0:
+            (self.out_dir / f"{self.name}_start_{kind}.jsonl").write_text(text)
 
     def _evaluate(
         self, step: int, tasks: list[Task], kind: str, *, temperature: float
