@@ -32,7 +32,7 @@ from slca_grpo.integrations.trl import (  # noqa: E402
     task_dataset,
     task_rows,
 )
-from slca_grpo.integrations.trl.rewards import SIMULATOR_FAULT_FIELD  # noqa: E402
+from slca_grpo.integrations.trl.rewards import ENDING_FIELDS, SIMULATOR_FAULT_FIELD  # noqa: E402
 from slca_grpo.integrations.trl.rollouts import group_runs  # noqa: E402
 from slca_grpo.models import load_model  # noqa: E402
 from slca_grpo.rewards import list_reward_families, unregister_reward_family  # noqa: E402
@@ -245,6 +245,10 @@ def test_group_runs_finds_trl_repeated_rows(tasks):
 
 def test_rewards_score_a_batch_once_and_void_a_simulator_fault(recorded, tasks):
     trajectories, record = recorded
+    # How each episode ended travels with its row, for the trainer's rollout/* metrics.
+    assert record[ENDING_FIELDS["truncated"]] == [t.truncated for t in trajectories]
+    assert record[ENDING_FIELDS["forced_answer"]] == [bool(t.counters["forced_answer"]) for t in trajectories]
+    assert record[ENDING_FIELDS["repeat_calls"]] == [t.counters["repeat_calls"] for t in trajectories]
     rewards = TaskRewards()
     rows = {"slca_task": [row["slca_task"] for row in rows_for(tasks)], **record}
     rows[SIMULATOR_FAULT_FIELD] = ["timeout"] + [""] * (len(trajectories) - 1)
@@ -426,6 +430,8 @@ def test_every_estimator_trains_a_step_through_trl(reader, tasks, tmp_path, esti
     trainer.train()
     logged = trainer.state.log_history[0]
     assert "reward" in logged and "rollout/void" in logged
+    # How episodes ended, as our trainer logs it (the rows' own fields, tested with the rollouts).
+    assert {"rollout/truncated", "rollout/forced_answer", "rollout/repeat_calls"} <= set(logged)
     moved = any(not torch.equal(before[name], p) for name, p in trainer.model.named_parameters())
     # A batch whose groups all tie has zero advantages everywhere; the KL term alone cannot move
     # the weights on the first step (policy = reference), so "moved" holds exactly when some

@@ -35,9 +35,17 @@ RESPONSE_TEXT_FIELD = "slca_response_text"
 TURN_TEXTS_FIELD = "slca_turn_texts"  # each assistant turn's text, for per-turn rewards
 SIMULATOR_FAULT_FIELD = "slca_simulator_fault"  # the kind of the first simulator fault, "" if none
 ANSWERED_FIELD = "slca_answered"  # whether the rollout's last turn is its answer
+# How the episode ended, logged by the trainer as rollout/<name> (the means over the batch), as our
+# trainer logs them: cut off before an answer, asked for a final answer by the loop, calls repeated.
+ENDING_FIELDS = {
+    "truncated": "slca_truncated",
+    "forced_answer": "slca_forced_answer",
+    "repeat_calls": "slca_repeat_calls",
+}
 
 __all__ = [
     "ANSWERED_FIELD",
+    "ENDING_FIELDS",
     "RESPONSE_TEXT_FIELD",
     "SIMULATOR_FAULT_FIELD",
     "TURN_TEXTS_FIELD",

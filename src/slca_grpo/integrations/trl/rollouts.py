@@ -27,6 +27,7 @@ from slca_grpo.datatypes import Task, Trajectory
 from slca_grpo.integrations.trl.data import task_of_row
 from slca_grpo.integrations.trl.rewards import (
     ANSWERED_FIELD,
+    ENDING_FIELDS,
     RESPONSE_TEXT_FIELD,
     SIMULATOR_FAULT_FIELD,
     TURN_TEXTS_FIELD,
@@ -70,6 +71,9 @@ def rollout_fields(trajectories: Sequence[Trajectory]) -> dict[str, list[Any]]:
         TURN_TEXTS_FIELD: [[turn.text for turn in t.turns] for t in trajectories],
         SIMULATOR_FAULT_FIELD: [simulator_fault(t.turns) or "" for t in trajectories],
         ANSWERED_FIELD: [ends_with_answer(t) for t in trajectories],
+        ENDING_FIELDS["truncated"]: [bool(t.truncated) for t in trajectories],
+        ENDING_FIELDS["forced_answer"]: [bool(t.counters.get("forced_answer", 0)) for t in trajectories],
+        ENDING_FIELDS["repeat_calls"]: [int(t.counters.get("repeat_calls", 0)) for t in trajectories],
     }
 
 

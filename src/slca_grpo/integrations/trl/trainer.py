@@ -29,7 +29,13 @@ from slca_grpo.chat.native_format import ChatTemplateError
 from slca_grpo.chat.parser import is_call_turn, last_turn_text
 from slca_grpo.config import ConfigError, from_dict
 from slca_grpo.integrations.trl.data import task_of_row
-from slca_grpo.integrations.trl.rewards import ANSWERED_FIELD, RESPONSE_TEXT_FIELD, Scored, TaskRewards
+from slca_grpo.integrations.trl.rewards import (
+    ANSWERED_FIELD,
+    ENDING_FIELDS,
+    RESPONSE_TEXT_FIELD,
+    Scored,
+    TaskRewards,
+)
 from slca_grpo.integrations.trl.rollouts import AgentLoopRollouts
 from slca_grpo.plugins import load_plugins
 from slca_grpo.rewards.config import RewardConfig
@@ -245,4 +251,8 @@ class SLCATrainer(GRPOTrainer):
         for name, value in segment_advantage_stats(advantages, all_segments).items():
             metrics[name].append(value)
         metrics["rollout/void"].append(float(sum(all_void)))
+        for name, field in ENDING_FIELDS.items():  # this process's rows (our rollout function sets them)
+            values = [float(row[field]) for row in inputs if field in row]
+            if values:
+                metrics[f"rollout/{name}"].append(sum(values) / len(values))
         return output
