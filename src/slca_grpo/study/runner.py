@@ -131,9 +131,11 @@ class _BFCLScoring:
             "tool_parser": base.model.tool_parser,
         }
 
-    def __call__(self, model: Path, folder: Path, name: str) -> None:
+    def __call__(self, folder: Path, name: str, model: Path | None = None) -> None:
+        """Score ``model`` (default: the last checkpoint of the run in ``folder``) into ``folder``."""
         if not self.categories or read_bfcl(folder) is not None:
             return
+        model = model or final_model(folder)
         if self.echo:
             print(f"[study] BFCL ({', '.join(self.categories)}, first {self.limit}): {name} ...", flush=True)
         seconds = score_on_bfcl(
@@ -204,13 +206,13 @@ def _run_study_in(
             flush=True,
         )
     bfcl = _BFCLScoring(out_dir, plan, base, echo=echo)
-    bfcl(sft_dir, out_dir / START_FOLDER, "start")
+    bfcl(out_dir / START_FOLDER, "start", model=sft_dir)
     spent: list[float] = []
     for index, (seed, level, estimator) in enumerate(runs, 1):
         target = run_dir(out_dir, level, estimator, seed)
         name = f"{level.name}/{estimator}/seed-{seed}"
         if (target / "summary.json").exists():
-            bfcl(final_model(target), target, name)  # scored unless it was before the study stopped
+            bfcl(target, name)  # scored unless it was before the study stopped
             continue
         run_started = time.perf_counter()
         summary = train(
@@ -222,7 +224,7 @@ def _run_study_in(
             resume_may_differ=LOCATION_KEYS,
         )
         spent.append(time.perf_counter() - run_started)
-        bfcl(final_model(target), target, name)
+        bfcl(target, name)
         timings[name] = spent[-1]
         (out_dir / TIMINGS_FILE).write_text(json.dumps(timings, indent=1), encoding="utf-8")
         if echo:
