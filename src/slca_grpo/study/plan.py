@@ -76,7 +76,7 @@ DEFAULT_BUDGET = StudyBudget(
 # SmolLM2-135M-Instruct (the one model here that reads an unseen tool): GRPO and SLCA from the
 # preset's SFT start, 8 seeds, no noise arm, scored on held-out tasks (greedy and sampled) and on
 # BFCL. The primary outcome was named before any run (docs/study.md, "The study on SmolLM2"). A
-# run costs about half an hour of a 2-core CPU, so the study fits in ~10 hours.
+# pilot run of this budget took 31 minutes of a 2-core CPU, so the study is planned at ~10 hours.
 SMOLLM2_BUDGET = StudyBudget(
     preset="study-smollm2",
     seeds=8,
