@@ -95,7 +95,7 @@ def plan_from_args(args: argparse.Namespace):
     from slca_grpo.study.noise import parse_noise_levels
     from slca_grpo.study.plan import StudyPlan
 
-    model = STUDY_MODELS[getattr(args, "model", "reader")]
+    model = STUDY_MODELS[args.model]
     if args.quick and model.quick is None:
         raise ConfigError(f"--quick: the {args.model} study has no quick budget; give --seeds or --steps instead")
     budget = model.quick if args.quick else model.budget
@@ -108,9 +108,9 @@ def plan_from_args(args: argparse.Namespace):
             ("prompts_per_step", args.prompts),
             ("noise", args.noise),
             ("preset", args.preset),
-            ("bfcl", getattr(args, "bfcl", None)),
-            ("bfcl_limit", getattr(args, "bfcl_limit", None)),
-            ("primary", getattr(args, "primary", None)),
+            ("bfcl", args.bfcl),
+            ("bfcl_limit", args.bfcl_limit),
+            ("primary", args.primary),
         )
         if value is not None
     }

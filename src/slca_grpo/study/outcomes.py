@@ -1,11 +1,11 @@
 """What a study measures beyond the held-out outcome table: its pre-registered primary family, how
 episodes ended, and BFCL.
 
-- **Primary family** (``StudyBudget.primary``): on one held-out metric named before the runs,
-  each estimator − the start and each estimator − the baseline, paired by seed with the exact
-  sign-flip p, Holm-corrected over the family; beside each, a task-level paired permutation test
-  (per task, the seed mean of the difference; its signs flipped task by task), which asks whether
-  the change holds across tasks rather than across seeds.
+- **Primary family** (``StudyBudget.primary``, computed in ``study/report.py``): on one held-out
+  metric named before the runs, each estimator − the start and each estimator − the baseline,
+  paired by seed with the exact sign-flip p, Holm-corrected over the family; beside each, the
+  task-level paired permutation test here (per task, the seed mean of the difference; its signs
+  flipped task by task), which asks whether the change holds across tasks rather than across seeds.
 - **Episode endings**: the held-out shares cut off and forced to answer and the repeated calls per
   task, final and changed from the start (exact p, Holm over the table), with the training shares.
 - **BFCL** (``StudyBudget.bfcl``): each model's accuracy per category and overall, scored by
@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from slca_grpo.study.metrics import BFCL_PREFIX
-from slca_grpo.study.stats import holm_adjust, paired_difference_ci, sign_flip_p
+from slca_grpo.study.stats import sign_flip_p
 
-START = "start"
 START_FOLDER = "start"  # OUT/start/: what a study measures of its start beyond the runs' own records
 BFCL_FOLDER = "bfcl"  # <model's folder>/bfcl/: its BFCL scoring (study/bfcl.py)
 BFCL_SUMMARY_FILE = "summary.json"  # written by the BFCL report (eval/bfcl/report.py)
@@ -82,40 +81,3 @@ def task_level_p(
         "tasks_down": sum(d < 0 for d in differences),
         "p": sign_flip_p(differences),
     }
-
-
-def primary_family(runs: Mapping[str, Mapping[int, dict[str, Any]]], metric: str, baseline: str) -> dict[str, Any]:
-    """The primary comparisons at one noise level (``runs``: estimator → seed → run record): each
-    estimator − start, then each other estimator − ``baseline``; Holm over all of them."""
-    tests: list[dict[str, Any]] = []
-    for estimator, by_seed in runs.items():
-        seeds = [s for s in sorted(by_seed) if _has(by_seed[s]["final"], metric) and _has(by_seed[s]["start"], metric)]
-        if not seeds:
-            continue
-        difference = paired_difference_ci(
-            {s: by_seed[s]["final"][metric] for s in seeds}, {s: by_seed[s]["start"][metric] for s in seeds}
-        ).to_dict()
-        tasks = task_level_p(
-            [by_seed[s].get("items") for s in seeds], [by_seed[s].get("start_items") for s in seeds], metric
-        )
-        tests.append({"comparison": f"{estimator} - {START}", **difference, "task_level": tasks})
-    for estimator, by_seed in runs.items():
-        if estimator == baseline or baseline not in runs:
-            continue
-        base = runs[baseline]
-        seeds = [s for s in sorted(by_seed) if s in base and _has(by_seed[s]["final"], metric)]
-        seeds = [s for s in seeds if _has(base[s]["final"], metric)]
-        if not seeds:
-            continue
-        difference = paired_difference_ci(
-            {s: by_seed[s]["final"][metric] for s in seeds}, {s: base[s]["final"][metric] for s in seeds}
-        ).to_dict()
-        tasks = task_level_p([by_seed[s].get("items") for s in seeds], [base[s].get("items") for s in seeds], metric)
-        tests.append({"comparison": f"{estimator} - {baseline}", **difference, "task_level": tasks})
-    for test, adjusted in zip(tests, holm_adjust([test.get("p") for test in tests])):
-        test["holm_p"] = adjusted
-    return {"metric": metric, "tests": tests}
-
-
-def _has(record: Mapping[str, Any], metric: str) -> bool:
-    return record.get(metric) is not None

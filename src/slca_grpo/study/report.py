@@ -37,9 +37,9 @@ from slca_grpo.study.outcomes import (
     TRAIN_FORCED,
     TRAINING_FORCED,
     bfcl_scores,
-    primary_family,
     read_bfcl,
     read_items,
+    task_level_p,
 )
 from slca_grpo.study.plan import BFCL_TIMINGS_FILE, TIMINGS_FILE, StudyPlan, read_json, reference_level, run_dir
 from slca_grpo.study.plots import plot_study
@@ -217,6 +217,30 @@ def family_cell(runs: Mapping[int, dict[str, Any]], metrics: Sequence[str]) -> d
         "final": {m: _interval(_values(runs, _final(m))) for m in metrics},
         "delta": {m: _interval(_values(runs, _delta(m)), test=True) for m in metrics},
     }
+
+
+def primary_family(runs: Mapping[str, Mapping[int, dict[str, Any]]], metric: str, baseline: str) -> dict[str, Any]:
+    """The primary comparisons at one noise level (``runs``: estimator → seed → run record): each
+    estimator − start, then each other estimator − ``baseline``, paired by seed; the task-level test
+    beside each (over the same seeds' items); Holm over all of them."""
+
+    def start(run: dict[str, Any]) -> float | None:
+        return run["start"].get(metric)
+
+    pairs = [(estimator, "start", start, "start_items", estimator) for estimator in runs]
+    pairs += [(e, baseline, _final(metric), "items", baseline) for e in runs if e != baseline and baseline in runs]
+    tests = []
+    for estimator, against, pick, items, other in pairs:
+        test = _paired(_values(runs[estimator], _final(metric)), _values(runs[other], pick))
+        if test is None:
+            continue
+        seeds = test["seeds"]
+        test["task_level"] = task_level_p(
+            [runs[estimator][s]["items"] for s in seeds], [runs[other][s][items] for s in seeds], metric
+        )
+        tests.append({"comparison": f"{estimator} - {against}", **test})
+    add_holm(tests)
+    return {"metric": metric, "tests": tests}
 
 
 def comparisons(

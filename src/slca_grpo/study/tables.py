@@ -320,26 +320,35 @@ def _endings_table(report: Mapping[str, Any], labels: Mapping[str, str]) -> list
         + ", ".join(f"{metric_label(m)} {_number(start.get(m), metric_scale(m))}" for m in endings if m in start)
         + ".",
         "",
-        "| | "
-        + " | ".join([*(metric_label(m) for m in endings), *(f"Δ {metric_label(m)}" for m in endings)])
-        + " | Truncated (train) % | Forced (train) % |",
+        _family_header(endings, ["Truncated (train) %", "Forced (train) %"]),
         "|---|" + "---:|" * (2 * len(endings) + 2),
     ]
     for level, by_est in report["cells"].items():
         for estimator, cell in by_est.items():
-            family = cell.get("endings") or {}
-            final = [format_interval(family["final"].get(m), metric_scale(m)) for m in endings]
-            delta = [
-                format_interval(family["delta"].get(m), metric_scale(m), signed=True)
-                + significance_marker(family["delta"].get(m))
-                for m in endings
-            ]
             training = [
                 format_interval(cell.get(TRAINING_TRUNCATED), 100.0),
                 format_interval(cell.get(TRAINING_FORCED), 100.0),
             ]
-            lines.append(f"| {labels[level]} · {estimator} | " + " | ".join([*final, *delta, *training]) + " |")
+            cells = [*_family_cells(cell["endings"], endings), *training]
+            lines.append(f"| {labels[level]} · {estimator} | " + " | ".join(cells) + " |")
     return lines + [""]
+
+
+def _family_header(metrics: Sequence[str], extra: Sequence[str] = ()) -> str:
+    """The header of a family's table: each metric's final value, then its change, then ``extra``."""
+    names = [*(metric_label(m) for m in metrics), *(f"Δ {metric_label(m)}" for m in metrics), *extra]
+    return "| | " + " | ".join(names) + " |"
+
+
+def _family_cells(family: Mapping[str, Any], metrics: Sequence[str]) -> list[str]:
+    """A cell's final values of ``metrics``, then their changes from the start marked by the exact test."""
+    final = [format_interval(family["final"].get(m), metric_scale(m)) for m in metrics]
+    changes = family["delta"]
+    delta = [
+        format_interval(changes.get(m), metric_scale(m), signed=True) + significance_marker(changes.get(m))
+        for m in metrics
+    ]
+    return [*final, *delta]
 
 
 def _bfcl_tables(report: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
@@ -357,20 +366,14 @@ def _bfcl_tables(report: Mapping[str, Any], labels: Mapping[str, str]) -> list[s
         "(`StudyBudget.bfcl_limit`); overall is the unweighted mean of the categories. Final [95% CI] and the "
         "change from the start (markers: exact sign-flip test against 0, Holm over the changes).",
         "",
-        "| | " + " | ".join([*(metric_label(m) for m in metrics), *(f"Δ {metric_label(m)}" for m in metrics)]) + " |",
+        _family_header(metrics),
         "|---|" + "---:|" * (2 * len(metrics)),
         "| start | " + " | ".join([*(_number(start.get(m), 100.0) for m in metrics), *("" for _ in metrics)]) + " |",
     ]
     for level, by_est in report["cells"].items():
         for estimator, cell in by_est.items():
-            family = cell.get("bfcl") or {}
-            final = [format_interval(family["final"].get(m), 100.0) for m in metrics]
-            delta = [
-                format_interval(family["delta"].get(m), 100.0, signed=True)
-                + significance_marker(family["delta"].get(m))
-                for m in metrics
-            ]
-            lines.append(f"| {labels[level]} · {estimator} | " + " | ".join([*final, *delta]) + " |")
+            cells = _family_cells(cell["bfcl"], metrics)
+            lines.append(f"| {labels[level]} · {estimator} | " + " | ".join(cells) + " |")
     lines.append("")
     rows = [
         (f"{labels[level]} · {pair.replace(' - ', ' − ')}", "–", by_metric)
