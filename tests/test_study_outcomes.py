@@ -47,6 +47,12 @@ def test_items_and_bfcl_summaries_are_read_or_none(tmp_path):
     }
     assert bfcl_scores(summary) == {"bfcl/simple_python": 0.6, "bfcl/multiple": 0.4, "bfcl/overall": 0.5}
     assert bfcl_scores(None) == {}
+    # A summary that is damaged or not BFCL's is no scoring: the study scores the model again.
+    write_bfcl(tmp_path, 0.5, 0.25)
+    assert read_bfcl(tmp_path)["overall_accuracy"] == pytest.approx(0.375)
+    for damaged in ('{"overall_accuracy": 0.5}', '{"overall_accuracy": "x", "categories": {}}', "[1]", "{"):
+        (tmp_path / "bfcl" / "summary.json").write_text(damaged)
+        assert read_bfcl(tmp_path) is None
 
 
 def write_run(path, *, start, final, start_items=None, final_items=None, bfcl=None, forced=0.0, train_forced=0.0):
@@ -183,6 +189,9 @@ def test_a_model_is_scored_on_bfcl_once_and_a_failed_scoring_leaves_nothing(tmp_
     assert bfcl.score_on_bfcl(tiny_model_folder, tmp_path / "start", ["simple"], 1, scratch=scratch) == 0.0
     with pytest.raises(RuntimeError):
         bfcl.score_on_bfcl(tiny_model_folder, tmp_path / "run", ["simple"], 1, scratch=scratch)
+    (tmp_path / "start" / "bfcl" / "summary.json").write_text("{")  # damaged: scored again, not kept
+    with pytest.raises(RuntimeError):
+        bfcl.score_on_bfcl(tiny_model_folder, tmp_path / "start", ["simple"], 1, scratch=scratch)
     assert read_bfcl(tmp_path / "run") is None and not (tmp_path / "run" / "bfcl").exists() and not scratch.exists()
     with pytest.raises(FileNotFoundError, match="holds no checkpoint"):
         bfcl.final_model(tmp_path / "run")

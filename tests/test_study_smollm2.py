@@ -59,6 +59,7 @@ def test_the_smollm2_study_from_the_command_line():
         (("--model", "smollm2", "--quick"), "--quick: the smollm2 study has no quick budget"),
         (("--primary", "success"), "--primary: 'success' is not a held-out metric (one of: success@0.7"),
         (("--bfcl", "simple,nonsense"), "--bfcl: unknown BFCL category 'nonsense'"),
+        (("--bfcl", " , ,"), "--bfcl: ' , ,' names no category"),
         (
             (
                 "--bfcl-limit",

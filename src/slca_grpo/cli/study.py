@@ -148,6 +148,8 @@ def check_outcomes(budget) -> None:
         from slca_grpo.data.bfcl.entries import resolve_categories
         from slca_grpo.study.bfcl import bfcl_categories
 
+        if not bfcl_categories(budget.bfcl):
+            raise ConfigError(f"--bfcl: {budget.bfcl!r} names no category (e.g. simple_python,multiple)")
         try:
             resolve_categories(bfcl_categories(budget.bfcl))
         except (ValueError, KeyError) as exc:

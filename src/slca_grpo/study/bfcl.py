@@ -17,7 +17,7 @@ from slca_grpo.eval.bfcl.runner import run_bfcl
 from slca_grpo.eval.policies import resolve_model_agent
 from slca_grpo.models.checkpoint import latest_checkpoint
 from slca_grpo.models.lora import export_merged
-from slca_grpo.study.outcomes import BFCL_FOLDER, BFCL_SUMMARY_FILE
+from slca_grpo.study.outcomes import BFCL_FOLDER, read_bfcl
 
 MAX_NEW_TOKENS = 256  # per assistant step: a call with its arguments, or a short answer
 BATCH_SIZE = 16
@@ -39,14 +39,15 @@ def final_model(run: Path) -> Path:
 def score_on_bfcl(
     model: Path, folder: Path, categories: list[str], limit: int | None, *, scratch: Path, **agent_options: Any
 ) -> float:
-    """Score the model in ``model`` on BFCL into ``folder/bfcl`` unless it is there; seconds spent.
+    """Score the model in ``model`` on BFCL into ``folder/bfcl`` unless a summary is there (a damaged
+    one is replaced); seconds spent.
 
     ``scratch``: a folder outside every run, emptied first, where the report is written before it
     is moved into place and LoRA adapters are merged (BFCL's agent loads a whole model).
     ``agent_options``: the local model agent's (``bf16``, ``chat_format``, ``chat_template``)."""
-    target = folder / BFCL_FOLDER
-    if (target / BFCL_SUMMARY_FILE).is_file():
+    if read_bfcl(folder) is not None:
         return 0.0
+    target = folder / BFCL_FOLDER
     started = time.perf_counter()
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)

@@ -41,11 +41,16 @@ def read_items(path: Path) -> dict[str, dict[str, Any]] | None:
 
 
 def read_bfcl(folder: Path) -> dict[str, Any] | None:
-    """The BFCL summary scored into ``folder`` (``<model's folder>/bfcl``), or None when it was not."""
+    """The BFCL summary scored into ``folder`` (``<model's folder>/bfcl``), or None when it was not,
+    or when the file is not such a summary (damaged or edited: a study then scores the model again)."""
     try:
-        return json.loads((folder / BFCL_FOLDER / BFCL_SUMMARY_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        summary = json.loads((folder / BFCL_FOLDER / BFCL_SUMMARY_FILE).read_text(encoding="utf-8"))
+        float(summary["overall_accuracy"])
+        for score in summary["categories"].values():
+            float(score["accuracy"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    return summary
 
 
 def bfcl_scores(summary: Mapping[str, Any] | None) -> dict[str, float]:
