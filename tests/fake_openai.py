@@ -10,7 +10,7 @@ Usage in a test module::
 
     def test_x(fake_openai):
         fake_openai.push("Rating: 4", FakeReply.error(500))
-        judge = OpenAIJudge(fake_openai.url, "fake-model")
+        judge = OpenAIJudge(EndpointConfig(fake_openai.url, "fake-model"))
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from slca_grpo.chat import parse_tool_calls
 from slca_grpo.cli import main
 from slca_grpo.data.synthetic import generate_suite
 from slca_grpo.datatypes import ToolCall
+from slca_grpo.endpoints import EndpointConfig
 from slca_grpo.eval.agent import AgentRequest
 from slca_grpo.eval.hf_agent import HFChatAgent
 from slca_grpo.eval.indomain import score_trajectories
@@ -42,7 +43,7 @@ def test_openai_agent_native_mode_turns_tool_calls_into_a_hermes_block(fake_open
         reply_with_calls([("get_weather", '{"city": "Oslo"}'), ("get_weather", {"city": "Rome"})], "Checking.")
     )
     fake_openai.push("It is 3 degrees in Oslo and 20 in Rome.")
-    agent = OpenAIChatAgent(fake_openai.url, "m", max_retries=0)
+    agent = OpenAIChatAgent(EndpointConfig(fake_openai.url, "m", max_retries=0))
     request = AgentRequest(messages=[{"role": "user", "content": "Weather in Oslo and Rome?"}], tools=[WEATHER])
     text = agent.respond([request])[0]
     parsed = parse_tool_calls(text, ["get_weather"])
@@ -69,7 +70,7 @@ def test_openai_agent_native_mode_turns_tool_calls_into_a_hermes_block(fake_open
 
 def test_openai_agent_failures_are_counted_not_raised(fake_openai):
     fake_openai.push(FakeReply.error(500), FakeReply.raw("not json"))
-    agent = OpenAIChatAgent(fake_openai.url, "m", max_retries=0)
+    agent = OpenAIChatAgent(EndpointConfig(fake_openai.url, "m", max_retries=0))
     requests = [AgentRequest(messages=[{"role": "user", "content": "hi"}], tools=[]) for _ in range(2)]
     assert agent.respond(requests) == ["", ""]
     assert agent.failures == 2
@@ -77,7 +78,7 @@ def test_openai_agent_failures_are_counted_not_raised(fake_openai):
 
 def test_openai_agent_prompt_mode_puts_tools_in_the_system_prompt(fake_openai):
     fake_openai.push('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>')
-    agent = OpenAIChatAgent(fake_openai.url, "m", mode="prompt", max_retries=0)
+    agent = OpenAIChatAgent(EndpointConfig(fake_openai.url, "m", max_retries=0), mode="prompt")
     text = agent.respond([AgentRequest(messages=[{"role": "user", "content": "Oslo?"}], tools=[WEATHER])])[0]
     assert parse_tool_calls(text).calls == [ToolCall("get_weather", {"city": "Oslo"})]
     body = fake_openai.requests[0]
@@ -224,7 +225,7 @@ def test_token_counts_reach_the_in_domain_metrics(fake_openai):
     }
     for _ in tasks:
         fake_openai.push(FakeReply.raw(json.dumps(body)))
-    agent = OpenAIChatAgent(fake_openai.url, "m", max_retries=0, concurrency=1)
+    agent = OpenAIChatAgent(EndpointConfig(fake_openai.url, "m", max_retries=0, concurrency=1))
     simulator = build_simulator(SimulatorConfig(backend="schema"))
     trajectories = run_text_episodes(agent, tasks, ToolEnvironment(simulator), max_turns=2)
     assert [t.counters["generated_tokens"] for t in trajectories] == [7, 7, 7]

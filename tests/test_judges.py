@@ -14,6 +14,7 @@ from fake_openai import FakeOpenAIServer, FakeReply, fake_openai  # noqa: F401 (
 from tool_schemas import function_tool
 
 from slca_grpo.datatypes import Task, ToolCall
+from slca_grpo.endpoints import SHORT_REPLY_BYTES, EndpointConfig
 from slca_grpo.rewards import (
     Judge,
     JudgeRequest,
@@ -225,7 +226,14 @@ def weather_task() -> Task:
 def make_openai_judge(server: FakeOpenAIServer, **kwargs) -> OpenAIJudge:
     defaults = dict(timeout_s=2.0, max_retries=3, backoff_s=0.01, max_backoff_s=0.05)
     defaults.update(kwargs)
-    return OpenAIJudge(server.url, "judge-model", **defaults)
+    return OpenAIJudge(EndpointConfig(server.url, "judge-model", **defaults))
+
+
+def test_a_judge_reads_short_replies_whatever_its_endpoint_allows():
+    roomy = EndpointConfig("http://h/v1", "m", max_reply_bytes=64 * SHORT_REPLY_BYTES)
+    assert OpenAIJudge(roomy).endpoint.config.max_reply_bytes == SHORT_REPLY_BYTES
+    tight = EndpointConfig("http://h/v1", "m", max_reply_bytes=1000)
+    assert OpenAICompletenessChecker(tight).endpoint.config.max_reply_bytes == 1000
 
 
 def test_openai_judge_sends_rubric_and_parses_rating(fake_openai):
@@ -308,7 +316,8 @@ def test_openai_judge_connection_refused_is_a_failure():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    judge = OpenAIJudge(f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff_s=0.01, timeout_s=1.0)
+    endpoint = EndpointConfig(f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff_s=0.01, timeout_s=1.0)
+    judge = OpenAIJudge(endpoint)
     verdict = judge.rate("q", ["r"], "an answer")
     assert verdict.failed and "ConnectError" in verdict.error and judge.failures == 1
 
@@ -387,7 +396,8 @@ def test_compute_rewards_sends_the_batch_through_the_endpoint_concurrently():
 
 def test_openai_checker_samples_n_verdicts_at_temperature(fake_openai):
     fake_openai.push("Covers everything.\nAnswer: yes", "Answer: no", "yes")
-    checker = OpenAICompletenessChecker(fake_openai.url, "checker", temperature=0.7, backoff_s=0.01, concurrency=1)
+    endpoint = EndpointConfig(fake_openai.url, "checker", backoff_s=0.01, concurrency=1)
+    checker = OpenAICompletenessChecker(endpoint, temperature=0.7)
     text = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
     r = rltr_reward(text, weather_task(), checker=checker)
     assert r.completeness == pytest.approx(2 / 3) and r.planner == pytest.approx(2 / 3)
@@ -399,7 +409,8 @@ def test_openai_checker_samples_n_verdicts_at_temperature(fake_openai):
 
 def test_openai_checker_failures_count_as_not_complete(fake_openai):
     fake_openai.push("Answer: yes", "maybe?", *[FakeReply.error(500)] * 2)
-    checker = OpenAICompletenessChecker(fake_openai.url, "checker", max_retries=1, backoff_s=0.01, concurrency=1)
+    endpoint = EndpointConfig(fake_openai.url, "checker", max_retries=1, backoff_s=0.01, concurrency=1)
+    checker = OpenAICompletenessChecker(endpoint)
     verdicts = checker.check(weather_task(), [ToolCall("get_weather", {"city": "Paris"})], n=3)
     assert [v.score for v in verdicts] == [1.0, 0.0, 0.0]
     assert [v.failed for v in verdicts] == [False, True, True]

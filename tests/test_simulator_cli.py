@@ -16,7 +16,7 @@ from simulator_helpers import SEARCH_TOOL, WEATHER_TOOL, free_port
 
 from slca_grpo.cli import simulate as commands
 from slca_grpo.datatypes import ToolCall
-from slca_grpo.simulator import SimulatorClient
+from slca_grpo.simulator import SimulatorClient, SimulatorServiceConfig
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -173,7 +173,7 @@ def test_serve_sim_runs_a_working_service(tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline, "service did not start"
             time.sleep(0.1)
         assert httpx.post(f"{url}/v1/simulate", json={}, timeout=5).status_code == 401
-        with SimulatorClient(url, "from-env") as client:
+        with SimulatorClient(SimulatorServiceConfig(url=url), token="from-env") as client:
             obs = client.simulate(ToolCall("get_weather", {"city": "Kyiv"}), [WEATHER_TOOL])
         assert obs.error is None and json.loads(obs.text)["city"] == "Kyiv"
     finally:

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import httpx
 import pytest
 from simulator_helpers import ORDER_TOOLS, WEATHER_TOOL, free_port, running_app
 
+from slca_grpo.config import ConfigError
 from slca_grpo.datatypes import ToolCall
-from slca_grpo.simulator import Simulator, SimulatorClient, SimulatorConfig, SimulatorLike, create_app
+from slca_grpo.simulator import (
+    Simulator,
+    SimulatorClient,
+    SimulatorConfig,
+    SimulatorLike,
+    SimulatorServiceConfig,
+    create_app,
+)
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -157,7 +166,7 @@ def test_metrics_expose_requests_errors_cache_and_latency(http):
 
 def test_client_has_the_simulator_interface(service):
     url, sim = service
-    with SimulatorClient(url, TOKEN) as client:
+    with SimulatorClient(SimulatorServiceConfig(url=url), token=TOKEN) as client:
         assert isinstance(client, SimulatorLike) and isinstance(sim, SimulatorLike)
         obs = client.simulate(ToolCall("get_weather", {"city": "Lima"}), [WEATHER_TOOL], "c1")
         assert obs.error is None and json.loads(obs.text)["city"] == "Lima"
@@ -188,19 +197,41 @@ def test_client_has_the_simulator_interface(service):
 
 def test_client_reads_the_token_from_the_environment_and_truncates(service, monkeypatch):
     monkeypatch.setenv("SLCA_SIM_TOKEN", TOKEN)
-    with SimulatorClient(service[0], max_observation_tokens=20) as client:
+    with SimulatorClient(SimulatorServiceConfig(url=service[0]), max_observation_tokens=20) as client:
         obs = client.simulate(ToolCall("get_weather", {"city": "Lima"}), [WEATHER_TOOL])
     assert obs.error is None and "[truncated" in obs.text and (len(obs.text) + 3) // 4 <= 20
 
 
 def test_client_failures_are_observations_not_exceptions(service):
-    with SimulatorClient(service[0], "wrong", max_retries=3, backoff_s=0.001) as client:
+    retrying = dict(max_retries=3, backoff_s=0.001, max_backoff_s=0.01)
+    with SimulatorClient(SimulatorServiceConfig(url=service[0], **retrying), token="wrong") as client:
         obs = client.simulate(ToolCall("get_weather", {"city": "Lima"}), [WEATHER_TOOL])
         assert obs.error.kind == "backend_error" and "HTTP 401" in obs.error.message
         assert client.counters["requests"] == 1  # 4xx is not retried
-    with SimulatorClient(f"http://127.0.0.1:{free_port()}", TOKEN, max_retries=2, backoff_s=0.001) as client:
+    nowhere = SimulatorServiceConfig(url=f"http://127.0.0.1:{free_port()}", max_retries=2, backoff_s=0.001)
+    with SimulatorClient(nowhere, token=TOKEN) as client:
         obs = client.simulate(ToolCall("get_weather", {"city": "Lima"}), [WEATHER_TOOL])
         many = client.simulate_many([(ToolCall("get_weather", {"city": "Lima"}), [WEATHER_TOOL])] * 3)
         assert obs.error.kind == "backend_error" and "after 3 attempts" in obs.error.message
         assert [o.error.kind for o in many] == ["backend_error"] * 3
         assert client.reset_session("x") is False
+
+
+@pytest.mark.parametrize(
+    "setting, value, named",
+    [
+        ("timeout_s", float("nan"), "timeout_s must be > 0"),
+        ("concurrency", 0, "concurrency >= 1"),
+        ("backoff_s", -1.0, "0 <= backoff_s <= max_backoff_s"),
+        ("max_backoff_s", 0.1, "0 <= backoff_s <= max_backoff_s"),
+        ("url", "127.0.0.1:8765", "url must be an http(s) URL"),
+    ],
+)
+def test_bad_service_settings_are_one_line_errors(setting, value, named):
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        SimulatorServiceConfig(url="http://127.0.0.1:8765", **{setting: value})
+
+
+def test_a_client_needs_a_url():
+    with pytest.raises(ValueError, match="needs the service's url"):
+        SimulatorClient(SimulatorServiceConfig())

@@ -111,10 +111,15 @@ def run_indomain(args: argparse.Namespace) -> int:
         else:
             agent = resolve_model_agent(args.policy, **chat_format_options(args), **sampling)
         judge = make_judge(args.judge)
-        simulator_token = None
+        simulator_token = service = None
         if args.simulator != "schema":
             from slca_grpo.keys import SIMULATOR_TOKEN_ENV, resolve_secret
+            from slca_grpo.simulator import SimulatorServiceConfig
 
+            try:
+                service = SimulatorServiceConfig(url=args.simulator)
+            except ValueError as exc:
+                raise ValueError(f"--simulator: 'schema' or a serve-sim URL; {exc}") from None
             simulator_token = resolve_secret(
                 file=args.simulator_token_file,
                 file_flag="--simulator-token-file",
@@ -131,7 +136,7 @@ def run_indomain(args: argparse.Namespace) -> int:
     else:
         from slca_grpo.simulator import SimulatorClient
 
-        simulator = SimulatorClient(args.simulator, token=simulator_token)
+        simulator = SimulatorClient(service, token=simulator_token)
     try:
         with hold_run_folder(out, "slca eval indomain", next_step="use another --out"):
             environment = ToolEnvironment(simulator)

@@ -60,35 +60,13 @@ def reply_to_text(data: Any) -> str:
 
 
 class OpenAIChatAgent:
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        mode: str = "native",
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        timeout_s: float = 120.0,
-        max_retries: int = 3,
-        concurrency: int = 8,
-    ):
+    def __init__(self, endpoint: EndpointConfig, *, mode: str = "native", temperature: float = 0.0):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        self.name = f"openai:{model}"
+        self.name = f"openai:{endpoint.model}"
         self.mode = mode
         self.temperature = temperature
-        self.endpoint = ChatClient(
-            EndpointConfig(
-                base_url,
-                model,
-                api_key=api_key,
-                timeout_s=timeout_s,
-                max_retries=max_retries,
-                max_tokens=max_tokens,
-                concurrency=concurrency,
-            )
-        )
+        self.endpoint = ChatClient(endpoint)
         self.failures = 0
         self.last_errors: list[str] = []
         self.last_token_counts: list[int] = []  # completion tokens per request (from the API's usage)

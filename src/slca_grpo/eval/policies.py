@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from slca_grpo.chat.chat_format import read_chat_template
-from slca_grpo.endpoints import EndpointSpecError, is_endpoint_spec, parse_endpoint_spec
+from slca_grpo.endpoints import EndpointConfig, EndpointSpecError, is_endpoint_spec, parse_endpoint_spec
 from slca_grpo.eval.hf_agent import HFChatAgent
 from slca_grpo.eval.openai_agent import OpenAIChatAgent
 from slca_grpo.keys import resolve_api_key
@@ -55,10 +55,13 @@ def resolve_model_agent(spec: str, **options: Any) -> Any:
             endpoint = parse_endpoint_spec(spec)
         except EndpointSpecError as exc:
             raise UnknownPolicySpec(str(exc)) from None
-        return OpenAIChatAgent(
+        config = EndpointConfig(
             endpoint.base_url,
             endpoint.model,
             api_key=resolve_api_key(),
-            **{k: v for k, v in options.items() if k in ("mode", "temperature", "concurrency")},
+            timeout_s=120.0,  # a policy's turn may be a long completion
+            max_tokens=1024,
+            concurrency=options.get("concurrency", 8),
         )
+        return OpenAIChatAgent(config, **{k: v for k, v in options.items() if k in ("mode", "temperature")})
     raise UnknownPolicySpec(f"unknown policy spec {spec!r}; expected one of: oracle, {', '.join(MODEL_SPECS)}")

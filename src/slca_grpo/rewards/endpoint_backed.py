@@ -9,7 +9,9 @@ retrying would only add load).
 
 from __future__ import annotations
 
-from slca_grpo.endpoints import ChatClient, EndpointConfig
+from dataclasses import replace
+
+from slca_grpo.endpoints import SHORT_REPLY_BYTES, ChatClient, EndpointConfig
 
 
 class EndpointBacked:
@@ -17,7 +19,9 @@ class EndpointBacked:
     temperature: float
 
     def _init_endpoint(self, config: EndpointConfig, temperature: float) -> None:
-        self.endpoint = ChatClient(config)
+        # A verdict is a few words: a longer reply is refused whatever the endpoint's settings allow.
+        short = replace(config, max_reply_bytes=min(config.max_reply_bytes, SHORT_REPLY_BYTES))
+        self.endpoint = ChatClient(short)
         self.temperature = temperature
 
     @property

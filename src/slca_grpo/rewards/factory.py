@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from slca_grpo.endpoints import parse_endpoint_spec
+from slca_grpo.endpoints import EndpointConfig, EndpointSpec, parse_endpoint_spec
 from slca_grpo.keys import resolve_api_key
 from slca_grpo.rewards.completeness import CompletenessChecker, RuleCompletenessChecker
 from slca_grpo.rewards.config import RewardConfig
@@ -15,8 +15,17 @@ from slca_grpo.rewards.rule_judge import RuleJudge
 OFFLINE_SPEC = "rule"
 
 
-def _api_key(config: RewardConfig) -> str | None:
-    return resolve_api_key(env=(config.api_key_env,))
+def reward_endpoint(endpoint: EndpointSpec, config: RewardConfig) -> EndpointConfig:
+    """How a judge or checker talks to ``endpoint``: the reward config's timeout, retries and
+    concurrency, and the key as ``slca_grpo.keys`` finds it."""
+    return EndpointConfig(
+        endpoint.base_url,
+        endpoint.model,
+        api_key=resolve_api_key(env=(config.api_key_env,)),
+        timeout_s=config.judge_timeout_s,
+        max_retries=config.judge_max_retries,
+        concurrency=config.judge_concurrency,
+    )
 
 
 def make_judge(spec: str | None = None, config: RewardConfig | None = None) -> Judge:
@@ -25,15 +34,7 @@ def make_judge(spec: str | None = None, config: RewardConfig | None = None) -> J
     endpoint = parse_endpoint_spec(spec if spec is not None else config.judge, offline=OFFLINE_SPEC)
     if endpoint is None:
         return RuleJudge()
-    return OpenAIJudge(
-        endpoint.base_url,
-        endpoint.model,
-        api_key=_api_key(config),
-        temperature=config.judge_temperature,
-        timeout_s=config.judge_timeout_s,
-        max_retries=config.judge_max_retries,
-        concurrency=config.judge_concurrency,
-    )
+    return OpenAIJudge(reward_endpoint(endpoint, config), temperature=config.judge_temperature)
 
 
 def make_checker(spec: str | None = None, config: RewardConfig | None = None) -> CompletenessChecker:
@@ -42,12 +43,4 @@ def make_checker(spec: str | None = None, config: RewardConfig | None = None) ->
     endpoint = parse_endpoint_spec(spec if spec is not None else config.checker, offline=OFFLINE_SPEC)
     if endpoint is None:
         return RuleCompletenessChecker()
-    return OpenAICompletenessChecker(
-        endpoint.base_url,
-        endpoint.model,
-        api_key=_api_key(config),
-        temperature=config.checker_temperature,
-        timeout_s=config.judge_timeout_s,
-        max_retries=config.judge_max_retries,
-        concurrency=config.judge_concurrency,
-    )
+    return OpenAICompletenessChecker(reward_endpoint(endpoint, config), temperature=config.checker_temperature)

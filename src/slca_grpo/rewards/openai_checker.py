@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from slca_grpo.aio import run_sync
 from slca_grpo.datatypes import tool_function
-from slca_grpo.endpoints import SHORT_REPLY_BYTES, EndpointConfig, EndpointError
+from slca_grpo.endpoints import EndpointConfig, EndpointError
 from slca_grpo.rewards.completeness import CompletenessChecker, CompletenessRequest, CompletenessVerdict
 from slca_grpo.rewards.endpoint_backed import EndpointBacked
 from slca_grpo.rewards.rating import parse_yes_no
@@ -49,33 +49,8 @@ class OpenAICompletenessChecker(EndpointBacked, CompletenessChecker):
 
     name = "openai"
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        temperature: float = 0.7,
-        timeout_s: float = 60.0,
-        max_retries: int = 4,
-        concurrency: int = 16,
-        *,
-        backoff_s: float = 0.5,
-        max_backoff_s: float = 8.0,
-        max_tokens: int | None = None,
-    ) -> None:
+    def __init__(self, endpoint: EndpointConfig, *, temperature: float = 0.7) -> None:
         super().__init__()
-        endpoint = EndpointConfig(
-            base_url,
-            model,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            backoff_s=backoff_s,
-            max_backoff_s=max_backoff_s,
-            concurrency=concurrency,
-            max_tokens=max_tokens,
-            max_reply_bytes=SHORT_REPLY_BYTES,
-        )
         self._init_endpoint(endpoint, temperature)
 
     async def _one(self, request: CompletenessRequest) -> CompletenessVerdict:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from slca_grpo.simulator.base import Backend, BackendRequest, BackendResult, SimulatorLike
 from slca_grpo.simulator.client import SimulatorClient
-from slca_grpo.simulator.config import ErrorInjectionConfig, OpenAIConfig, SimulatorConfig
+from slca_grpo.simulator.config import ErrorInjectionConfig, OpenAIConfig, SimulatorConfig, SimulatorServiceConfig
 from slca_grpo.simulator.core import Simulator, SimulatorStats, build_simulator
 from slca_grpo.simulator.errors import ERROR_KINDS, INJECTED_KINDS
 from slca_grpo.simulator.service import create_app
@@ -31,6 +31,7 @@ __all__ = [
     "SimulatorClient",
     "SimulatorConfig",
     "SimulatorLike",
+    "SimulatorServiceConfig",
     "SimulatorStats",
     "approx_token_count",
     "build_simulator",

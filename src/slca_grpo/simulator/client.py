@@ -25,6 +25,7 @@ from slca_grpo.http_client import HTTPClient, RequestFailed, RetryPolicy
 from slca_grpo.keys import SIMULATOR_TOKEN_ENV
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.base import BatchItem
+from slca_grpo.simulator.config import SimulatorServiceConfig
 from slca_grpo.simulator.text import TokenCounter, approx_token_count, truncate_middle_to_tokens
 
 TOKEN_ENV = SIMULATOR_TOKEN_ENV
@@ -37,33 +38,33 @@ class _Failure(Exception):
 
 
 class SimulatorClient:
+    """A client of ``service.url``; the token is ``token``, else ``$SLCA_SIM_TOKEN``.
+    ``max_observation_tokens`` re-truncates observations here (``count_tokens`` counts them);
+    ``transport`` replaces the network (tests)."""
+
     def __init__(
         self,
-        base_url: str,
-        token: str | None = None,
+        service: SimulatorServiceConfig,
         *,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        backoff_s: float = 0.25,
-        max_backoff_s: float = 5.0,
-        batch_size: int = 256,
-        concurrency: int = 64,
+        token: str | None = None,
         max_observation_tokens: int | None = None,
         count_tokens: TokenCounter | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        if not service.url:
+            raise ValueError("a simulator client needs the service's url (simulator_service.url)")
+        self.base_url = service.url.rstrip("/")
         token = token if token is not None else os.environ.get(TOKEN_ENV)
-        self.max_retries = max_retries
-        self.batch_size = max(1, batch_size)
+        self.max_retries = service.max_retries
+        self.batch_size = service.batch_size
         self.max_observation_tokens = max_observation_tokens
         self.count_tokens = count_tokens or approx_token_count
         self.http = HTTPClient(
             self.base_url,
             headers={"Authorization": f"Bearer {token}"} if token else {},
-            timeout_s=timeout_s,
-            policy=RetryPolicy(max_retries, backoff_s, max_backoff_s),
-            concurrency=concurrency,
+            timeout_s=service.timeout_s,
+            policy=RetryPolicy(service.max_retries, service.backoff_s, service.max_backoff_s),
+            concurrency=service.concurrency,
             max_reply_bytes=SERVICE_MAX_REPLY_BYTES,
             transport=transport,  # blocking calls too: they run on the shared background loop
         )

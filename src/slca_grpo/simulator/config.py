@@ -129,7 +129,11 @@ class SimulatorServiceConfig:
     url: str = ""
     timeout_s: float = 60.0
     max_retries: int = 3
-    batch_size: int = 256
+    # Retries wait backoff_s · 2^(retry−1), capped at max_backoff_s, times a draw in [0.5, 1).
+    backoff_s: float = 0.25
+    max_backoff_s: float = 5.0
+    batch_size: int = 256  # calls per request
+    concurrency: int = 64  # requests in flight at once
 
     def __post_init__(self) -> None:
         self.validate()
@@ -137,8 +141,13 @@ class SimulatorServiceConfig:
     def validate(self) -> None:
         if self.url and not self.url.startswith(("http://", "https://")):
             raise ConfigError(f"url must be an http(s) URL, got {self.url!r}")
-        if self.timeout_s <= 0 or self.max_retries < 0 or self.batch_size < 1:
+        if not self.timeout_s > 0 or self.max_retries < 0 or self.batch_size < 1 or self.concurrency < 1:
             raise ConfigError(
-                "timeout_s must be > 0, max_retries >= 0 and batch_size >= 1, got "
-                f"{self.timeout_s}, {self.max_retries} and {self.batch_size}"
+                "timeout_s must be > 0, max_retries >= 0, batch_size and concurrency >= 1, got "
+                f"{self.timeout_s}, {self.max_retries}, {self.batch_size} and {self.concurrency}"
+            )
+        if not 0 <= self.backoff_s <= self.max_backoff_s:
+            raise ConfigError(
+                f"backoff_s and max_backoff_s must satisfy 0 <= backoff_s <= max_backoff_s, got "
+                f"{self.backoff_s} and {self.max_backoff_s}"
             )

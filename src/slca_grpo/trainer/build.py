@@ -14,7 +14,7 @@ from transformers.utils import logging as transformers_logging
 from slca_grpo.chat.chat_format import build_formatter, install_chat_template, read_chat_template
 from slca_grpo.chat.formatter import ChatFormatter
 from slca_grpo.chat.native_format import ChatTemplateError
-from slca_grpo.config import ConfigError, from_dict, to_dict
+from slca_grpo.config import ConfigError
 from slca_grpo.datatypes import Task
 from slca_grpo.engine import keep_freed_memory, use_native_kernels
 from slca_grpo.models import PRESETS, load_model
@@ -93,15 +93,11 @@ def simulator_from(simulator: SimulatorConfig, service: SimulatorServiceConfig):
     """The simulator of a ``simulator`` section, or a client of ``service`` when it has a URL."""
     if not service.url:
         return build_simulator(simulator)
-    # Checked again: the fields may have changed since loading.
-    service = from_dict(SimulatorServiceConfig, to_dict(service), prefix="simulator_service.")
-    return SimulatorClient(
-        service.url,
-        timeout_s=service.timeout_s,
-        max_retries=service.max_retries,
-        batch_size=service.batch_size,
-        max_observation_tokens=simulator.max_observation_tokens,
-    )
+    try:  # checked again: a field may have been set since loading
+        service.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"simulator_service.{exc}") from None
+    return SimulatorClient(service, max_observation_tokens=simulator.max_observation_tokens)
 
 
 def keep_lora_base(
