@@ -490,6 +490,25 @@ def test_an_sft_checkpoint_is_reused_only_for_the_same_configuration(tmp_path):
     assert not sft_is_current(reworded, tmp_path)
 
 
+def test_the_run_description_leaves_an_api_key_out_and_is_what_every_reader_compares(tmp_path):
+    from slca_grpo.config import save_yaml_config
+    from slca_grpo.trainer.run_config import run_settings
+    from slca_grpo.trainer.run_folder import settings_difference
+    from slca_grpo.trainer.sft_cache import sft_fingerprint, sft_settings
+
+    config = smoke_config(tmp_path, **{"simulator.openai.api_key": "sk-secret"})
+    settings = run_settings(config)
+    assert settings["simulator"]["openai"]["api_key"] is None and config.simulator.openai.api_key == "sk-secret"
+    assert "sk-secret" not in json.dumps(settings) and "sk-secret" not in json.dumps(sft_settings(config))
+    saved = tmp_path / "config.yaml"
+    save_yaml_config(settings, saved)
+    assert "sk-secret" not in saved.read_text()
+    # The key comes from the environment on resume: another key is not another run; another seed is.
+    assert settings_difference(saved, smoke_config(tmp_path, **{"simulator.openai.api_key": "sk-other"})) is None
+    assert settings_difference(saved, smoke_config(tmp_path, **{"train.seed": 1})) == "train.seed: 0 there, 1 now"
+    assert sft_fingerprint(config) == sft_fingerprint(smoke_config(tmp_path))
+
+
 @pytest.mark.parametrize("architecture", ["tiny", "smollm2-shaped"])
 def test_rollouts_sharing_a_prompt_run_it_once_with_the_same_logprobs_and_gradients(tiny, architecture):
     model, tokenizer = tiny

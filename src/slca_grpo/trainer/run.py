@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from slca_grpo.config import save_yaml_config, to_dict
+from slca_grpo.config import save_yaml_config
 from slca_grpo.datatypes import Task
 from slca_grpo.engine import kernel_calls
 from slca_grpo.eval.indomain import evaluate_loop
@@ -37,7 +37,7 @@ from slca_grpo.trainer.diagnostics import std
 from slca_grpo.trainer.logger import MetricsLogger, progress_note
 from slca_grpo.trainer.optim import TrainingDiverged
 from slca_grpo.trainer.rl import RLTrainer
-from slca_grpo.trainer.run_config import RunConfig, check_estimators
+from slca_grpo.trainer.run_config import RunConfig, check_estimators, run_settings
 from slca_grpo.trainer.run_data import load_data, task_sampler
 from slca_grpo.trainer.run_folder import check_model_name, hold_run_folder, resume_config
 from slca_grpo.trainer.sft_cache import rl_starting_model
@@ -83,7 +83,7 @@ def train(
             wandb=config.train.wandb,
             wandb_project=config.train.wandb_project,
             run_name=out_dir.name,
-            config=to_dict(config),
+            config=run_settings(config),
             resume=resumed is not None,
             resume_step=start_step - 1 if resumed is not None else None,
         )
@@ -274,7 +274,7 @@ def _run_folder_held(config: RunConfig, *, resume: bool, may_differ: tuple[str, 
 
 def _record_start(config: RunConfig, out_dir: Path) -> None:
     """``config.yaml``, and the code and machine the run is on (a warning when it was started on others)."""
-    save_yaml_config(config, out_dir / "config.yaml")
+    save_yaml_config(run_settings(config), out_dir / "config.yaml")
     try:
         earlier = record_provenance(out_dir)
     except ProvenanceDamaged as exc:

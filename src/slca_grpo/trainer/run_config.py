@@ -4,10 +4,12 @@ that need the estimator and reward registries, made before anything trains."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
+
+import yaml
 
 from slca_grpo.algos import estimator_spec, list_estimators
-from slca_grpo.config import ConfigError, at_least
+from slca_grpo.config import ConfigError, at_least, to_dict
 from slca_grpo.data.config import DataConfig
 from slca_grpo.models.config import ModelConfig
 from slca_grpo.models.device import DEVICE_SPEC
@@ -80,6 +82,24 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     # Imported before a config file is read: they may register names its settings use.
     plugins_key: ClassVar[str] = "train.plugins"
+
+
+# Settings that may hold a secret: read from the config, never written out (the key then comes
+# from its environment variable, as the setting's own comment says).
+SECRET_SETTINGS = ("simulator.openai.api_key",)
+
+
+def run_settings(config: RunConfig) -> dict[str, Any]:
+    """Every setting of a run as plain YAML data (lists, not tuples), secrets left out: the one
+    description that ``config.yaml``, the resume check, the SFT fingerprint and the logger read."""
+    settings = yaml.safe_load(yaml.safe_dump(to_dict(config)))
+    for dotted in SECRET_SETTINGS:
+        *sections, name = dotted.split(".")
+        node = settings
+        for section in sections:
+            node = node[section]
+        node[name] = None
+    return settings
 
 
 def check_estimators(names, log_rewards=()) -> None:

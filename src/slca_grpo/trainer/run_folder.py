@@ -18,10 +18,11 @@ from typing import Any
 
 import yaml
 
-from slca_grpo.config import ConfigError, load_yaml_config, to_dict
+from slca_grpo.config import ConfigError, load_yaml_config
 from slca_grpo.models import HUB_ID, PRESETS, READER, looks_like_path
 from slca_grpo.models.checkpoint import checkpoint_hint, latest_checkpoint
 from slca_grpo.plugins import load_plugins
+from slca_grpo.trainer.run_config import RunConfig, run_settings
 
 try:
     import fcntl
@@ -130,13 +131,15 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def settings_difference(saved_yaml: Path, config: Any, *, ignore: Iterable[str] = RESUME_MAY_DIFFER) -> str | None:
+def settings_difference(
+    saved_yaml: Path, config: RunConfig, *, ignore: Iterable[str] = RESUME_MAY_DIFFER
+) -> str | None:
     """The first setting (a dotted key) that differs between a run's saved ``config.yaml`` and
     ``config`` (None when they agree, the ``ignore`` keys aside). The saved file goes through the
     config loader, so a key it predates counts as its default."""
     ignored = set(ignore)
-    saved = _flatten(yaml.safe_load(yaml.safe_dump(to_dict(load_yaml_config(type(config), saved_yaml)))))
-    wanted = _flatten(yaml.safe_load(yaml.safe_dump(to_dict(config))))
+    saved = _flatten(run_settings(load_yaml_config(RunConfig, saved_yaml)))
+    wanted = _flatten(run_settings(config))
     for key in sorted(set(saved) | set(wanted)):
         if key not in ignored and saved.get(key) != wanted.get(key):
             return f"{key}: {saved.get(key)!r} there, {wanted.get(key)!r} now"
@@ -153,7 +156,7 @@ def recorded_plugins(saved_yaml: Path) -> list[str]:
     return [p for p in plugins if isinstance(p, str)] if isinstance(plugins, list) else []
 
 
-def resume_config(config: Any, out_dir: Path, *, may_differ: Iterable[str] = ()) -> Any:
+def resume_config(config: RunConfig, out_dir: Path, *, may_differ: Iterable[str] = ()) -> RunConfig:
     """Check ``config`` can continue the run in ``out_dir``: load the plugins the run recorded, and
     refuse a setting that differs from its ``config.yaml`` (the optimizer state would keep the old
     one while ``config.yaml`` said the new). Nothing to check while the run has no checkpoint."""

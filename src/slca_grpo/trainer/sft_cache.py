@@ -10,21 +10,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.config import ConfigError, from_dict, to_dict
-from slca_grpo.data.config import DataConfig
+from slca_grpo.config import ConfigError, from_dict
 from slca_grpo.datatypes import Task
 from slca_grpo.models.checkpoint import save_pretrained_atomic
-from slca_grpo.models.config import ModelConfig
 from slca_grpo.models.device import resolve_device
 from slca_grpo.provenance import provenance
-from slca_grpo.simulator.config import SimulatorConfig
 from slca_grpo.trainer.build import load_policy, make_formatter, make_simulator, quiet_transformers
 from slca_grpo.trainer.logger import MetricsLogger, progress_note
-from slca_grpo.trainer.run_config import RunConfig
+from slca_grpo.trainer.run_config import RunConfig, run_settings
 from slca_grpo.trainer.run_data import load_data
-from slca_grpo.trainer.sft import SFTConfig, build_example, gets_notice, train_sft
+from slca_grpo.trainer.sft import build_example, gets_notice, train_sft
 
-SFT_SECTIONS = {"model": ModelConfig, "data": DataConfig, "sft": SFTConfig, "simulator": SimulatorConfig}
+# The run config sections an SFT checkpoint depends on.
+SFT_SECTIONS = ("model", "data", "sft", "simulator")
 
 
 def _without_rl_only(section: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -34,8 +32,9 @@ def _without_rl_only(section: str, data: dict[str, Any]) -> dict[str, Any]:
 
 def sft_settings(config: RunConfig) -> dict[str, Any]:
     """Everything the SFT checkpoint depends on (model, data, SFT, simulator, seed)."""
+    every = run_settings(config)
     settings = {
-        **{name: _without_rl_only(name, to_dict(getattr(config, name))) for name in SFT_SECTIONS},
+        **{name: _without_rl_only(name, every[name]) for name in SFT_SECTIONS},
         "seed": config.train.seed,
         "max_tool_response_tokens": config.rollout.max_tool_response_tokens,
     }
@@ -53,11 +52,10 @@ def _same_sft_settings(saved: dict[str, Any], config: RunConfig) -> bool:
     # Saved sections go through the loader, so a key they predate counts as its default.
     wanted = sft_settings(config)
     try:
-        loaded = {
-            name: _without_rl_only(name, to_dict(from_dict(cls, saved[name]))) for name, cls in SFT_SECTIONS.items()
-        }
+        every = run_settings(from_dict(RunConfig, {name: saved[name] for name in SFT_SECTIONS}))
     except (KeyError, TypeError, ValueError):
         return False
+    loaded = {name: _without_rl_only(name, every[name]) for name in SFT_SECTIONS}
     scalars = ("seed", "max_tool_response_tokens", "final_answer_notice")
     return loaded == {name: wanted[name] for name in SFT_SECTIONS} and all(
         saved.get(k) == wanted.get(k) for k in scalars
