@@ -1,4 +1,10 @@
-"""Chat format: rendering tools and calls, parsing tool calls out of model text."""
+"""Chat formats: rendering tools, calls and tool results into a model's turns, and parsing tool
+calls out of its text (malformed output is a value, never an exception).
+
+Its doors are the names below (the Hermes/Qwen2.5 format); beside them ``formatter.ChatFormatter``
+(token-level formatting shared by rollouts and SFT), ``chat_format`` and ``native_format`` (a
+model's own template), ``syntax`` (other tool-call syntaxes read into the Hermes view).
+"""
 
 from slca_grpo.chat.jinja import hermes_chat_template
 from slca_grpo.chat.parser import (

@@ -1,4 +1,10 @@
-"""Tasks: loading, validation and the synthetic suite."""
+"""Tasks: loading any supported dataset, validating rows, the synthetic suite, benchmark data.
+
+Its doors are the names below (``load_tasks``, ``write_tasks``, ``task_from_dict``, ``TaskFormatError``
+naming a bad row's file and line); beside them ``loader.read_tasks`` (streamed), ``synthetic``
+(``generate_suite``), ``bfcl`` and ``tau2`` (the benchmarks' data, from their packages), ``formats``,
+``split``, ``stats`` and ``sft`` (``slca data``), and the reader's corpus (``corpus`` and its word banks).
+"""
 
 from slca_grpo.data.loader import load_tasks
 from slca_grpo.data.tasks import LoadReport, TaskFormatError, task_from_dict, write_tasks

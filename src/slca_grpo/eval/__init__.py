@@ -1,1 +1,8 @@
-"""Evaluation harnesses: in-domain, BFCL and tau2-Bench."""
+"""Evaluation: any policy on the in-domain tasks, BFCL and τ²-Bench.
+
+Its doors: ``policies.resolve_model_agent`` (a ``--policy`` spec, local or ``openai:``, as a
+``ChatAgent``), ``agent.ChatAgent`` / ``AgentRequest`` (the text-level interface every harness
+drives), ``indomain`` (the in-domain metrics, over the training stack's agent loop), ``bfcl.run_bfcl``,
+``tau2`` and ``fidelity`` (the simulator against τ²'s real tools), and ``report`` (the files every
+evaluation writes).
+"""
