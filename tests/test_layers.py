@@ -196,6 +196,18 @@ def test_imports_sit_at_module_top(edges):
     assert not lazy, "package imports inside functions (move them to module top):\n" + "\n".join(lazy)
 
 
+def test_the_package_never_imports_a_recipe():
+    # recipes/ (how the shipped reader was made) imports the package; an installed package has no recipes/.
+    found = []
+    for path in module_files().values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}" for name in names if name.split(".")[0] == "recipes"]
+    assert not found, f"the package imports recipes: {found}"
+
+
 def test_readme_states_the_same_layers():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     paragraph = next(block for block in readme.split("\n\n") if "tests/test_layers.py" in block)

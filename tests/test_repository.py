@@ -8,7 +8,7 @@ OUTSIDE = re.compile(r"SPEC §|\bSPEC\.md\b|\bDESIGN\.md\b|\bECOSYSTEM\.md\b|\.\
 
 
 def repository_texts():
-    for folder in ("src", "docs", "tests", "benchmarks", "examples", "configs"):
+    for folder in ("src", "docs", "tests", "benchmarks", "examples", "configs", "recipes"):
         for path in sorted((ROOT / folder).rglob("*")):
             if path.is_file() and path.suffix in {".py", ".md", ".yaml", ".toml", ".txt", ".sh"}:
                 yield path
@@ -48,7 +48,7 @@ def test_the_tree_passes_the_linter_and_the_formatter():
     import subprocess
     import sys
 
-    folders = ["src", "tests", "benchmarks", "examples"]
+    folders = ["src", "tests", "benchmarks", "examples", "recipes"]
     for command in (["check"], ["format", "--check"]):
         result = subprocess.run(
             [sys.executable, "-m", "ruff", *command, *folders], cwd=ROOT, capture_output=True, text=True

@@ -9,14 +9,35 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slca_grpo.study.stats import (
+    DEFAULT_RESAMPLES,
+    Interval,
+    _as_samples,
+    _bootstrap_means,
+    _check,
     bootstrap_ci,
     holm_adjust,
     paired_difference_ci,
     sign_flip_p,
     t_interval,
     tail_levels,
-    unpaired_difference_ci,
 )
+
+
+def unpaired_difference_ci(
+    treatment, baseline, *, confidence=0.95, resamples=DEFAULT_RESAMPLES, seed=0, expanded=True
+) -> Interval:
+    """CI of mean(treatment) − mean(baseline) resampling the two independently (ignores pairing;
+    the expansion uses the smaller sample's size): what pairing is compared with below."""
+    _check(confidence, resamples)
+    a, b = _as_samples(treatment), _as_samples(baseline)
+    mean = float(a.mean() - b.mean())
+    n = min(a.shape[0], b.shape[0])
+    if n < 2:
+        return Interval(mean, math.nan, math.nan, n)
+    rng_a, rng_b = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
+    differences = _bootstrap_means(a, resamples, rng_a) - _bootstrap_means(b, resamples, rng_b)
+    low, high = np.quantile(differences, tail_levels(n, confidence, expanded))
+    return Interval(mean, float(low), float(high), n)
 
 
 def test_constant_values_give_a_zero_width_interval_at_the_value():

@@ -41,10 +41,15 @@ from slca_grpo.data.synthetic import (
 from slca_grpo.data.synthetic.catalogue import CHAIN_SPECS, TOOL_SPECS
 from slca_grpo.data.synthetic.leaks import argument_strings, schema_enum_values
 from slca_grpo.data.synthetic.spec import TemplateError, fill
-from slca_grpo.data.synthetic.values import COMPANIES, active_value_split
+from slca_grpo.data.synthetic.values import _ACTIVE_SPLIT, COMPANIES
 from slca_grpo.datatypes import SUBSET_IRRELEVANT, SUBSET_TOOL_CALL, Task, ToolCall, tool_name
 
 SEED = 7
+
+
+def active_value_split() -> str | None:
+    """The split set by the innermost ``value_split``, or ``None`` outside any."""
+    return _ACTIVE_SPLIT.get()
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,6 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slca_grpo.cli.algos",
     "slca_grpo.cli.verl",
     "slca_grpo.cli.data",
-    "slca_grpo.cli.pretrain",
     "slca_grpo.cli.presets",
     "slca_grpo.cli.bench",
     "slca_grpo.cli.fidelity",

@@ -3,7 +3,8 @@
 Its doors are the names below (``load_tasks``, ``write_tasks``, ``task_from_dict``, ``TaskFormatError``
 naming a bad row's file and line); beside them ``loader.read_tasks`` (streamed), ``synthetic``
 (``generate_suite``), ``bfcl`` and ``tau2`` (the benchmarks' data, from their packages), ``formats``,
-``split``, ``stats`` and ``sft`` (``slca data``), and the reader's corpus (``corpus`` and its word banks).
+``split``, ``stats`` and ``sft`` (``slca data``). The reader's pretraining corpus is not here: it is a
+recipe outside the package (``recipes/reader``).
 """
 
 from slca_grpo.data.loader import load_tasks

@@ -29,7 +29,7 @@ from slca_grpo.models.tiny import PRESETS, TinyModelConfig, build_tiny_model, co
 from slca_grpo.models.tokenizer import DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS, TAG_TOKENS, train_tokenizer
 
 DEFAULT_CORPUS_TASKS = 400
-# The shipped base model that reads (built by ``slca pretrain``; model card: docs/models.md).
+# The shipped base model that reads (built by the recipe recipes/reader; model card: docs/models.md).
 READER = "reader"
 READER_DIR = Path(__file__).resolve().parent / "weights" / "reader"
 
@@ -38,8 +38,9 @@ def reader_path() -> Path:
     """The folder of the shipped reader model; a clear error when this installation lacks it."""
     if not (READER_DIR / "config.json").is_file():
         raise ValueError(
-            f"the 'reader' model is missing from this installation ({READER_DIR}); rebuild it with "
-            "'slca pretrain --out runs/reader' and set model.name to runs/reader/model"
+            f"the 'reader' model is missing from this installation ({READER_DIR}); rebuild it from the "
+            "repository's root with 'python -m recipes.reader.pretrain --out runs/reader' and set model.name "
+            "to runs/reader/model"
         )
     return READER_DIR
 

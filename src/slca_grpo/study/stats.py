@@ -221,26 +221,3 @@ def paired_difference_ci(
     return PairedDifference(
         interval, seeds, differences, t_interval(differences, confidence=confidence), sign_flip_p(differences)
     )
-
-
-def unpaired_difference_ci(
-    treatment: Sequence[float],
-    baseline: Sequence[float],
-    *,
-    confidence: float = 0.95,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    expanded: bool = True,
-) -> Interval:
-    """CI of mean(treatment) − mean(baseline) resampling the two independently (ignores pairing;
-    the expansion uses the smaller sample's size)."""
-    _check(confidence, resamples)
-    a, b = _as_samples(treatment), _as_samples(baseline)
-    mean = float(a.mean() - b.mean())
-    n = min(a.shape[0], b.shape[0])
-    if n < 2:
-        return Interval(mean, math.nan, math.nan, n)
-    rng_a, rng_b = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
-    differences = _bootstrap_means(a, resamples, rng_a) - _bootstrap_means(b, resamples, rng_b)
-    low, high = np.quantile(differences, tail_levels(n, confidence, expanded))
-    return Interval(mean, float(low), float(high), n)

@@ -5,5 +5,5 @@ and ``run_config.run_settings`` (the run's one plain description); ``rl.RLTraine
 read top to bottom); ``sft.train_sft``; ``bench`` (``slca bench``). Beside them, what a run is built
 from (``build``), its tasks (``run_data``), its folder (``run_folder``), its SFT checkpoint
 (``sft_cache``), batches, optimizer, logger, memory estimate and the step's floor. The reader's
-pretraining (``pretrain``, ``reader_probes``) is here too.
+pretraining is not here: it is a recipe outside the package (``recipes/reader``).
 """

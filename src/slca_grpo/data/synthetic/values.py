@@ -47,11 +47,6 @@ def value_split(split: str | None) -> Iterator[None]:
         _ACTIVE_SPLIT.reset(token)
 
 
-def active_value_split() -> str | None:
-    """The split set by the innermost :func:`value_split`, or ``None`` outside any."""
-    return _ACTIVE_SPLIT.get()
-
-
 class ValuePool(Sequence[T]):
     """A list of slot values in two disjoint parts: every third item (by position) is the test split's.
 

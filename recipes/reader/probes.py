@@ -1,7 +1,7 @@
 """What a reader build is measured by: teacher-forced probes, greedy drills and task rollouts.
 
 A build's loss says little about whether the model reads its prompt, so every ``probe_every`` steps
-``slca pretrain`` measures (docs/models.md):
+:mod:`recipes.reader.pretrain` measures (docs/models.md):
 
 - on fixed documents, teacher-forced: accuracy on the assistant's tokens, on *copied* tokens
   (values in the request that the schema does not hold), on called tools' names, and on the one
@@ -21,10 +21,10 @@ from typing import Any
 
 import torch
 
+from recipes.reader.corpus import DRILLS
 from slca_grpo.chat import parse_tool_calls
 from slca_grpo.chat.chat_format import build_formatter
 from slca_grpo.chat.template import render_chat
-from slca_grpo.data.corpus import DRILLS
 from slca_grpo.data.synthetic import generate_suite
 from slca_grpo.engine import SamplingConfig, sample
 from slca_grpo.eval.indomain import score_trajectories
@@ -40,17 +40,13 @@ def encode(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, int]]]
     return encoded["input_ids"], encoded["offset_mapping"]
 
 
-def copy_positions(tokenizer: Any, text: str) -> tuple[list[int], list[int], list[int]]:
-    """Token ids of ``text``, the positions of assistant tokens, and of those a model must copy.
+def copy_positions(ids: list[int], offsets: list[tuple[int, int]], text: str) -> tuple[list[int], list[int]]:
+    """The positions of assistant tokens in ``text`` (its ``ids`` and their character ``offsets``),
+    and of those a model must copy.
 
     A copied token is an assistant token that occurs in the turns before it but not in the system
     prompt (so not schema boilerplate): the fresh values of the corpus.
     """
-    ids, offsets = encode(tokenizer, text)
-    return (ids, *_copy_positions(ids, offsets, text))
-
-
-def _copy_positions(ids: list[int], offsets: list[tuple[int, int]], text: str) -> tuple[list[int], list[int]]:
     system_end = text.find("<|im_end|>")
     system_ids = set(ids[: next((i for i, (s, _) in enumerate(offsets) if s >= system_end), len(ids))])
     starts = [begin for begin, _ in offsets]
@@ -123,17 +119,6 @@ def called_name_tokens(offsets: list[tuple[int, int]], text: str) -> list[tuple[
     return names
 
 
-def name_positions(tokenizer: Any, text: str) -> list[int]:
-    """Positions of the tokens that spell a called tool's name in the assistant's turns (a name
-    offered in the system prompt, which the model must read there and copy)."""
-    return [p for spelled, _ in called_name_tokens(encode(tokenizer, text)[1], text) for p in spelled]
-
-
-def name_choice_positions(tokenizer: Any, text: str) -> list[int]:
-    """Position of each called name's choosing token (:func:`called_name_tokens`)."""
-    return [choice for _, choice in called_name_tokens(encode(tokenizer, text)[1], text) if choice is not None]
-
-
 @torch.no_grad()
 def probe(
     model: torch.nn.Module, tokenizer: Any, texts: list[str], seq_len: int, prefix: str = "probe"
@@ -148,7 +133,7 @@ def probe(
     totals.update({f"{key}{end}": 0 for key in kinds for end in ("", "_right")})
     for text in texts:
         ids, offsets = encode(tokenizer, text)
-        assistant, copied = _copy_positions(ids, offsets, text)
+        assistant, copied = copy_positions(ids, offsets, text)
         names = called_name_tokens(offsets, text)
         named = [p for spelled, _ in names for p in spelled]
         chosen = [choice for _, choice in names if choice is not None]

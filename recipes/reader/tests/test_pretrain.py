@@ -1,4 +1,5 @@
-"""``slca pretrain``: the loop packs each document once, resumes exactly, and measures copying."""
+"""``python -m recipes.reader.pretrain``: the loop packs each document once, resumes exactly, and
+measures copying."""
 
 from __future__ import annotations
 
@@ -6,42 +7,66 @@ import argparse
 import json
 import logging
 import random
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
 from transformers.utils import logging as hf_logging
 
-import slca_grpo.trainer.pretrain as pretrain_module
-import slca_grpo.trainer.reader_probes as reader_probes
-from slca_grpo.chat.template import render_chat
-from slca_grpo.cli.pretrain import resume_command
-from slca_grpo.config import ConfigError
-from slca_grpo.data.corpus import DRILLS, CorpusConfig, document
-from slca_grpo.models import load_model, save_model
-from slca_grpo.models.checkpoint import save_checkpoint
-from slca_grpo.models.tiny import TinyModelConfig
-from slca_grpo.models.tokenizer import train_tokenizer
-from slca_grpo.trainer.pretrain import (
+import recipes.reader.pretrain as pretrain_module
+import recipes.reader.probes as probes_module
+from recipes.reader.corpus import DRILLS, CorpusConfig, document
+from recipes.reader.pretrain import (
+    RETIRED_CORPUS_SETTINGS,
     DocumentStream,
     PretrainConfig,
     learning_rate,
+    main,
     pretrain,
+    resume_command,
     row_shape,
     same_build,
-    written_config,
 )
-from slca_grpo.trainer.reader_probes import (
+from recipes.reader.probes import (
+    called_name_tokens,
     copy_positions,
     drill_accuracy,
-    name_choice_positions,
-    name_positions,
+    encode,
     offered_names,
     probe,
     prompt_as_trained,
 )
+from slca_grpo.chat.template import render_chat
+from slca_grpo.config import ConfigError
+from slca_grpo.models import load_model, save_model
+from slca_grpo.models.checkpoint import save_checkpoint
+from slca_grpo.models.tiny import TinyModelConfig
+from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.trainer.run_folder import RunFolderBusy, RunFolderTaken, hold_run_folder
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def copied_positions(tokenizer: Any, text: str) -> tuple[list[int], list[int], list[int]]:
+    """Token ids of ``text``, the positions of assistant tokens, and of those a model must copy."""
+    ids, offsets = encode(tokenizer, text)
+    return (ids, *copy_positions(ids, offsets, text))
+
+
+def name_positions(tokenizer: Any, text: str) -> list[int]:
+    """Positions of the tokens that spell a called tool's name in the assistant's turns."""
+    return [p for spelled, _ in called_name_tokens(encode(tokenizer, text)[1], text) for p in spelled]
+
+
+def name_choice_positions(tokenizer: Any, text: str) -> list[int]:
+    """Position of each called name's choosing token (``called_name_tokens``)."""
+    return [choice for _, choice in called_name_tokens(encode(tokenizer, text)[1], text) if choice is not None]
+
 
 SMALL = PretrainConfig(
     steps=4,
@@ -98,7 +123,7 @@ def test_a_document_longer_than_the_model_is_packed_and_probed_without_a_false_i
         stream = DocumentStream(tokenizer, CorpusConfig(), start=0)
         ids, labels = stream.rows(2, 16)
         _, text = document(0, CorpusConfig())  # the probe set's positions are found on whole documents
-        copy_positions(tokenizer, text), name_positions(tokenizer, text)
+        copied_positions(tokenizer, text), name_positions(tokenizer, text)
         warned_by_the_build = [r.getMessage() for r in records]
         tokenizer("word " * 40, add_special_tokens=False)  # a plain call does warn: the capture works
     finally:
@@ -119,11 +144,14 @@ def test_a_length_curriculum_packs_shorter_rows_first_with_the_same_tokens_a_ste
         replace(SMALL, short_seq_steps=-1)
 
 
-def test_a_build_written_before_the_curriculum_existed_resumes_only_without_one() -> None:
-    without = json.loads(json.dumps(PretrainConfig(short_seq_steps=0).to_dict()))
-    older = {k: v for k, v in without.items() if k not in ("short_seq_len", "short_seq_steps")}
-    assert written_config(older) == without
-    assert written_config(older) != json.loads(json.dumps(PretrainConfig().to_dict()))  # today's default has one
+def test_a_checkpoint_that_records_the_retired_corpus_switches_continues_only_at_this_corpus() -> None:
+    today = json.loads(json.dumps(SMALL.to_dict()))
+    before = {**today, "corpus": {**today["corpus"], **RETIRED_CORPUS_SETTINGS}}  # written before the freeze
+    assert same_build(today, SMALL) and same_build(before, SMALL)
+    for key, other in (("near_misses", True), ("paraphrase", 0.0), ("task_returns", True), ("readable_names", False)):
+        assert not same_build({**before, "corpus": {**before["corpus"], key: other}}, SMALL), key
+    partial = {k: v for k, v in before["corpus"].items() if k not in ("near_misses", "paraphrase", "task_returns")}
+    assert not same_build({**before, "corpus": partial}, SMALL)  # corpus v5 recorded only some of them
 
 
 def test_learning_rate_warms_up_then_decays_to_its_floor() -> None:
@@ -141,7 +169,7 @@ def test_copy_positions_are_assistant_tokens_seen_in_the_request_but_not_the_sys
         "<|im_start|>assistant\nQX-7 codes<|im_end|>\n"
     )
     tokenizer = train_tokenizer([text] * 4, vocab_size=300, pretokenizer="words")
-    ids, assistant, copied = copy_positions(tokenizer, text)
+    ids, assistant, copied = copied_positions(tokenizer, text)
     pieces = [tokenizer.decode([ids[p]]) for p in assistant]
     assert "".join(pieces).strip().startswith("QX-7")
     assert [tokenizer.decode([ids[p]]) for p in copied] == ["QX", "-", "7"]  # "codes" is in the system prompt
@@ -215,7 +243,7 @@ def test_a_model_that_writes_what_the_corpus_taught_passes_every_drill(monkeypat
     def writes_what_it_was_taught(model, prompts, **kwargs):
         return [SimpleNamespace(token_ids=taught.get(tuple(p), [end])) for p in prompts]
 
-    monkeypatch.setattr(reader_probes, "sample", writes_what_it_was_taught)
+    monkeypatch.setattr(probes_module, "sample", writes_what_it_was_taught)
     scores = drill_accuracy(torch.nn.Identity(), tokenizer, per_kind=6, seed=5)
     assert scores == {f"drill/{kind}": 1.0 for kind in DRILLS}
 
@@ -265,7 +293,6 @@ def test_a_build_may_continue_a_model_keeping_its_shape_tokenizer_and_weights(tm
     saved = json.loads((tmp_path / "build" / "pretrain_config.json").read_text())
     assert saved["init"] == str(tmp_path / "start")
     assert same_build(saved, config) and not same_build(saved, replace(config, init=""))
-    assert written_config({"steps": 4})["init"] == ""  # a build written before ``init`` existed had none
 
 
 def test_name_positions_are_the_called_names_in_assistant_turns_only() -> None:
@@ -352,7 +379,7 @@ def test_the_probe_scores_the_choosing_token_under_its_prefix() -> None:
 
 
 def test_the_heldout_probe_is_the_suites_test_split_written_as_the_corpus_writes() -> None:
-    from slca_grpo.data.corpus import heldout_task_document
+    from recipes.reader.corpus import heldout_task_document
     from slca_grpo.data.synthetic import DEFAULT_HELDOUT_TOOLS
     from slca_grpo.data.synthetic.catalogue import get_spec
 
@@ -444,11 +471,11 @@ def test_the_resume_hint_carries_every_setting_the_build_started_with() -> None:
         set=["init=reader", "corpus.mix=[[task, 1]]"],
     )
     assert resume_command(args) == (
-        "slca pretrain --out 'runs/my reader' --steps 1200 --seed 3 --bf16 --device cuda:1 "
+        "python -m recipes.reader.pretrain --out 'runs/my reader' --steps 1200 --seed 3 --bf16 --device cuda:1 "
         "--set init=reader --set 'corpus.mix=[[task, 1]]' --resume"
     )
     plain = argparse.Namespace(out="runs/reader", steps=None, seed=0, bf16=False, device="cpu", set=[])
-    assert resume_command(plain) == "slca pretrain --out runs/reader --resume"
+    assert resume_command(plain) == "python -m recipes.reader.pretrain --out runs/reader --resume"
 
 
 def test_force_removes_a_linked_build_folder_not_what_it_points_to(tmp_path) -> None:
@@ -476,7 +503,7 @@ def test_the_step_and_the_probe_make_every_tensor_on_the_models_device(tmp_path,
     """With the default device set to meta (where nothing computes), a tensor made without a device
     meets the CPU model and fails, as it would meet a CUDA one: a loss total made on the CPU once
     stopped the first GPU build."""
-    import slca_grpo.trainer.pretrain as module
+    module = pretrain_module
 
     def on_meta(function):
         def placed(*args, **kwargs):
@@ -494,16 +521,12 @@ def test_the_step_and_the_probe_make_every_tensor_on_the_models_device(tmp_path,
 
 
 def test_cli_settings_are_applied_and_a_bad_one_is_one_line_naming_its_key(tmp_path, capsys, monkeypatch) -> None:
-    from slca_grpo.cli import main
-
     seen = []
     monkeypatch.setattr(pretrain_module, "pretrain", lambda config, *a, **k: seen.append(config) or tmp_path)
-    assert (
-        main(["pretrain", "--out", str(tmp_path / "b"), "--set", "init=reader", "--set", "corpus.warmup_docs=0"]) == 0
-    )
+    assert main(["--out", str(tmp_path / "b"), "--set", "init=reader", "--set", "corpus.warmup_docs=0"]) == 0
     assert seen[0].init == "reader" and seen[0].corpus.warmup_docs == 0 and seen[0].lr == PretrainConfig().lr
     for override, message in (("lr=-1", "pretrain.lr must be > 0"), ("corpus.nope=1", "corpus.nope")):
-        assert main(["pretrain", "--out", str(tmp_path / "c"), "--set", override]) == 2
+        assert main(["--out", str(tmp_path / "c"), "--set", override]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err, err
     assert len(seen) == 1
@@ -515,3 +538,19 @@ def test_a_model_to_continue_that_cannot_be_loaded_is_one_line_and_force_loses_n
     with pytest.raises(ValueError, match=r"^pretrain\.init: model folder .*missing does not exist"):
         pretrain(replace(SMALL, init=str(tmp_path / "missing")), tmp_path / "build", progress=False, force=True)
     assert sorted(p.name for p in (tmp_path / "build").iterdir()) == before and built.is_dir()
+
+
+def test_a_retired_corpus_switch_is_one_line_naming_its_key(tmp_path, capsys) -> None:
+    """The corpus is frozen: a switch of an earlier corpus is an unknown key, not a silent no-op."""
+    assert main(["--out", str(tmp_path / "b"), "--set", "corpus.near_misses=true"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "corpus.near_misses" in err, err
+    assert not (tmp_path / "b").exists()
+
+
+def test_the_command_runs_as_a_module_from_the_repository_root() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "recipes.reader.pretrain", "--help"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--resume" in result.stdout and "--stop-at" in result.stdout

@@ -7,21 +7,23 @@ import json
 import os
 import random
 import re
+from pathlib import Path
 
 import pytest
 
-from slca_grpo.data.corpus import (
+from recipes.reader.corpus import (
     CorpusConfig,
     _shift_dates_and_times,
     document,
     freshen_task_text,
 )
-from slca_grpo.data.invented_tools import fresh_code
+from recipes.reader.invented_tools import fresh_code
 from slca_grpo.data.synthetic import DEFAULT_HELDOUT_TOOLS, generate_tasks, render_gold, value_pools
 from slca_grpo.data.synthetic import phrasings as shared_phrasings
 from slca_grpo.data.synthetic.catalogue import CHAIN_SPECS, TOOL_SPECS
 from slca_grpo.data.synthetic.values import CITY_NAMES, MONTHS
 
+ROOT = Path(__file__).resolve().parents[3]
 N_DOCS = 600
 
 
@@ -60,13 +62,17 @@ def test_documents_do_not_depend_on_the_processs_hash_seed() -> None:
     import sys
 
     code = (
-        "import hashlib; from slca_grpo.data.corpus import CorpusConfig, document; "
+        "import hashlib; from recipes.reader.corpus import CorpusConfig, document; "
         "text = ''.join(document(i, CorpusConfig(warmup_docs=0))[1] for i in range(150)); "
         "print(hashlib.sha256(text.encode()).hexdigest())"
     )
     digests = {
         subprocess.run(
-            [sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            cwd=ROOT,  # recipes is imported from the repository's root
+            capture_output=True,
+            text=True,
         ).stdout
         for seed in ("1", "2", "3")
     }

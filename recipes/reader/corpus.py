@@ -3,24 +3,30 @@
 Every document is a ChatML conversation (the format the model will be used in), drawn from its own
 ``random.Random`` seeded by ``(seed, index)``, so document ``i`` is the same text in any process.
 Every document that offers tools offers tools the model cannot have memorised
-(:mod:`slca_grpo.data.invented_tools`), 2-5 of them as the evaluations do, so choosing a tool and
+(:mod:`recipes.reader.invented_tools`), 2-5 of them as the evaluations do, so choosing a tool and
 filling its arguments can only be learnt by reading the schema in the prompt:
 
 - ``task``: a gold trajectory of a fresh *train-split* synthetic task (natural phrasings, the five
-  task kinds) with its tools *disguised*: three in four tools renamed to other real words
-  (``get_weather_forecast`` → ``get_parcel_status``), about half of the parameters too,
-  descriptions kept. Its values are made fresh: strings from the suite's value
+  task kinds) with its tools *disguised*: every tool renamed, mostly by words of its own description
+  (``get_weather_forecast`` → ``get_daily_weather``), never to a name that holds a catalogue
+  tool's, about half of the parameters too, descriptions kept, shown as prompts show tools (no
+  ``returns`` schema). Its values are made fresh: strings from the suite's value
   pools become invented words, ids and codes get new characters of the same shape, all dates and
   times of the task are shifted together (so durations and check-out dates stay consistent).
 - ``invented``: a request for invented tools (real-word nouns and names, descriptions, parameter
   labels and names, types, enums, nested objects, arrays, optional parameters): one call, two
   parallel calls, two steps where the second copies an id from the first one's response, or a
-  polite refusal when no tool fits.
+  polite refusal when no tool fits. Most requests say the tool's verb and noun in other words
+  (:data:`PARAPHRASE`).
 - ``drill``: several short exchanges that exercise copying on its own: repeat a value, pick one of
   several named values, fill a JSON object from a list, convert a spelt-out date or a 12-hour time.
 
 Only the train split's tools, phrasings and value pools are used; the test split's never appear
-(``tests/test_corpus.py`` checks the text), so held-out evaluation stays held out.
+(``recipes/reader/tests/test_corpus.py`` checks the text), so held-out evaluation stays held out.
+
+This is corpus v6, the one corpus the recipe builds. Earlier corpora (v3-v5: other tool names,
+catalogue names, tools' ``returns`` schemas, requests in the tools' own words; the near-miss
+variant) were switches of ``CorpusConfig``; they are in git history.
 """
 
 from __future__ import annotations
@@ -32,9 +38,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from slca_grpo.chat.formatter import prompt_tools
-from slca_grpo.chat.template import render_chat
-from slca_grpo.data.invented_tools import (
+from recipes.reader.invented_tools import (
     InventedTool,
     Param,
     disguise,
@@ -44,11 +48,12 @@ from slca_grpo.data.invented_tools import (
     random_code,
     random_value,
 )
-from slca_grpo.data.request_words import NOUN_WORDS, request_words
+from recipes.reader.words import NOUN_WORDS, request_words, snake
+from slca_grpo.chat.formatter import prompt_tools
+from slca_grpo.chat.template import render_chat
 from slca_grpo.data.synthetic import DEFAULT_KIND_WEIGHTS, SuiteConfig, generate_tasks, gold_messages
 from slca_grpo.data.synthetic.leaks import argument_strings, schema_enum_values
 from slca_grpo.data.synthetic.values import MONTHS
-from slca_grpo.data.tool_words import VERBS, snake
 
 KINDS = ("task", "drill", "invented")
 # Corpus v6: half invented-tool documents, a quarter task documents (0.4 / 0.35 in v5): the task
@@ -63,6 +68,11 @@ DEFAULT_MIX = {"task": 0.25, "drill": 0.25, "invented": 0.5}
 WARMUP_MIX = {"task": 0.03, "drill": 0.9, "invented": 0.07}
 # Five tools make the longest documents (~1,800 tokens); more would not fit a 2,048-token row.
 MAX_TOOLS_PER_DOCUMENT = 6
+# The share of invented-tool requests that say the tool's verb and noun in other words ("call off
+# the packet" for ``cancel_parcel``; :mod:`recipes.reader.words`), and of offered tools whose
+# description also names their noun in other words, so that a request is matched to a tool by
+# meaning, not by the name's own words.
+PARAPHRASE = 0.7
 
 _KEEP_WORDS = frozenset({"a", "an", "the", "of", "with", "and", "to", "in", "on", "at", "for", "my", "by", "from"})
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
@@ -85,33 +95,8 @@ class CorpusConfig:
     warmup_mix: tuple[tuple[str, float], ...] = tuple(WARMUP_MIX.items())
     warmup_docs: int = 30000
     tools_per_task: tuple[int, int] = (2, 5)
-    # Tool and parameter names that say what they are (``book_parcel``; a disguised task tool named
-    # by its own description's words), as the evaluations' names do (corpus v4), rather than other
-    # real words a quarter to half of the time, which only the description connects (corpus v3).
-    readable_names: bool = True
-    # Whether task documents may offer catalogue tools under their own names (a quarter kept
-    # theirs, and renames could land on one) and invented names may hold one (corpus v4). Off
-    # (corpus v5): no offered name is one a model could have memorised, so only reading pays.
-    catalogue_names: bool = False
-    # Near misses: an invented tool's siblings often share its noun or its verb (``book_parcel``
-    # beside ``cancel_parcel`` and ``book_budget``), a request no tool serves often pairs an
-    # offered tool's verb with another offered tool's noun, and such requests are 25 % of invented
-    # documents (not 15 %), so neither word alone picks the tool or says that one fits. Off by
-    # default: the one build on it (docs/models.md, the ninth) did worse on every task metric.
-    near_misses: bool = False
-    # The share of invented-tool requests that say the tool's verb and noun in other words ("call
-    # off the packet" for ``cancel_parcel``; :mod:`slca_grpo.data.request_words`), and of offered
-    # tools whose description also names their noun in other words, so that a request is matched to
-    # a tool by meaning, not by the name's own words (corpus v6; 0: every request says them, v5).
-    paraphrase: float = 0.7
-    # Whether task documents show each tool's ``returns`` schema (corpus v5 did: 27 % of a task
-    # document's tokens). Prompts never do (``prompt_tools``), so off.
-    task_returns: bool = False
 
     def __post_init__(self) -> None:
-        share = self.paraphrase
-        if isinstance(share, bool) or not isinstance(share, int | float) or not 0.0 <= share <= 1.0:
-            raise ValueError(f"corpus paraphrase must be a number in [0, 1], got {self.paraphrase!r}")
         for name in ("mix", "warmup_mix"):
             mix = getattr(self, name)
             mix = tuple((str(k), float(w)) for k, w in (mix.items() if isinstance(mix, dict) else mix))
@@ -226,10 +211,8 @@ def task_document(rng: random.Random, config: CorpusConfig, split: str = "train"
         kind_weights={rng.choices(kinds, weights=weights)[0]: 1.0}, tools_per_task=config.tools_per_task
     )
     task = generate_tasks(rng.randrange(2**31), 1, split, suite)[0]
-    messages, tools = disguise(
-        gold_messages(task), task.tools, rng, readable=config.readable_names, catalogue_names=config.catalogue_names
-    )
-    text = render_chat(messages, tools if config.task_returns else prompt_tools(tools), add_generation_prompt=False)
+    messages, tools = disguise(gold_messages(task), task.tools, rng, readable=True, catalogue_names=False)
+    text = render_chat(messages, prompt_tools(tools), add_generation_prompt=False)
     cut = text.index("<|im_start|>user")
     values = [v for call in task.flat_gold_calls for v in argument_strings(call.arguments)]
     return text[:cut] + freshen_task_text(text[cut:], task.question, values, schema_enum_values(task.tools), rng)
@@ -325,20 +308,12 @@ def _call_turns(
     return [turn, *responses]
 
 
-def _words_for_request(
-    tool: InventedTool, offered: list[InventedTool], rng: random.Random, config: CorpusConfig
-) -> tuple[str, str]:
-    """How a request says ``tool``'s verb and noun: its own words, or (``config.paraphrase`` of the
+def _words_for_request(tool: InventedTool, offered: list[InventedTool], rng: random.Random) -> tuple[str, str]:
+    """How a request says ``tool``'s verb and noun: its own words, or (:data:`PARAPHRASE` of the
     time) other words that no other offered tool could be meant by."""
-    if not _paraphrased(config, rng):
+    if not rng.random() < PARAPHRASE:
         return tool.verb, tool.noun
     return request_words(tool.verb, tool.noun, [(t.verb, t.noun) for t in offered if t is not tool], rng)
-
-
-def _paraphrased(config: CorpusConfig, rng: random.Random) -> bool:
-    """True ``config.paraphrase`` of the time; no draw at 0, so that corpus v5's documents stay the
-    same text."""
-    return bool(config.paraphrase) and rng.random() < config.paraphrase
 
 
 def _describe_in_other_words(tool: InventedTool, rng: random.Random) -> None:
@@ -373,69 +348,21 @@ def _id_of(message: dict[str, Any], noun: str) -> str:
     return json.loads(message["content"])[noun]["id"]
 
 
-def _verb_not_offered(rng: random.Random, noun: str, tools: list[InventedTool]) -> str:
-    """A verb that no tool of ``tools`` pairs with ``noun``."""
-    offered = {(t.verb, t.noun) for t in tools}
-    return rng.choice([v for v in VERBS if (v, noun) not in offered])
-
-
-def _near_miss_tools(
-    rng: random.Random, count: int, taken: set[str], readable: bool, catalogue: bool
-) -> list[InventedTool]:
-    """``count`` tools, each after the first sharing an earlier one's noun (35 %) or verb (35 %)."""
-    tools = [invented_tool(rng, taken, readable, catalogue)]
-    while len(tools) < count:
-        kin, roll = rng.choice(tools), rng.random()
-        if roll < 0.35:
-            verb = _verb_not_offered(rng, kin.noun, tools)
-            tools.append(invented_tool(rng, taken, readable, catalogue, noun=kin.noun, verb=verb))
-        elif roll < 0.7:
-            tools.append(invented_tool(rng, taken, readable, catalogue, verb=kin.verb))
-        else:
-            tools.append(invented_tool(rng, taken, readable, catalogue))
-    return tools
-
-
-def _unserved_request_tool(
-    rng: random.Random, tools: list[InventedTool], taken: set[str], readable: bool, catalogue: bool
-) -> InventedTool:
-    """A tool none of ``tools`` is, for a request they cannot serve: mostly one offered tool's verb
-    with another's noun, or one's noun with a verb none of them has for it."""
-    offered = {(t.verb, t.noun) for t in tools}
-    roll = rng.random()
-    if roll < 0.4:
-        pairs = [(a.verb, b.noun) for a in tools for b in tools if (a.verb, b.noun) not in offered]
-        if pairs:
-            verb, noun = rng.choice(pairs)
-            return invented_tool(rng, taken, readable, catalogue, noun=noun, verb=verb)
-    if roll < 0.7:
-        noun = rng.choice(tools).noun
-        return invented_tool(rng, taken, readable, catalogue, noun=noun, verb=_verb_not_offered(rng, noun, tools))
-    return invented_tool(rng, taken, readable, catalogue)
-
-
 def invented_document(rng: random.Random, config: CorpusConfig) -> str:
     """A request for invented tools, read off their schemas: one call, parallel calls, two steps or none."""
     taken: set[str] = set()
     low, high = config.tools_per_task
-    readable, catalogue = config.readable_names, config.catalogue_names
     count = max(2, rng.randint(low, high))
-    if config.near_misses:
-        tools = _near_miss_tools(rng, count, taken, readable, catalogue)
-    else:
-        tools = [invented_tool(rng, taken, readable, catalogue) for _ in range(count)]
+    tools = [invented_tool(rng, taken, readable=True, catalogue_names=False) for _ in range(count)]
     for tool in tools:
-        if _paraphrased(config, rng):
+        if rng.random() < PARAPHRASE:
             _describe_in_other_words(tool, rng)
-    weights = (0.35, 0.15, 0.25, 0.25) if config.near_misses else (0.4, 0.2, 0.25, 0.15)
+    weights = (0.4, 0.2, 0.25, 0.15)
     variant = rng.choices(("single", "parallel", "two_step", "irrelevant"), weights=weights)[0]
     first, second = rng.sample(tools, 2)
     if variant == "irrelevant":
-        if config.near_misses:
-            stranger = _unserved_request_tool(rng, tools, taken, readable, catalogue)
-        else:
-            stranger = invented_tool(rng, taken, readable, catalogue)
-        verb, noun = _words_for_request(stranger, tools, rng, config)
+        stranger = invented_tool(rng, taken, readable=True, catalogue_names=False)
+        verb, noun = _words_for_request(stranger, tools, rng)
         request = _ask(stranger.request_details(stranger.sample_arguments(rng), rng), (verb, noun), rng)
         answer = rng.choice(
             (
@@ -446,7 +373,7 @@ def invented_document(rng: random.Random, config: CorpusConfig) -> str:
         messages = [{"role": "user", "content": request}, {"role": "assistant", "content": answer}]
         return render_chat(messages, [t.schema() for t in tools], add_generation_prompt=False)
     arguments = first.sample_arguments(rng)
-    first_said = _words_for_request(first, tools, rng, config)
+    first_said = _words_for_request(first, tools, rng)
     request = _ask(first.request_details(arguments, rng), first_said, rng)
     if variant == "single":
         turns = _call_turns([(first, arguments)], rng, 0)
@@ -454,7 +381,7 @@ def invented_document(rng: random.Random, config: CorpusConfig) -> str:
     elif variant == "parallel":
         others = second.sample_arguments(rng)
         request += rng.choice((" Also, ", " And ", " Then also ")) + _ask(
-            second.request_details(others, rng), _words_for_request(second, tools, rng, config), rng
+            second.request_details(others, rng), _words_for_request(second, tools, rng), rng
         )
         turns = _call_turns([(first, arguments), (second, others)], rng, 0)
         answer = f"Done: {first.noun} {_id_of(turns[1], first.noun)} and {second.noun} {_id_of(turns[2], second.noun)}."
@@ -466,7 +393,7 @@ def invented_document(rng: random.Random, config: CorpusConfig) -> str:
         )
         others = second.sample_arguments(rng)
         follow = second.request_details({k: v for k, v in others.items() if k != link}, rng) or "it"
-        verb, noun = _words_for_request(second, tools, rng, config)
+        verb, noun = _words_for_request(second, tools, rng)
         request += f" Then {verb} a {noun} for that {first_said[1]} with {follow}."
         turns = _call_turns([(first, arguments)], rng, 0)
         others[link] = _id_of(turns[1], first.noun)

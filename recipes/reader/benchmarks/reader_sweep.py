@@ -1,16 +1,16 @@
-"""Size the reader by measurement: model shapes and corpus variants pretrained on the same budget.
+"""Size the reader by measurement: model shapes pretrained on the same budget and the recipe's corpus.
 
-Each run is ``SHAPE[:CORPUS][@STEPS]`` (``4x128``, ``4x192:readable``, ``8x256:v3@9000``): a full
-`slca pretrain` build (warm-up, length curriculum, cosine schedule) of that shape on that corpus
-variant, with the probe set every 100 steps and, every ``--task-eval-every`` steps, greedy rollouts
+Each run is ``SHAPE[@STEPS]`` (``4x128``, ``8x256@9000``): a full ``recipes.reader.pretrain``
+build (warm-up, length curriculum, cosine schedule) of that shape, with the probe set every 100
+steps and, every ``--task-eval-every`` steps, greedy rollouts
 on 40 synthetic test tasks and greedy drills. Each run writes its own folder under ``--out``
 (resumable: a rerun continues unfinished runs and skips finished ones) and ``result.json``; the
 sweep then gathers every run in ``--out`` into ``sweep.json`` and ``sweep.png`` (probe loss, copied
 and name accuracy, task Name-F1 and greedy drills against training compute, 6 x parameters x tokens).
 
-    python benchmarks/reader_sweep.py 4x128 4x192 --steps 3000 --out runs/reader-sweep
-    python benchmarks/reader_sweep.py 4x128 4x128:readable 8x256 --device cuda --jobs 3 --out $OUT/sweep
-    python benchmarks/reader_sweep.py --out runs/reader-sweep          # gather and plot only
+    python recipes/reader/benchmarks/reader_sweep.py 4x128 4x192 --steps 3000 --out runs/reader-sweep
+    python recipes/reader/benchmarks/reader_sweep.py 4x128 6x192 8x256 --device cuda --jobs 3 --out $OUT/sweep
+    python recipes/reader/benchmarks/reader_sweep.py --out runs/reader-sweep     # gather and plot only
 
 ``--minutes M`` instead sizes each run to M minutes of this machine (its step time measured first),
 the CPU-budget sweep; ``--jobs`` runs several at once (a GPU has room; a 2-core CPU has not).
@@ -29,12 +29,14 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository's root: the recipe
+
+from recipes.reader.pretrain import PretrainConfig, next_token_loss, pretrain
 from slca_grpo.models import load_model
 from slca_grpo.models.checkpoint import latest_checkpoint
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model, count_parameters
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.trainer.logger import read_metrics
-from slca_grpo.trainer.pretrain import PretrainConfig, next_token_loss, pretrain
 
 SHAPES = {
     "4x128": TinyModelConfig(num_layers=4, hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=384),
@@ -42,31 +44,23 @@ SHAPES = {
     "6x192": TinyModelConfig(num_layers=6, hidden_size=192, num_heads=6, num_kv_heads=2, intermediate_size=576),
     "8x256": TinyModelConfig(num_layers=8, hidden_size=256, num_heads=8, num_kv_heads=2, intermediate_size=768),
 }
-# Corpus variants: v3 (tool and parameter names of other real words a quarter to half of the time)
-# and readable (corpus v4, the default since: names that say what the tool or parameter is, as the
-# evaluations' do). Each is named in full, so a run means the same corpus whatever the default.
-CORPORA = {"v3": {"readable_names": False}, "readable": {"readable_names": True}}
 
 
-def parse_run(spec: str, default_steps: int) -> tuple[str, str, int]:
-    """``SHAPE[:CORPUS][@STEPS]`` as (shape, corpus, steps); a bad one is a one-line error."""
-    rest, _, steps = spec.partition("@")
-    shape, _, corpus = rest.partition(":")
-    corpus = corpus or "v3"
-    if shape not in SHAPES or corpus not in CORPORA or (steps and not steps.isdigit()):
-        raise SystemExit(
-            f"run {spec!r}: expected SHAPE[:CORPUS][@STEPS], SHAPE in {list(SHAPES)}, CORPUS in {list(CORPORA)}"
-        )
-    return shape, corpus, int(steps) if steps else default_steps
+def parse_run(spec: str, default_steps: int) -> tuple[str, int]:
+    """``SHAPE[@STEPS]`` as (shape, steps); a bad one is a one-line error."""
+    shape, _, steps = spec.partition("@")
+    if shape not in SHAPES or (steps and not steps.isdigit()):
+        raise SystemExit(f"run {spec!r}: expected SHAPE[@STEPS], SHAPE in {list(SHAPES)}")
+    return shape, int(steps) if steps else default_steps
 
 
-def run_name(shape: str, corpus: str, steps: int) -> str:
-    return f"{shape}-{corpus}-{steps}"
+def run_name(shape: str, steps: int) -> str:
+    return f"{shape}-{steps}"
 
 
-def build_config(shape: str, corpus: str, steps: int, args: argparse.Namespace) -> PretrainConfig:
+def build_config(shape: str, steps: int, args: argparse.Namespace) -> PretrainConfig:
     base = PretrainConfig(bf16=args.bf16, task_eval_every=args.task_eval_every)
-    config = replace(base, model=SHAPES[shape], steps=steps, corpus=replace(base.corpus, **CORPORA[corpus]))
+    config = replace(base, model=SHAPES[shape], steps=steps)
     if steps < base.steps:  # a short budget keeps the schedule's proportions
         scale = steps / base.steps
         config = replace(
@@ -100,12 +94,12 @@ def step_seconds(config: PretrainConfig, device: str) -> float:
 
 
 def run_one(spec: str, args: argparse.Namespace) -> None:
-    shape, corpus, steps = parse_run(spec, args.steps)
+    shape, steps = parse_run(spec, args.steps)
     if args.minutes:
-        seconds = step_seconds(build_config(shape, corpus, 3000, args), args.device)
+        seconds = step_seconds(build_config(shape, 3000, args), args.device)
         steps = max(20, int(args.minutes * 60 / seconds))
-    config = build_config(shape, corpus, steps, args)
-    folder = Path(args.out) / run_name(shape, corpus, steps)
+    config = build_config(shape, steps, args)
+    folder = Path(args.out) / run_name(shape, steps)
     if (folder / "result.json").exists():
         print(f"{folder.name}: done before, skipped", flush=True)
         return
@@ -115,7 +109,6 @@ def run_one(spec: str, args: argparse.Namespace) -> None:
     final = pretrain(config, folder, resume=resume, progress=False, device=args.device)
     result = {
         "shape": shape,
-        "corpus": corpus,
         "steps": steps,
         "parameters": _parameters(final),
         "tokens_per_step": config.rows_per_step * config.seq_len,
@@ -210,7 +203,7 @@ def plot(results: dict, path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="*", help="SHAPE[:CORPUS][@STEPS]; none: gather and plot what --out holds")
+    parser.add_argument("runs", nargs="*", help="SHAPE[@STEPS]; none: gather and plot what --out holds")
     parser.add_argument("--steps", type=int, default=3000, help="steps of a run that names none (default 3000)")
     parser.add_argument("--minutes", type=float, help="instead: each run's steps fill this many minutes here")
     parser.add_argument("--out", default="runs/reader-sweep")

@@ -5,16 +5,30 @@ from __future__ import annotations
 import json
 import random
 import re
-from dataclasses import replace
 
 import jsonschema
 import pytest
 
-from slca_grpo.data.corpus import CorpusConfig, document, invented_document
-from slca_grpo.data.invented_tools import disguise, invented_tool
-from slca_grpo.data.request_words import NOUN_WORDS, words_for
+import recipes.reader.corpus as corpus_module
+from recipes.reader.corpus import CorpusConfig, document, invented_document
+from recipes.reader.invented_tools import disguise, invented_tool
+from recipes.reader.words import (
+    ATTRIBUTES,
+    FORBIDDEN_WORDS,
+    NOUN_WORDS,
+    NOUNS,
+    VERB_WORDS,
+    VERBS,
+    readable_name,
+    snake,
+    words_of,
+)
 from slca_grpo.data.synthetic import generate_tasks, gold_messages
-from slca_grpo.data.tool_words import ATTRIBUTES, FORBIDDEN_WORDS, NOUNS, VERBS, readable_name, snake, words_of
+
+
+def words_for(word: str) -> tuple[str, ...]:
+    """``word`` and every other word a request may say for it (a verb's or a noun's)."""
+    return (word, *VERB_WORDS.get(word, ()), *NOUN_WORDS.get(word, ()))
 
 
 def _tools(text: str) -> dict[str, dict]:
@@ -57,9 +71,8 @@ def test_invented_schemas_are_valid_and_sampled_arguments_fit_them(seed: int) ->
         assert len({p.name for p in tool.params}) == len(tool.params)
 
 
-@pytest.mark.parametrize("near_misses", [False, True])
-def test_every_invented_call_is_valid_and_its_values_come_from_the_conversation(near_misses) -> None:
-    config = CorpusConfig(near_misses=near_misses)
+def test_every_invented_call_is_valid_and_its_values_come_from_the_conversation() -> None:
+    config = CorpusConfig()
     variants = {"call": 0, "two_step": 0, "refusal": 0}
     for index in range(150):
         text = invented_document(random.Random(index), config)
@@ -115,23 +128,9 @@ def test_disguise_renames_every_tool_consistently_and_keeps_descriptions() -> No
                 assert message["name"] in new
 
 
-@pytest.mark.parametrize(("readable", "low", "high"), [(False, 0.15, 0.35), (True, 0.25, 0.45)])
-def test_task_documents_keep_a_quarter_to_a_third_of_the_catalogue_names(readable, low, high) -> None:
-    """Corpora v3 and v4: too few for a catalogue name to be recalled with any confidence; enough to
-    show that names often say what the request says. (A readable rename may land on the catalogue
-    name itself: "Send an email." says ``send_email``.)"""
-    config = CorpusConfig(warmup_docs=0, readable_names=readable, catalogue_names=True, mix={"task": 1.0})
-    catalogue = {t["function"]["name"] for task in generate_tasks(1, 200, "train") for t in task.tools}
-    docs = [text for kind, text in (document(i, config) for i in range(40)) if kind == "task"]
-    assert len(docs) >= 30
-    offered = [name for text in docs for name in _tools(text)]
-    kept = sum(name in catalogue for name in offered) / len(offered)
-    assert low <= kept <= high, kept
-
-
-def test_without_catalogue_names_no_offered_or_called_name_holds_one_and_calls_stay_valid() -> None:
-    """Corpus v5 (the default): a name recalled from memory is never the offered one, so only
-    reading the schema pays; every call still validates against its renamed tool."""
+def test_no_offered_or_called_name_holds_a_catalogue_name_and_calls_stay_valid() -> None:
+    """A name recalled from memory is never the offered one, so only reading the schema pays;
+    every call still validates against its renamed tool."""
     catalogue = {t["function"]["name"] for task in generate_tasks(0, 300, "test") for t in task.tools}
     assert len(catalogue) >= 30
     rng = random.Random(5)
@@ -148,9 +147,10 @@ def test_without_catalogue_names_no_offered_or_called_name_holds_one_and_calls_s
     offered = [name for kind, text in kinds if kind != "drill" for name in _tools(text)]
     assert len(offered) >= 200
     assert not [name for name in offered if any(old in name for old in catalogue)]
-    # The same documents with catalogue names allowed do offer some: the check above can fail.
-    allowed = replace(config, catalogue_names=True)
-    assert any(old in name for i in range(40) for name in _tools(document(i, allowed)[1]) for old in catalogue)
+    # The suite's tasks undisguised do offer some: the check above can fail.
+    assert any(
+        old in t["function"]["name"] for task in generate_tasks(2, 60, "train") for t in task.tools for old in catalogue
+    )
 
 
 def test_disguise_keeps_no_name_at_keep_name_zero_and_every_name_at_one() -> None:
@@ -243,41 +243,28 @@ def _verb_and_noun(tool: dict) -> tuple[str, str]:
     return verb.lower(), noun
 
 
-@pytest.mark.parametrize("near_misses", [True, False])
-def test_near_misses_give_tools_siblings_one_word_apart_and_requests_no_tool_serves(near_misses) -> None:
-    # Requests and descriptions in the tools' own words (corpus v5), which the regexes below read.
-    config = CorpusConfig(near_misses=near_misses, paraphrase=0.0)
-    with_sibling = called = unserved = unserved_near = 0
+def test_offered_tools_do_different_things_and_a_refusal_asks_for_none_of_them(monkeypatch) -> None:
+    # Requests and descriptions in the tools' own words, which the regexes below read.
+    monkeypatch.setattr(corpus_module, "PARAPHRASE", 0.0)
+    unserved = 0
     for seed in range(300):
-        text = invented_document(random.Random(seed), config)
+        text = invented_document(random.Random(seed), CorpusConfig())
         offered = {name: _verb_and_noun(tool) for name, tool in _tools(text).items()}
         assert len(set(offered.values())) == len(offered)  # no two tools do the same thing
-        calls = [call for role, body in _turns(text) if role == "assistant" for call in _calls(body)]
-        if calls:
-            verb, noun = offered[calls[0]["name"]]
-            if len(offered) >= 3:
-                called += 1
-                with_sibling += any(
-                    (v == verb) != (n == noun) for name, (v, n) in offered.items() if name != calls[0]["name"]
-                )
+        if any(_calls(body) for role, body in _turns(text) if role == "assistant"):
             continue
         refused = _REFUSED.search(_turns(text)[-1][1]).groups()
         verb, noun = refused[:2] if refused[0] else refused[2:]
         assert (verb, noun) not in offered.values()  # the refusal is right: no offered tool does it
         unserved += 1
-        unserved_near += verb in {v for v, _ in offered.values()} or noun in {n for _, n in offered.values()}
-    if near_misses:
-        assert with_sibling / called >= 0.6 and unserved_near / unserved >= 0.5
-        assert unserved / 300 >= 0.2
-    else:
-        assert with_sibling / called <= 0.25 and unserved_near / unserved <= 0.25
+    assert unserved >= 20
 
 
-def _first_request_and_call(config: CorpusConfig, seeds: range):
+def _first_request_and_call(seeds: range):
     """Per invented document that calls a tool: its request (lower case), the first called tool's
     verb and noun (read off its description), and the tool's description."""
     for seed in seeds:
-        text = invented_document(random.Random(seed), config)
+        text = invented_document(random.Random(seed), CorpusConfig())
         calls = [call for role, body in _turns(text) if role == "assistant" for call in _calls(body)]
         if calls:
             tool = _tools(text)[calls[0]["name"]]
@@ -285,17 +272,13 @@ def _first_request_and_call(config: CorpusConfig, seeds: range):
             yield _turns(text)[1][1].lower(), verb.lower(), noun, tool["description"]
 
 
-def test_corpus_v5_requests_say_the_tools_own_verb_and_noun() -> None:
-    for request, verb, noun, description in _first_request_and_call(CorpusConfig(paraphrase=0.0), range(200)):
-        assert f"{verb} " in request and noun in request
-        assert "(a " not in description and "Also called" not in description
-
-
-def test_paraphrased_requests_say_the_tool_in_other_words_that_mean_it() -> None:
-    """Corpus v6: most requests name the wanted tool's noun by another word, which means it; its
-    description often names one too (read off the schema), and otherwise only the lexicon says so."""
+def test_paraphrased_requests_say_the_tool_in_other_words_that_mean_it(monkeypatch) -> None:
+    """A paraphrased request names the wanted tool's noun by another word, which means it; its
+    description often names one too (read off the schema), and otherwise only the lexicon says so.
+    Every request is paraphrased here (the corpus does :data:`PARAPHRASE` of them)."""
+    monkeypatch.setattr(corpus_module, "PARAPHRASE", 1.0)
     literal = other = described = total = 0
-    for request, _verb, noun, description in _first_request_and_call(CorpusConfig(paraphrase=1.0), range(300)):
+    for request, _verb, noun, description in _first_request_and_call(range(300)):
         head = noun.split()[-1]
         if head not in NOUN_WORDS:
             continue
@@ -312,17 +295,9 @@ def test_paraphrased_requests_say_the_tool_in_other_words_that_mean_it() -> None
     assert 0.15 <= described / other <= 0.6, (described, other)
 
 
-def test_task_documents_show_tools_as_prompts_do_unless_asked() -> None:
-    def task_texts(config: CorpusConfig) -> list[str]:
-        return [text for kind, text in (document(i, config) for i in range(12)) if kind == "task"]
-
-    shown = CorpusConfig(warmup_docs=0, mix={"task": 1.0}, task_returns=True)
-    plain = CorpusConfig(warmup_docs=0, mix={"task": 1.0})
-    assert all('"returns"' in text for text in task_texts(shown))
-    assert not any('"returns"' in text for text in task_texts(plain))
-
-
-@pytest.mark.parametrize("value", [-0.1, 1.5, "often", True])
-def test_a_bad_paraphrase_share_is_one_clear_error(value) -> None:
-    with pytest.raises(ValueError, match="corpus paraphrase must be a number in"):
-        CorpusConfig(paraphrase=value)
+def test_task_documents_show_tools_as_prompts_do() -> None:
+    """No ``returns`` schema: prompts never show one (``prompt_tools``), though the suite's tools have it."""
+    config = CorpusConfig(warmup_docs=0, mix={"task": 1.0})
+    texts = [text for kind, text in (document(i, config) for i in range(12)) if kind == "task"]
+    assert texts and not any('"returns"' in text for text in texts)
+    assert any('"returns"' in json.dumps(task.tools) for task in generate_tasks(0, 12, "train"))

@@ -1,13 +1,13 @@
 """Does a reader choose the offered tool by reading, or by recall? Teacher-forced, side by side.
 
 For each model, the accuracy of the token of each called name that tells it from the other offered
-names (the *choice*, ``slca_grpo.trainer.reader_probes.called_name_tokens``) and of the name's
+names (the *choice*, ``recipes.reader.probes.called_name_tokens``) and of the name's
 tokens after it (copies once the choice is made), on four sets of the same texts for every model:
 
 - ``invented``: corpus documents with invented tools (new names and descriptions every document);
 - ``corpus tasks``: corpus task documents (the suite's *train* split, tools disguised, values fresh);
 - ``held-out tasks``: the same documents of the suite's *test* split (phrasings and tools the
-  corpus never shows): what ``slca pretrain`` logs as ``probe_heldout/choice_acc``;
+  corpus never shows): what ``recipes.reader.pretrain`` logs as ``probe_heldout/choice_acc``;
 - ``as evaluated``: synthetic test tasks as ``slca eval indomain`` prompts them (real tool names,
   no ``returns`` schema), the gold first call after the generation prompt; and the same tasks
   with their tools renamed as the corpus renames them (the catalogue's names are not in it).
@@ -16,7 +16,7 @@ Only each text's first call is scored (later ones may repeat it). Beside the mod
 without one: the offered tool sharing the most words with the request. A model that reads does as
 well on the held-out tasks as on its corpus, and at least as well as that baseline.
 
-    python benchmarks/reader_choice.py reader runs/build-8x128/model --docs 300
+    python recipes/reader/benchmarks/reader_choice.py reader runs/build-8x128/model --docs 300
 """
 
 from __future__ import annotations
@@ -28,16 +28,19 @@ import random
 import re
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository's root: the recipe
+
+from recipes.reader.corpus import CorpusConfig, document, heldout_task_document
+from recipes.reader.invented_tools import disguise
+from recipes.reader.probes import called_name_spans, called_name_tokens, encode
 from slca_grpo.chat.formatter import prompt_tools
 from slca_grpo.chat.template import render_chat
-from slca_grpo.data.corpus import CorpusConfig, document, heldout_task_document
-from slca_grpo.data.invented_tools import disguise
 from slca_grpo.data.synthetic import generate_suite, gold_messages
 from slca_grpo.models import load_model
-from slca_grpo.trainer.reader_probes import called_name_spans, called_name_tokens, encode
 
 
 def evaluated_texts(count: int, disguised: bool = False) -> list[str]:

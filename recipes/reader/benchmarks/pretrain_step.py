@@ -1,9 +1,9 @@
 """One pretraining step of the reader (forward, backward, AdamW) with the loss through the output
-layer a chunk at a time (``trainer/chunked_loss.py``, what ``slca pretrain`` runs) against the
-model's own loss (full logits, ``transformers``' cross-entropy).
+layer a chunk at a time (``recipes/reader/chunked_loss.py``, what ``recipes.reader.pretrain`` runs)
+against the model's own loss (full logits, ``transformers``' cross-entropy).
 
-    python benchmarks/pretrain_step.py                 # the reader's shape, 6 rows of 2,048 tokens
-    python benchmarks/pretrain_step.py --rounds 5 --rows 12 --seq-len 1024
+    python recipes/reader/benchmarks/pretrain_step.py      # the reader's shape, 6 rows of 2,048 tokens
+    python recipes/reader/benchmarks/pretrain_step.py --rounds 5 --rows 12 --seq-len 1024
 
 Alternating order, the first round a warm-up; prints the median seconds of each and their ratio.
 Times depend on the CPU: quote the ratio, with the machine.
@@ -17,13 +17,14 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+ROOT = Path(__file__).resolve().parents[3]
+sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "benchmarks")]  # the recipe, the package, _common
 
-from _common import alternate, print_medians  # noqa: E402
+from _common import alternate, print_medians
 
-from slca_grpo.models import READER, load_model  # noqa: E402
-from slca_grpo.models.tiny import build_tiny_model  # noqa: E402
-from slca_grpo.trainer.pretrain import PretrainConfig, next_token_loss  # noqa: E402
+from recipes.reader.pretrain import PretrainConfig, next_token_loss
+from slca_grpo.models import READER, load_model
+from slca_grpo.models.tiny import build_tiny_model
 
 
 def main() -> None:

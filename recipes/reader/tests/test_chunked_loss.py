@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slca_grpo.trainer.chunked_loss import IGNORE_INDEX, chunked_next_token_loss
+from recipes.reader.chunked_loss import IGNORE_INDEX, chunked_next_token_loss
 
 
 def _plain(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

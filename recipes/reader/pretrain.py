@@ -1,30 +1,40 @@
-"""Pretraining a small base model on the generated corpus (``slca pretrain``): the "reader".
+"""Pretraining a small base model on the generated corpus: the "reader".
 
-A plain next-token loop, read top to bottom: documents come from :mod:`slca_grpo.data.corpus` in
+    python -m recipes.reader.pretrain --out runs/reader        # from the repository's root
+
+A plain next-token loop, read top to bottom: documents come from :mod:`recipes.reader.corpus` in
 index order, are packed whole into rows of ``seq_len`` tokens (2,048, as long as the evaluations'
 prompts and trajectories; a longer document would be cut; a length curriculum may pack shorter
 rows first, ``short_seq_steps``), and the model learns every token, the
-output layer's loss a chunk of rows at a time (:mod:`slca_grpo.trainer.chunked_loss`). Every
-``probe_every`` steps fixed probe sets measure the model (:mod:`slca_grpo.trainer.reader_probes`):
+output layer's loss a chunk of rows at a time (:mod:`recipes.reader.chunked_loss`). Every
+``probe_every`` steps fixed probe sets measure the model (:mod:`recipes.reader.probes`):
 documents of another corpus seed, and task documents of the suite's test split.
 Checkpoints hold the model, optimizer, RNG and the corpus position, so a resumed run is the run
-that was not interrupted.
+that was not interrupted. The command line (:func:`main`) is at the end.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import shlex
+import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from slca_grpo.data.corpus import CorpusConfig, document, heldout_task_document
+from recipes.reader.chunked_loss import chunked_next_token_loss
+from recipes.reader.corpus import PARAPHRASE, CorpusConfig, document, heldout_task_document
+from recipes.reader.probes import drill_accuracy, probe, task_evaluation
+from slca_grpo.config import apply_overrides
 from slca_grpo.models import load_model
 from slca_grpo.models.checkpoint import (
+    CheckpointError,
     load_latest_checkpoint,
     remove_path,
     save_checkpoint,
@@ -34,10 +44,8 @@ from slca_grpo.models.checkpoint import (
 from slca_grpo.models.device import resolve_device
 from slca_grpo.models.tiny import TinyModelConfig, build_tiny_model, count_parameters
 from slca_grpo.models.tokenizer import train_tokenizer
-from slca_grpo.trainer.chunked_loss import chunked_next_token_loss
 from slca_grpo.trainer.logger import MetricsLogger, read_metrics
-from slca_grpo.trainer.reader_probes import drill_accuracy, probe, task_evaluation
-from slca_grpo.trainer.run_folder import check_out_folder, hold_run_folder
+from slca_grpo.trainer.run_folder import RunFolderBusy, check_out_folder, hold_run_folder
 
 READER_SHAPE = TinyModelConfig(num_layers=4, hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=384)
 
@@ -187,31 +195,18 @@ def heldout_probe_texts(config: PretrainConfig) -> list[str]:
     return [heldout_task_document(index, config.corpus) for index in range(config.probe_heldout_docs)]
 
 
-# Settings added after builds were made, at the value that does what those builds did.
-ADDED_SETTINGS = {"short_seq_len": 1024, "short_seq_steps": 0, "init": ""}
 # Settings that only measure: a build may be resumed with others.
 MEASURING_SETTINGS = ("task_eval_every", "task_eval_tasks", "probe_heldout_docs")
-
-
-ADDED_CORPUS_SETTINGS = {
-    "readable_names": False,
-    "catalogue_names": True,
+# The corpus switches that builds written before the corpus was frozen record, at the values that
+# make this corpus: a checkpoint that records all of them so continues here; one that records
+# other values, or only some of them (an earlier corpus), does not.
+RETIRED_CORPUS_SETTINGS = {
+    "readable_names": True,
+    "catalogue_names": False,
     "near_misses": False,
-    "paraphrase": 0.0,
-    "task_returns": True,
+    "paraphrase": PARAPHRASE,
+    "task_returns": False,
 }
-
-
-def written_config(saved: Any) -> Any:
-    """A checkpoint's recorded config, with each setting added since it was written at the value
-    that does what that build did (:data:`ADDED_SETTINGS`, :data:`ADDED_CORPUS_SETTINGS`), so it
-    compares equal to a config that would continue it exactly."""
-    if not isinstance(saved, dict):
-        return saved
-    written = {**{key: value for key, value in ADDED_SETTINGS.items() if key not in saved}, **saved}
-    if isinstance(written.get("corpus"), dict):
-        written["corpus"] = {**ADDED_CORPUS_SETTINGS, **written["corpus"]}
-    return written
 
 
 def same_build(saved: Any, config: PretrainConfig) -> bool:
@@ -219,8 +214,12 @@ def same_build(saved: Any, config: PretrainConfig) -> bool:
     if not isinstance(saved, dict):
         return False
     today = json.loads(json.dumps(config.to_dict()))
-    written = written_config(saved)
-    return {k: v for k, v in written.items() if k not in MEASURING_SETTINGS} == {
+    corpus = saved.get("corpus")
+    if isinstance(corpus, dict) and all(
+        key in corpus and corpus[key] == value for key, value in RETIRED_CORPUS_SETTINGS.items()
+    ):
+        saved = {**saved, "corpus": {k: v for k, v in corpus.items() if k not in RETIRED_CORPUS_SETTINGS}}
+    return {k: v for k, v in saved.items() if k not in MEASURING_SETTINGS} == {
         k: v for k, v in today.items() if k not in MEASURING_SETTINGS
     }
 
@@ -254,7 +253,7 @@ def pretrain(
     check_out_folder(out_dir, flag="--out", resume=resume, force=force)
     # Loaded before --force removes an earlier build: a model that cannot be loaded loses nothing.
     initial = _load_init(config.init) if config.init and not resume else None
-    with hold_run_folder(out_dir, "slca pretrain", next_step="use another --out"):
+    with hold_run_folder(out_dir, "recipes.reader.pretrain", next_step="use another --out"):
         if force and not resume:
             for name in BUILD_FILES:
                 remove_path(Path(out_dir) / name)
@@ -432,3 +431,112 @@ def _report(bar: Any, step: int, metrics: dict[str, float]) -> None:
         bar.write(line)
     else:
         print(line, flush=True)
+
+
+# --- the command line: python -m recipes.reader.pretrain ---
+
+COMMAND = "python -m recipes.reader.pretrain"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=COMMAND,
+        description="Pretrain a small Qwen2-style base model and its tokenizer on a corpus generated here "
+        "(train-split synthetic tasks with disguised tools and fresh values, requests for invented tools, "
+        "copy and conversion drills). The defaults are the next build of the 'reader' model; the shipped "
+        "reader's own settings are in its pretrain_config.json (docs/models.md, The reader). Rerun with "
+        "--resume to continue an interrupted build. Run it from the repository's root.",
+    )
+    parser.add_argument("--out", default="runs/reader", help="output folder (default: runs/reader)")
+    parser.add_argument("--steps", type=int, help="optimizer steps (default: 3000)")
+    parser.add_argument("--seed", type=int, default=0, help="corpus and initialisation seed (default: 0)")
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="bfloat16 autocast: ~1.5x faster on CPUs with native bf16 (AMX, avx512_bf16), far slower elsewhere "
+        "(off by default)",
+    )
+    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    parser.add_argument(
+        "--force", action="store_true", help="replace the build that --out holds (refused without --resume or this)"
+    )
+    parser.add_argument(
+        "--stop-at",
+        type=int,
+        metavar="STEP",
+        help="stop after STEP with a checkpoint (split a build; --resume goes on)",
+    )
+    parser.add_argument(
+        "--task-eval-every",
+        type=int,
+        metavar="STEPS",
+        help="roll the model out greedily on 40 synthetic test tasks every STEPS steps (default: 500; 0: never)",
+    )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where the steps run: cpu (default), cuda, cuda:N or auto; the build is the same, so one may be "
+        "resumed on another",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any pretraining setting (repeatable): lr=1e-3, corpus.warmup_docs=0, init=reader "
+        "(continue that model's weights and tokenizer), model.hidden_size=192 (docs/models.md)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (probe lines are still printed)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Build (or continue) a reader; an expected error is one line on stderr and exit status 2."""
+    args = build_parser().parse_args(argv)
+    try:
+        config = PretrainConfig(seed=args.seed, corpus=CorpusConfig(seed=args.seed), bf16=args.bf16)
+        if args.steps is not None:
+            config = replace(config, steps=args.steps)
+        if args.task_eval_every is not None:
+            config = replace(config, task_eval_every=args.task_eval_every)
+        config = apply_overrides(config, args.set)
+        final = pretrain(
+            config,
+            args.out,
+            resume=args.resume,
+            force=args.force,
+            progress=not args.no_progress,
+            stop_at=args.stop_at,
+            device=args.device,
+        )
+    except (ValueError, CheckpointError, FloatingPointError, RunFolderBusy) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    if final is None:
+        print(f"stopped after step {args.stop_at}; continue with: {resume_command(args)}")
+        return 0
+    print(f"base model written to {final} (use it as model.name: {final}, or slca eval --policy hf:{final})")
+    return 0
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The command that continues this build: every setting it was started with, and --resume."""
+    words = [COMMAND, "--out", shlex.quote(str(args.out))]
+    if args.steps is not None:
+        words += ["--steps", str(args.steps)]
+    if args.seed != 0:
+        words += ["--seed", str(args.seed)]
+    if args.bf16:
+        words.append("--bf16")
+    if args.device != "cpu":
+        words += ["--device", shlex.quote(args.device)]
+    for override in args.set:
+        words += ["--set", shlex.quote(override)]
+    return " ".join([*words, "--resume"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,11 +1,12 @@
 """Tools nobody has seen: new names, descriptions, parameters, types, enums and nesting.
 
-The reader's corpus (:mod:`slca_grpo.data.corpus`) offers these tools, or disguises the synthetic
+The reader's corpus (:mod:`recipes.reader.corpus`) offers these tools, or disguises the synthetic
 suite's tools with other names (:func:`disguise`), so that picking a tool and filling its
 arguments can only be done by reading the schema in the prompt, never by recalling a catalogue.
-Everything draws from an explicit ``random.Random``.
+Everything draws from an explicit ``random.Random``. The corpus calls both with ``readable=True``
+and ``catalogue_names=False``; the defaults are an earlier corpus's (v3), which the tests also use.
 
-Names are made of real words (:mod:`slca_grpo.data.tool_words`: ``fetch_parcel_status``), like
+Names are made of real words (:mod:`recipes.reader.words`: ``fetch_parcel_status``), like
 the names real tools have; values are invented (``"Tovarim"``, ``"QX-83KD"``), so that no value
 can be recalled either. An invented tool acts on a *noun* (``"parcel"``). Each parameter has a
 *label*, the word a request uses for it (``"the color"``): the parameter's name is the label
@@ -24,9 +25,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
-from slca_grpo.data.synthetic import DEFAULT_HELDOUT_TOOLS
-from slca_grpo.data.synthetic.catalogue import TOOL_SPECS
-from slca_grpo.data.tool_words import (
+from recipes.reader.words import (
     ATTRIBUTES,
     VERBS,
     allowed_name,
@@ -36,6 +35,8 @@ from slca_grpo.data.tool_words import (
     real_tool_name,
     snake,
 )
+from slca_grpo.data.synthetic import DEFAULT_HELDOUT_TOOLS
+from slca_grpo.data.synthetic.catalogue import TOOL_SPECS
 
 _CONSONANTS = "bcdfghjklmnprstvwz"
 _VOWELS = "aeiou"

@@ -1,0 +1,1 @@
+"""The reader recipe's tests: ``python -m pytest recipes/reader``."""
