@@ -4,7 +4,7 @@ Every estimator gets the same SFT checkpoint, seeds, prompts per step and step b
 report compares their held-out metrics and learning curves. Quick mode (GRPO vs SLCA) starts from
 the shipped reader model (``model="tiny"``: a tiny model built here); full mode trains a tiny
 model, adds ToolPO and RLTR and trains longer; ``model="smollm2"`` runs GRPO vs SLCA on
-SmolLM2-135M-Instruct. Timings: docs/training.md.
+SmolLM2-135M-Instruct. Timings: docs/performance.md.
 """
 
 from __future__ import annotations

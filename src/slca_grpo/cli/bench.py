@@ -13,7 +13,7 @@ def register(subparsers: Any) -> None:
         help="time a config's RL and SFT steps against this machine's floor (matmul rate, memory bandwidth)",
         description="Measure this machine (matrix products at the model's shapes in fp32 and bf16, memory read "
         "bandwidth), run a few RL and SFT steps of CONFIG from its model as loaded, and print each phase's "
-        "time beside its floor (the step's real tokens at those rates) and the ratio. docs/training.md, "
+        "time beside its floor (the step's real tokens at those rates) and the ratio. docs/performance.md, "
         "'How close to the hardware'.",
     )
     bench.add_argument(

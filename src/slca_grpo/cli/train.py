@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
 
     demo = subparsers.add_parser("demo", help="SFT a model, then compare estimators by RL from the same start")
     demo.add_argument(
-        "--quick", action="store_true", help="GRPO vs SLCA from the shipped reader model (timing: docs/training.md)"
+        "--quick", action="store_true", help="GRPO vs SLCA from the shipped reader model (timing: docs/performance.md)"
     )
     demo.add_argument(
         "--model",

@@ -31,7 +31,7 @@ from slca_grpo.engine.native import Panels
 from slca_grpo.engine.packed_linear import MAX_ROWS, pack_linears, packed_product, packing_available, weight_state
 
 # As for shared prompts: the reader and the tiny models (128) and up. On the reader, 384 rollouts
-# a step: rollouts 39.6 s -> 25.1 s with both (2-core EPYC, AVX2; docs/training.md). Narrower models
+# a step: rollouts 39.6 s -> 25.1 s with both (2-core EPYC, AVX2; docs/experiments/rollouts.md). Narrower models
 # (the tests' 32-wide ones) keep the layers' forward.
 FUSED_MIN_HIDDEN = 128
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2")

@@ -8,7 +8,7 @@ bfloat16 casts of the weights, attention's gradients), and on a virtual machine 
 costs microseconds. With the thresholds raised, such blocks come from the heap and go back to it
 for the next step. The price: the process stays near its peak memory between steps, and the heap
 holds some freed blocks it cannot merge (peak RSS ~7 % higher on the SmolLM2 bench; numbers in
-docs/training.md).
+docs/experiments/performance.md).
 
 Set once per process (``train.keep_freed_memory``, on by default); Linux with glibc only — elsewhere
 nothing changes.

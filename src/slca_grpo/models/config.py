@@ -46,7 +46,7 @@ class ModelConfig:
     chat_format: str = "auto"
     chat_template: str = ""  # a Jinja file that replaces the tokenizer's own template
     tool_parser: str = "auto"  # native only: the call syntax; auto = found by rendering a probe call
-    # CPU decoding through the C kernels built on first use (docs/training.md); false keeps PyTorch's
+    # CPU decoding through the C kernels built on first use (docs/rollouts.md); false keeps PyTorch's
     # path, as SLCA_NATIVE_KERNELS=0 does. The run records which kernels ran (provenance.json).
     native_kernels: bool = True
 
