@@ -232,3 +232,23 @@ def test_switched_off_by_the_run_it_is_not_built(fresh, monkeypatch) -> None:
         warnings.simplefilter("error")
         assert native.library() is None
     assert not fresh.exists()
+
+
+@pytest.mark.parametrize("value", ["n", "disable", "nope", "-1", "2"])
+def test_a_switch_that_is_neither_on_nor_off_is_refused_in_one_line(monkeypatch, value) -> None:
+    from slca_grpo.config import ConfigError
+    from slca_grpo.engine import use_native_kernels
+
+    monkeypatch.setattr(native, "_switched_off", False)  # restored after the test, whatever it sets
+    monkeypatch.setenv("SLCA_NATIVE_KERNELS", value)
+    with pytest.raises(ConfigError, match=r"SLCA_NATIVE_KERNELS must be 1 or 0 .*got '"):
+        native.enabled()
+    with pytest.raises(ConfigError, match="SLCA_NATIVE_KERNELS"):
+        use_native_kernels(True)  # what a run calls before any work
+
+
+@pytest.mark.parametrize(("value", "on"), [("1", True), (" Yes ", True), ("", True), ("0", False), ("OFF", False)])
+def test_the_switch_reads_on_and_off_words(monkeypatch, value, on) -> None:
+    monkeypatch.setattr(native, "_switched_off", False)
+    monkeypatch.setenv("SLCA_NATIVE_KERNELS", value)
+    assert native.enabled() is on

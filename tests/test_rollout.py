@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 import torch
@@ -442,3 +443,21 @@ def test_rollouts_can_use_the_simulator_service(tokenizer, monkeypatch):
         loop, _ = build_loop(tokenizer, lambda p, t: CALL if t == 0 else "Done.<|im_end|>", simulator=rejected)
         failed = loop.run([make_task()], group_size=1)[0].turns[0].observations[0]
         assert failed.is_error  # a refused request is an error observation, not a crash
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"top_p": -0.5}, "top_p must be in (0, 1], got -0.5"),
+        ({"top_p": float("nan")}, "top_p must be in (0, 1], got nan"),
+        ({"temperature": 1e-40}, "temperature must be 0 (greedy) or at least 0.01, got 1e-40"),
+        ({"temperature": float("nan")}, "temperature must be 0 (greedy) or at least 0.01, got nan"),
+        ({"top_k": -1}, "top_k must be a whole number >= 0 (0: every token), got -1"),
+        ({"top_k": 2.5}, "top_k must be a whole number >= 0 (0: every token), got 2.5"),
+    ],
+)
+def test_the_sampler_refuses_settings_that_would_sample_a_fixed_token_or_nan(settings, named):
+    # Every sampler starts from a SamplingConfig, so the engine's own callers are held to it too.
+    with pytest.raises(ValueError, match=re.escape(named)):
+        SamplingConfig(**settings)
+    assert SamplingConfig(temperature=0.0, top_p=1.0, top_k=0).temperature == 0.0

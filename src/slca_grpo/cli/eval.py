@@ -182,7 +182,7 @@ def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"--samples must be >= 1, got {args.samples}")
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
-    from slca_grpo.rollout.loop import MIN_TEMPERATURE
+    from slca_grpo.engine import MIN_TEMPERATURE
 
     if not (args.temperature == 0.0 or MIN_TEMPERATURE <= args.temperature <= 100.0):  # also refuses nan
         raise ValueError(

@@ -22,10 +22,11 @@ from slca_grpo.engine import native as _native
 from slca_grpo.engine.host_memory import keep_freed_memory, malloc_stats
 from slca_grpo.engine.logprobs import token_logprobs
 from slca_grpo.engine.packed_linear import packed_linears as decode_session
-from slca_grpo.engine.sampling import SamplingConfig, distinct_rows, prefill_shared, sample
+from slca_grpo.engine.sampling import MIN_TEMPERATURE, SamplingConfig, distinct_rows, prefill_shared, sample
 from slca_grpo.engine.turn_cache import TurnCache
 
 __all__ = [
+    "MIN_TEMPERATURE",
     "STOP_EOS",
     "STOP_LENGTH",
     "STOP_STRING",
@@ -46,8 +47,10 @@ __all__ = [
 
 
 def use_native_kernels(on: bool) -> None:
-    """Whether this process decodes through the C kernels (the default), beside ``SLCA_NATIVE_KERNELS``."""
+    """Whether this process decodes through the C kernels (the default), beside ``SLCA_NATIVE_KERNELS``
+    (read here too, so that a value that is neither on nor off is refused before any work)."""
     _native.switch(on)
+    _native.enabled()
 
 
 def kernel_calls() -> dict[str, int]:

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import torch
 
+from slca_grpo.config import ConfigError
+
 SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("decode_attention.c", "small_product.c"))
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
 # clang's OpenMP needs its own runtime (libomp), which must not be loaded beside PyTorch's libgomp:
@@ -56,10 +58,16 @@ class NativeBuildError(RuntimeError):
     """Why the kernels cannot be had here (said once, in a warning; decoding falls back)."""
 
 
+_ON, _OFF = {"", "1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
 def enabled() -> bool:
-    if _switched_off:
-        return False
-    return os.environ.get("SLCA_NATIVE_KERNELS", "1").strip().lower() not in {"0", "false", "no", "off"}
+    """Whether the kernels are asked for: not switched off by the run, and ``SLCA_NATIVE_KERNELS``
+    on (unset, 1, true, yes, on) rather than off (0, false, no, off); anything else is refused."""
+    value = os.environ.get("SLCA_NATIVE_KERNELS", "1").strip().lower()
+    if value not in _ON | _OFF:
+        raise ConfigError(f"SLCA_NATIVE_KERNELS must be 1 or 0 (true/false, yes/no, on/off), got {value[:40]!r}")
+    return not _switched_off and value in _ON
 
 
 def switch(on: bool) -> None:

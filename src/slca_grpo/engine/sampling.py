@@ -25,12 +25,25 @@ from slca_grpo.engine.packed_linear import packed_linears
 from slca_grpo.engine.packed_prefill import packed_rest_prefill, packs_rests
 from slca_grpo.engine.turn_cache import TurnCache
 
+MIN_TEMPERATURE = 0.01  # below it, sample greedily: temperature 0
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
     temperature: float = 1.0  # 0 = greedy
     top_p: float = 1.0
-    top_k: int = 0
+    top_k: int = 0  # 0: every token
+
+    def __post_init__(self) -> None:
+        # Checked here, where every sampler starts: a tinier temperature overflows the logits to
+        # inf (the softmax of inf is NaN), and NaN, a top_p outside (0, 1] or a negative top_k would
+        # otherwise sample a fixed token or greedily without a word.
+        if not (self.temperature == 0 or MIN_TEMPERATURE <= self.temperature < float("inf")):
+            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}, got {self.temperature!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"top_k must be a whole number >= 0 (0: every token), got {self.top_k!r}")
 
 
 def _filter_logits(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:

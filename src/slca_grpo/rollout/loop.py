@@ -16,10 +16,8 @@ from slca_grpo.chat.formatter import ChatFormatter, Dialogue, TurnReading
 from slca_grpo.chat.parser import ToolCallBlock, parse_tool_calls
 from slca_grpo.config import ConfigError, at_least
 from slca_grpo.datatypes import Observation, Task, ToolCall, Trajectory, Turn, call_signature
-from slca_grpo.engine import STOP_LENGTH, SamplingConfig, TurnCache, decode_session, sample
+from slca_grpo.engine import MIN_TEMPERATURE, STOP_LENGTH, SamplingConfig, TurnCache, decode_session, sample
 from slca_grpo.rollout.environment import CallRequest, ToolEnvironment, malformed_turn_observation, plan_block_calls
-
-MIN_TEMPERATURE = 0.01  # below it, sample greedily: temperature 0
 
 # What the loop says, as a user turn after the tool results, when it ends the calls (see RolloutConfig).
 FINAL_ANSWER_NOTICE = (
@@ -54,7 +52,7 @@ class RolloutConfig:
             self, 1, "group_size", "max_turns", "max_parallel_calls", "max_response_tokens", "max_tool_response_tokens"
         )
         at_least(self, 0, "temperature", "top_k")
-        if 0 < self.temperature < MIN_TEMPERATURE:
+        if not (self.temperature == 0 or MIN_TEMPERATURE <= self.temperature < float("inf")):
             # Logits divided by a tinier one overflow to inf, and the softmax of inf is NaN.
             raise ConfigError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}, got {self.temperature!r}")
         if not 0 < self.top_p <= 1:
