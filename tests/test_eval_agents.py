@@ -264,7 +264,10 @@ def test_eval_indomain_samples_a_local_model_reproducibly_from_its_seed(tmp_path
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--samples", "0"], "--samples must be >= 1, got 0"),
+        (["--samples", "0"], "--samples must be between 1 and 64, got 0"),
+        (["--samples", "1000000", "--temperature", "1"], "--samples must be between 1 and 64, got 1000000"),
+        (["--limit", "0"], "--limit must be >= 1 (leave it out for every task), got 0"),
+        (["--max-turns", "0"], "--max-turns must be >= 1, got 0"),
         (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
         (["--samples", "2"], "--samples 2 needs --temperature above 0"),
         (["--temperature", "0.001"], "--temperature must be 0 (greedy) or between 0.01 and 100, got 0.001"),

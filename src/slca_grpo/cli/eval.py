@@ -25,7 +25,7 @@ def register(subparsers: Any) -> Any:
         required=True,
         help="a dataset in any format of `slca data` (docs/data.md), or 'synthetic' for the built-in test split",
     )
-    indomain.add_argument("--limit", type=int, default=None, help="evaluate the first N tasks")
+    indomain.add_argument("--limit", type=int, default=None, help="evaluate the first N tasks (N >= 1)")
     indomain.add_argument("--max-turns", type=int, default=4)
     indomain.add_argument(
         "--answer-at-limit",
@@ -55,8 +55,8 @@ def register(subparsers: Any) -> Any:
         "--samples",
         type=int,
         default=1,
-        help="episodes per task (default 1); above 1 the metrics are means over every episode, the sampled "
-        "policy's expected scores (needs --temperature > 0)",
+        help="episodes per task (default 1, at most 64); above 1 the metrics are means over every episode, the "
+        "sampled policy's expected scores (needs --temperature > 0)",
     )
     indomain.add_argument(
         "--temperature",
@@ -83,6 +83,8 @@ def register(subparsers: Any) -> Any:
 
 
 def run_indomain(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
     from slca_grpo.data.loader import load_dataset
     from slca_grpo.data.tasks import TaskFormatError
     from slca_grpo.eval.indomain import score_trajectories
@@ -141,7 +143,7 @@ def run_indomain(args: argparse.Namespace) -> int:
         with hold_run_folder(out, "slca eval indomain", next_step="use another --out"):
             environment = ToolEnvironment(simulator)
             trajectories, samples = [], []
-            for sample in range(args.samples):
+            for sample in tqdm(range(args.samples), desc="samples", disable=args.samples == 1):
                 # One pass over the tasks per sample, each in its own simulator sessions: a
                 # sample's calls never meet the records an earlier sample's calls created.
                 prefix = "eval" if args.samples == 1 else f"eval-sample{sample}"
@@ -175,11 +177,19 @@ def run_indomain(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_SAMPLES = 64  # episodes per task
+
+
 def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
     """The agent's sampling options from ``--samples``, ``--temperature``, ``--seed`` and
     ``--batch-size`` (ValueError on a bad one)."""
-    if args.samples < 1:
-        raise ValueError(f"--samples must be >= 1, got {args.samples}")
+    if not 1 <= args.samples <= MAX_SAMPLES:
+        # Every episode is kept for the report: a bound, not hours of decoding and gigabytes of texts.
+        raise ValueError(f"--samples must be between 1 and {MAX_SAMPLES}, got {args.samples}")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be >= 1 (leave it out for every task), got {args.limit}")
+    if args.max_turns < 1:
+        raise ValueError(f"--max-turns must be >= 1, got {args.max_turns}")
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     from slca_grpo.engine import MIN_TEMPERATURE
