@@ -15,7 +15,7 @@ from slca_grpo.data.config import DataConfig
 from slca_grpo.data.loader import load_dataset
 from slca_grpo.data.sft import trajectory_messages, write_sft
 from slca_grpo.data.split import goes_to_test, normalise, question_key
-from slca_grpo.data.tasks import write_tasks
+from slca_grpo.data.tasks import TaskFormatError, write_tasks
 from slca_grpo.trainer.run_data import load_data
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
@@ -126,6 +126,34 @@ def test_validate_lists_every_bad_row_and_fails(tmp_path, capsys):
     ]
     code, _, err = run(capsys, "validate", FIXTURES / "bfcl" / "BFCL_v4_simple_python.json", "--for", "train")
     assert code == 2 and "bfcl is a benchmark, for evaluation only" in err
+
+
+def test_validate_refuses_text_no_tokenizer_can_take_and_gold_calls_their_own_schema_refuses(tmp_path, capsys):
+    from tool_schemas import weather_tool
+
+    def task(task_id, question, arguments):
+        return {
+            "id": task_id,
+            "messages": [{"role": "user", "content": question}],
+            "tools": [weather_tool(city_required=True)],
+            "gold_calls": [[{"name": "get_weather", "arguments": arguments}]],
+        }
+
+    rows = [
+        task("fine", "Weather in Oslo?", {"city": "Oslo"}),
+        task("surrogate", "Weather in Oslo\ud800?", {"city": "Oslo"}),  # valid JSON, not valid Unicode
+        task("missing", "Weather in Oslo?", {}),  # the simulator answers "missing ...", the oracle would score 1.0
+    ]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    code, out, _ = run(capsys, "validate", path)
+    lines = out.splitlines()
+    assert code == 1 and lines[-1].endswith("3 rows, 1 valid tasks: 2 bad row(s)"), out
+    assert lines[0] == f"{path}:2: messages[0].content: text that is not valid Unicode ('\\ud800' at character 15)"
+    assert lines[1].startswith(f"{path}:3: gold_calls[0][0] ('get_weather') does not fit its tool's schema")
+    assert "missing_required" in lines[1] and "city" in lines[1]
+    with pytest.raises(TaskFormatError, match="not valid Unicode"):
+        load_dataset(path)  # training and evaluation load the same check
 
 
 def test_convert_writes_tasks_or_sft_by_the_output_name(tmp_path, capsys):

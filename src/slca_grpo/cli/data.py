@@ -198,13 +198,21 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    from functools import partial
+
     from slca_grpo.data.loader import read_tasks
     from slca_grpo.data.tasks import LoadReport
+    from slca_grpo.simulator.checks import ToolChecker, check_gold_calls
 
     report = LoadReport()
     good = 0
+    # Beyond the format: every gold call must fit its own tool's schema, as the simulator checks it.
+    gold_fits = partial(check_gold_calls, checker=ToolChecker())
+    rows = read_tasks(
+        args.source, data_format=args.format, on_error="skip", purpose=args.purpose, report=report, check=gold_fits
+    )
     try:
-        for _ in read_tasks(args.source, data_format=args.format, on_error="skip", purpose=args.purpose, report=report):
+        for _ in rows:
             good += 1
     except _errors() as exc:
         return fail(str(exc))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from slca_grpo.data.formats import (
@@ -135,8 +135,10 @@ def read_tasks(
     on_error: str = "raise",
     purpose: str = "any",
     report: LoadReport | None = None,
+    check: Callable[[Task], None] | None = None,
 ) -> Iterator[Task]:
-    """Tasks of ``source`` one at a time (see the module docstring); counts go into ``report``."""
+    """Tasks of ``source`` one at a time (see the module docstring); counts go into ``report``.
+    ``check`` may refuse a task that converted (a ``TaskFormatError``, located like any other)."""
     if on_error not in ("raise", "skip"):
         raise ValueError("on_error must be 'raise' or 'skip'")
     if purpose not in PURPOSES:
@@ -153,6 +155,8 @@ def read_tasks(
                 task = _convert(row, found, from_file)
                 if task.id in seen_ids:
                     raise TaskFormatError(f"duplicate task id '{task.id}'")
+                if check is not None:
+                    check(task)
             except TaskFormatError as exc:
                 located = exc.located(row.path, row.where)
                 if on_error == "raise":

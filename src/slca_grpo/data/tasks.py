@@ -115,9 +115,27 @@ def _check_messages(messages: Any) -> list[dict[str, Any]]:
     return messages
 
 
+def _check_unicode(value: Any, where: str) -> None:
+    # JSON may carry a lone surrogate ("\ud800"): valid JSON, but no tokenizer or file can take it.
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            problem = f"text that is not valid Unicode ({value[exc.start]!r} at character {exc.start})"
+            raise TaskFormatError(f"{where}: {problem}") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_unicode(key, where)
+            _check_unicode(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_unicode(item, f"{where}[{index}]")
+
+
 def task_from_dict(data: Any) -> Task:
     """Validate one task object; raises ``TaskFormatError`` (without a location) on a problem."""
     _require(isinstance(data, dict), "a task must be a JSON object")
+    _check_unicode(data, "")
     task_id = data.get("id")
     _require(
         isinstance(task_id, (str, int)) and not isinstance(task_id, bool) and str(task_id) != "",

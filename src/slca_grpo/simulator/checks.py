@@ -18,7 +18,8 @@ import jsonschema
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, best_match
 
-from slca_grpo.datatypes import Observation, ToolCall, tool_function, tool_name
+from slca_grpo.data.tasks import TaskFormatError
+from slca_grpo.datatypes import Observation, Task, ToolCall, tool_function, tool_name
 from slca_grpo.simulator import errors as E
 from slca_grpo.simulator.intent import Intent, read_intent
 from slca_grpo.simulator.safety import NO_RETRIEVAL, SAFE_KEYWORDS, SchemaRefused, check_schema_limits
@@ -223,6 +224,19 @@ class ToolChecker:
                 validator=str(error.validator),
             )
         return spec
+
+
+def check_gold_calls(task: Task, checker: ToolChecker | None = None) -> None:
+    """``TaskFormatError`` naming the first gold call that its own tool's schema refuses: the
+    simulator would answer it with an error observation, while the gold-call oracle and R_tool
+    would score it perfect."""
+    checker = checker or ToolChecker()
+    for i, step in enumerate(task.gold_calls):
+        for j, call in enumerate(step):
+            verdict = checker.check(call, task.tools)
+            if isinstance(verdict, Observation):
+                why = f"{verdict.error.kind}: {verdict.error.message}" if verdict.error else verdict.text
+                raise TaskFormatError(f"gold_calls[{i}][{j}] ('{call.name}') does not fit its tool's schema ({why})")
 
 
 def validate_value(validator: Any, value: Any) -> str | None:
