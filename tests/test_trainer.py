@@ -306,6 +306,17 @@ def test_end_to_end_run_and_exact_resume(tmp_path, capsys):
     shutil.rmtree(checkpoints / "step-000002")
     (checkpoints / "latest").write_text("step-000001\n")
     assert latest_checkpoint(checkpoints).name == "step-000001"
+    # Asked to stop where it stands (2 steps done), the run takes no step and says it has done 2.
+    stopped = train(smoke_config(resumed_dir, **{"rl.steps": 2}), resume=True, echo=False)
+    assert stopped["steps"] == 2 and [e["step"] for e in stopped["evals"]] == [-1, 1]
+    assert max(m["step"] for m in read_metrics(resumed_dir / "metrics.jsonl")) == 1
+    # Resumed when finished, it does nothing and writes nothing (no metrics, summary or provenance anew).
+    written = {p: p.read_bytes() for p in resumed_dir.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert train(smoke_config(resumed_dir, **{"rl.steps": 2}), resume=True, echo=False) == stopped
+    assert {p: p.read_bytes() for p in resumed_dir.rglob("*") if p.is_file() and p.name != ".lock"} == written
+    with pytest.raises(ConfigError, match=r"rl.steps: .* has done 2 steps, so rl.steps=1 would undo some"):
+        train(smoke_config(resumed_dir, **{"rl.steps": 1}), resume=True, echo=False)
+    # Extended to 3 steps (a constant learning rate), it takes step 2 as the 3-step run did.
     resumed = train(smoke_config(resumed_dir), resume=True, echo=False)
     replayed = [m for m in read_metrics(resumed_dir / "metrics.jsonl") if m.get("step") == 2 and "reward/score" in m]
     assert len(replayed) == 1  # the crashed run's step-2 line was dropped, not repeated
@@ -321,6 +332,17 @@ def test_end_to_end_run_and_exact_resume(tmp_path, capsys):
         assert replayed[-1][key] == pytest.approx(original[key], rel=1e-5, abs=1e-7), key
     assert resumed["final_eval"]["score"] == pytest.approx(summary["final_eval"]["score"], abs=1e-9)
     assert json.loads((resumed_dir / "summary.json").read_text())["steps"] == 3
+    assert (resumed_dir / "sft_metrics.jsonl").read_text() == (full_dir / "sft_metrics.jsonl").read_text()
+
+
+def test_a_decaying_schedule_or_a_warm_up_keeps_a_runs_steps(tmp_path):
+    from slca_grpo.trainer.run_folder import check_steps_change
+
+    check_steps_change(tmp_path, 2, 2, smoke_config(tmp_path, **{"rl.steps": 4}))  # constant: it may go on
+    for change in ({"rl.schedule": "cosine"}, {"rl.schedule": "linear"}, {"rl.warmup_ratio": 0.1}):
+        with pytest.raises(ConfigError, match=r"rl.steps: 2 there, 4 now; a run's steps change only with"):
+            check_steps_change(tmp_path, 2, 2, smoke_config(tmp_path, **{"rl.steps": 4, **change}))
+        check_steps_change(tmp_path, 2, 2, smoke_config(tmp_path, **{"rl.steps": 2, **change}))  # unchanged
 
 
 @pytest.mark.slow

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from slca_grpo.config import ConfigError, apply_overrides, load_yaml_config
+from slca_grpo.models.checkpoint import latest_checkpoint
 from slca_grpo.presets import resolve_config_path
 from slca_grpo.provenance import ProvenanceDamaged, describe, pairing_key, provenance, read_provenance
 from slca_grpo.study.arms import trained_once, trained_runs
 from slca_grpo.study.bfcl import bfcl_categories, final_model, score_on_bfcl
-from slca_grpo.study.outcomes import START_FOLDER, read_bfcl
+from slca_grpo.study.outcomes import BFCL_FOLDER, START_FOLDER, read_bfcl
 from slca_grpo.study.plan import BFCL_TIMINGS_FILE, PLAN_FILE, TIMINGS_FILE, NoiseLevel, StudyPlan, read_json, run_dir
 from slca_grpo.study.report import write_study_report
 from slca_grpo.trainer.logger import clock
@@ -33,6 +34,8 @@ from slca_grpo.trainer.run_folder import (
     RESUME_MAY_DIFFER,
     RunFolderTaken,
     check_out_folder,
+    check_steps_change,
+    checkpoint_step,
     hold_run_folder,
     run_work,
     settings_difference,
@@ -151,6 +154,14 @@ class _BFCLScoring:
             )
 
 
+def _finished(run: Path, steps: int) -> bool:
+    """Whether ``run`` has done ``steps`` steps (a study asked for more extends it)."""
+    try:
+        return json.loads((run / "summary.json").read_text(encoding="utf-8")).get("steps") == steps
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def run_study(out_dir: str | Path, plan: StudyPlan, *, echo: bool = True, verbose: bool = False) -> dict[str, Any]:
     """SFT once, run every (seed, level, estimator) not yet finished, then write the report."""
     started = time.perf_counter()
@@ -177,11 +188,15 @@ def _run_study_in(
         config = configs[(seed, level, estimator)] = run_config(base, sft_dir, target, level, estimator, seed)
         if (target / "config.yaml").exists():
             started_runs.append(target)
-            difference = settings_difference(target / "config.yaml", config, ignore=STUDY_MAY_DIFFER)
+            difference = settings_difference(target / "config.yaml", config, ignore=(*STUDY_MAY_DIFFER, "rl.steps"))
             if difference:
                 raise ConfigError(
                     f"{target} was run with other settings ({difference}); use another --out or remove it"
                 )
+            checkpoint = latest_checkpoint(target / "checkpoints")
+            if checkpoint is not None:  # more steps (or fewer not yet done) only where that changes none taken
+                started_with = load_yaml_config(RunConfig, target / "config.yaml").rl.steps
+                check_steps_change(target, started_with, checkpoint_step(checkpoint) + 1, config)
             reason = provenance_difference(target)
             if reason:
                 raise ConfigError(
@@ -211,9 +226,11 @@ def _run_study_in(
     for index, (seed, level, estimator) in enumerate(runs, 1):
         target = run_dir(out_dir, level, estimator, seed)
         name = f"{level.name}/{estimator}/seed-{seed}"
-        if (target / "summary.json").exists():
+        if _finished(target, base.rl.steps):
             bfcl(target, name)  # scored unless it was before the study stopped
             continue
+        # A run extended to more steps ends with another model: its earlier BFCL scores go.
+        shutil.rmtree(target / BFCL_FOLDER, ignore_errors=True)
         run_started = time.perf_counter()
         summary = train(
             configs[(seed, level, estimator)],

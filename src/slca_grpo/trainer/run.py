@@ -39,7 +39,7 @@ from slca_grpo.trainer.optim import TrainingDiverged
 from slca_grpo.trainer.rl import RLTrainer
 from slca_grpo.trainer.run_config import RunConfig, check_estimators, run_settings
 from slca_grpo.trainer.run_data import load_data, task_sampler
-from slca_grpo.trainer.run_folder import check_model_name, hold_run_folder, resume_config
+from slca_grpo.trainer.run_folder import check_model_name, checkpoint_step, hold_run_folder, resume_config
 from slca_grpo.trainer.sft_cache import rl_starting_model
 
 BUSY_NEXT_STEP = "give this run another train.out_dir"
@@ -66,6 +66,11 @@ def train(
     check_model_name(config.model.name)  # before anything is created
     with _run_folder_held(config, resume=resume, may_differ=resume_may_differ) as config:
         out_dir = Path(config.train.out_dir)
+        finished = _finished_summary(config, out_dir) if resume else None
+        if finished is not None:  # nothing to do, and nothing it wrote is written again
+            if echo:
+                print(f"{out_dir} has done its {config.rl.steps} steps; --set rl.steps=N (more) extends it")
+            return finished
         _record_start(config, out_dir)
         device = start_process(config)
         kernels_before = kernel_calls()
@@ -87,12 +92,11 @@ def train(
             resume=resumed is not None,
             resume_step=start_step - 1 if resumed is not None else None,
         )
-        sft_logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
 
         # The models: the policy starts from the SFT result (or the model as loaded), which is also
         # the reference policy; a resumed run continues from its newest checkpoint.
         reference_spec = rl_starting_model(
-            config, out_dir, train_tasks, device, sft_logger, resuming=resumed is not None, echo=echo
+            config, out_dir, train_tasks, device, resuming=resumed is not None, echo=echo
         )
         reference_spec, lora_base = keep_lora_base(config, out_dir, reference_spec, train_tasks)
         resume_from = resumed[0] if resumed is not None else None
@@ -156,7 +160,6 @@ def train(
         add_to_provenance(out_dir, native_kernels=summary["native_kernels"])
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
         logger.close()
-        sft_logger.close()
         return summary
 
 
@@ -270,6 +273,18 @@ def _run_folder_held(config: RunConfig, *, resume: bool, may_differ: tuple[str, 
         if not locked:
             held.enter_context(hold_run_folder(out_dir, "slca train", next_step=BUSY_NEXT_STEP))
         yield replace(config, train=replace(config.train, plugins=loaded_plugins()))
+
+
+def _finished_summary(config: RunConfig, out_dir: Path) -> dict[str, Any] | None:
+    """The summary of a run that has done ``config.rl.steps`` steps (None while it has more to do)."""
+    checkpoint = latest_checkpoint(out_dir / "checkpoints")
+    if checkpoint is None or checkpoint_step(checkpoint) + 1 < config.rl.steps:
+        return None
+    try:
+        summary = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # not written, or damaged: the run writes it again from its last checkpoint
+    return summary if isinstance(summary, dict) and summary.get("steps") == config.rl.steps else None
 
 
 def _record_start(config: RunConfig, out_dir: Path) -> None:

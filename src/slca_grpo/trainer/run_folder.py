@@ -68,7 +68,7 @@ def run_work(folder: Path) -> list[str]:
     for made in ("model", "sft"):
         if (folder / made).is_dir():
             done.append(f"{made}/")
-    for report in ("report.md", "report.json", "sequences.jsonl"):  # an evaluation's (slca fidelity)
+    for report in ("report.md", "report.json"):  # an evaluation's or a report's
         if (folder / report).is_file():
             done.append(report)
     return done
@@ -156,21 +156,50 @@ def recorded_plugins(saved_yaml: Path) -> list[str]:
     return [p for p in plugins if isinstance(p, str)] if isinstance(plugins, list) else []
 
 
+def checkpoint_step(folder: Path) -> int:
+    """The RL step a checkpoint folder (``step-000009``) was written after."""
+    return int(folder.name.rsplit("-", 1)[1])
+
+
 def resume_config(config: RunConfig, out_dir: Path, *, may_differ: Iterable[str] = ()) -> RunConfig:
     """Check ``config`` can continue the run in ``out_dir``: load the plugins the run recorded, and
     refuse a setting that differs from its ``config.yaml`` (the optimizer state would keep the old
-    one while ``config.yaml`` said the new). Nothing to check while the run has no checkpoint."""
+    one while ``config.yaml`` said the new), ``rl.steps`` aside where :func:`check_steps_change`
+    allows it. Nothing to check while the run has no checkpoint."""
     saved = out_dir / "config.yaml"
-    if not saved.is_file() or latest_checkpoint(out_dir / "checkpoints") is None:
+    checkpoint = latest_checkpoint(out_dir / "checkpoints")
+    if not saved.is_file() or checkpoint is None:
         return config
     load_plugins(recorded_plugins(saved))
-    difference = settings_difference(saved, config, ignore=(*RESUME_MAY_DIFFER, *may_differ))
+    difference = settings_difference(saved, config, ignore=(*RESUME_MAY_DIFFER, *may_differ, "rl.steps"))
     if difference:
         raise ConfigError(
             f"{out_dir} was started with other settings ({difference}); --resume continues a run as it was "
             "started: drop the change, or start a new run in another train.out_dir"
         )
+    started_with = load_yaml_config(RunConfig, saved).rl.steps
+    check_steps_change(out_dir, started_with, checkpoint_step(checkpoint) + 1, config)
     return config
+
+
+def check_steps_change(out_dir: Path, started_with: int, done: int, config: RunConfig) -> None:
+    """A resumed run may stop later (or sooner) than it was started to, when that changes none of
+    its steps: never below the steps it has done, and only on a constant learning rate without
+    warm-up, since a decaying schedule or a warm-up spans ``rl.steps`` (the steps already taken
+    followed the old one). Anything else is a ``ConfigError`` saying so."""
+    wanted = config.rl.steps
+    if wanted == started_with:
+        return
+    if wanted < done:
+        raise ConfigError(
+            f"rl.steps: {out_dir} has done {done} steps, so rl.steps={wanted} would undo some (ask for {done} or more)"
+        )
+    if config.rl.schedule != "constant" or config.rl.warmup_ratio > 0:
+        raise ConfigError(
+            f"rl.steps: {started_with} there, {wanted} now; a run's steps change only with rl.schedule: constant and "
+            f"rl.warmup_ratio: 0 (its {config.rl.schedule} schedule spans rl.steps, so the steps it has taken followed "
+            "another one): start a new run in another train.out_dir"
+        )
 
 
 def check_model_name(name: str) -> None:

@@ -166,7 +166,6 @@ def rl_starting_model(
     out_dir: Path,
     train_tasks: list[Task],
     device,
-    logger: MetricsLogger,
     *,
     resuming: bool,
     echo: bool,
@@ -180,5 +179,10 @@ def rl_starting_model(
     sft_dir = out_dir / "sft"
     if not sft_is_current(config, out_dir) and not (resuming and (sft_dir / "config.json").exists()):
         model, tokenizer = load_policy(config.model, train_tasks)
-        run_sft(config, model.to(device), tokenizer, train_tasks, out_dir, logger, echo=echo)
+        # Opened only when SFT runs: a resumed run keeps the SFT metrics its checkpoints came from.
+        logger = MetricsLogger(out_dir, name="sft_metrics", stdout=None)
+        try:
+            run_sft(config, model.to(device), tokenizer, train_tasks, out_dir, logger, echo=echo)
+        finally:
+            logger.close()
     return str(sft_dir)
