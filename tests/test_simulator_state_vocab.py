@@ -1,4 +1,4 @@
-"""The schema backend's reading of τ²-style tools (the gaps `slca fidelity` found): writes named by
+"""The schema backend's reading of τ²-style tools (the gaps recipes/sim_fidelity found): writes named by
 their record, status vocabularies from names and descriptions, conflicts, id shapes, and echoing
 under a returns schema."""
 

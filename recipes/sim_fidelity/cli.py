@@ -1,27 +1,30 @@
-"""``slca fidelity``: measure SGLS against τ²-Bench's real tools (docs/simulator.md, "Sim-to-real fidelity").
+"""``python -m recipes.sim_fidelity``: measure SGLS against τ²-Bench's real tools (README.md beside this file).
 
-Only light imports at module level: ``slca --help`` must not import τ² (litellm takes seconds).
+Only light imports at module level: ``--help`` and a bad argument must not import τ² (litellm takes seconds).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from slca_grpo.cli import common
 from slca_grpo.cli.common import fail
 from slca_grpo.cli.tau2 import TAU2_DOMAINS as FIDELITY_DOMAINS  # without importing τ² itself
 
+COMMAND = "python -m recipes.sim_fidelity"
 SIMULATOR_HELP = "'schema' (offline, default) or an OpenAI-compatible endpoint 'openai:BASE_URL#MODEL'"
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "fidelity",
-        help="measure the tool simulator against τ²-Bench's real tools (sim-to-real table)",
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=COMMAND,
         description=(
             "Replay τ² tasks' gold tool-call sequences, and perturbed ones, through τ²'s real environment and "
             "through SGLS with the same schemas; compare answers, errors, session state and HierR rewards."
@@ -64,7 +67,12 @@ def register(subparsers: Any) -> None:
         "--force", action="store_true", help="replace the report that --out already holds (refused without it)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(func=run_fidelity_command)
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of an error too (also SLCA_DEBUG=1); without it, an expected error is one line",
+    )
+    return parser
 
 
 def parse_domains(values: list[str] | None) -> tuple[str, ...]:
@@ -116,10 +124,10 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
     from slca_grpo.data.tau2.package import Tau2Unavailable
 
     try:
+        from recipes.sim_fidelity.report import summary_table
+        from recipes.sim_fidelity.runner import FidelitySettings, run_fidelity
+        from recipes.sim_fidelity.sequences import PERTURBATIONS
         from slca_grpo.data.tau2.tasks import TaskSelectionError
-        from slca_grpo.eval.fidelity.report import summary_table
-        from slca_grpo.eval.fidelity.runner import FidelitySettings, run_fidelity
-        from slca_grpo.eval.fidelity.sequences import PERTURBATIONS
         from slca_grpo.trainer.run_folder import RunFolderBusy, check_out_folder, hold_run_folder
 
         settings = FidelitySettings(
@@ -134,9 +142,9 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         )
         out = Path(args.out) if args.out else _default_out(domains)
         # Before the replay: a file, a checkpoint or another run's folder is refused, not found after it.
-        check_out_folder(out, flag="--out", resume=False, force=args.force)
+        check_out_folder(out, flag="--out", resume=False, force=args.force, can_resume=False)
         started = time.perf_counter()
-        with hold_run_folder(out, "slca fidelity", next_step="use another --out"):
+        with hold_run_folder(out, COMMAND, next_step="use another --out"):
             results = run_fidelity(settings, out, progress=not args.no_progress)
     except (Tau2Unavailable, TaskSelectionError, RunFolderBusy) as exc:
         return fail(str(exc))
@@ -154,3 +162,24 @@ def run_fidelity_command(args: argparse.Namespace) -> int:
         f"{calls} calls replayed in {time.perf_counter() - started:.1f} s; report: {out / 'report.md'}", file=sys.stderr
     )
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the measurement; an expected error is one line on stderr and exit status 2."""
+    args = build_parser().parse_args(argv)
+    common.DEBUG = args.debug or os.environ.get("SLCA_DEBUG", "").strip() not in ("", "0")
+    try:
+        status = run_fidelity_command(args)
+        sys.stdout.flush()  # inside the try: a reader that went away is a BrokenPipeError here
+        return status
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (``... | head``): stop quietly, as cat does
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        return fail(str(exc) or type(exc).__name__)

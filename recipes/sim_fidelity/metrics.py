@@ -1,5 +1,5 @@
-"""How far SGLS's answers are from the real tools' answers: pure comparisons (docs/simulator.md,
-"Sim-to-real fidelity", defines each metric) and the tallies that add them up per tool and per
+"""How far SGLS's answers are from the real tools' answers: pure comparisons (the recipe's README.md,
+"What is measured", defines each metric) and the tallies that add them up per tool and per
 sequence kind."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slca_grpo.eval.fidelity.replay import StepOutcome
-from slca_grpo.eval.fidelity.sequences import Step, id_arguments
+from recipes.sim_fidelity.replay import StepOutcome
+from recipes.sim_fidelity.sequences import Step, id_arguments
 from slca_grpo.simulator import intent as I
 from slca_grpo.simulator.checks import validate_value
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from recipes.sim_fidelity.sequences import CallSequence, Step, ToolCatalog
 from slca_grpo.data.tau2.package import import_tau2
 from slca_grpo.datatypes import ToolCall
-from slca_grpo.eval.fidelity.sequences import CallSequence, Step, ToolCatalog
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.eval.fidelity.metrics import CONSISTENCY_CHECKS, OVERALL, Mean, Tally
+from recipes.sim_fidelity.metrics import CONSISTENCY_CHECKS, OVERALL, Mean, Tally
 
 Row = tuple[str, Callable[[Tally, str], str]]
 
@@ -161,7 +161,7 @@ def write_report(out: Path, settings: Any, results: dict[str, Any], wall_s: floa
         f"Wall time {wall_s:.1f} s; {environment_line()}; {time.strftime('%Y-%m-%d %H:%M:%S')}.",
         "",
         "Rates are over the calls (or rollouts, checks) where the metric applies; the count is in",
-        'brackets. Definitions: docs/simulator.md, section "Sim-to-real fidelity".',
+        'brackets. Definitions: recipes/sim_fidelity/README.md, section "What is measured".',
         "",
         "## Sim-to-real table",
         "",

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from recipes.sim_fidelity.replay import StepOutcome
+from recipes.sim_fidelity.sequences import ASSISTANT, CallSequence
 from slca_grpo.chat.template import IM_END, generation_prompt, render_tool_calls, tool_results_turn
 from slca_grpo.data.tau2.gold import gold_actions
 from slca_grpo.datatypes import Task, ToolCall
-from slca_grpo.eval.fidelity.replay import StepOutcome
-from slca_grpo.eval.fidelity.sequences import ASSISTANT, CallSequence
 from slca_grpo.eval.tau2.oracle import oracle_plan
 from slca_grpo.eval.tau2.users import scripted_turns
 from slca_grpo.rewards.hierarchical import HierReward, hierr

@@ -12,14 +12,14 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from recipes.sim_fidelity import metrics as M
+from recipes.sim_fidelity.replay import RealDomain, StepOutcome, replay_real, replay_simulated
+from recipes.sim_fidelity.report import write_report
+from recipes.sim_fidelity.reward_fidelity import add_reward_metrics, hierr_task, score_rollouts
+from recipes.sim_fidelity.sequences import PERTURBATIONS, CallSequence, gold_sequence, perturbed_sequences
 from slca_grpo.data.tau2.gold import gold_actions
 from slca_grpo.data.tau2.package import ensure_tau2
 from slca_grpo.data.tau2.tasks import DEFAULT_SPLIT, check_domain, select_tasks
-from slca_grpo.eval.fidelity import metrics as M
-from slca_grpo.eval.fidelity.replay import RealDomain, StepOutcome, replay_real, replay_simulated
-from slca_grpo.eval.fidelity.report import write_report
-from slca_grpo.eval.fidelity.reward_fidelity import add_reward_metrics, hierr_task, score_rollouts
-from slca_grpo.eval.fidelity.sequences import PERTURBATIONS, CallSequence, gold_sequence, perturbed_sequences
 from slca_grpo.rewards.factory import make_judge
 from slca_grpo.simulator.checks import compile_validator
 from slca_grpo.simulator.config import SimulatorConfig
@@ -29,7 +29,7 @@ from slca_grpo.simulator.errors import SIMULATOR_FAULTS
 
 @dataclass
 class FidelitySettings:
-    """What one ``slca fidelity`` run does (written into report.json)."""
+    """What one ``python -m recipes.sim_fidelity`` run does (written into report.json)."""
 
     domains: tuple[str, ...] = ("airline",)
     limit: int | None = None

@@ -1,8 +1,8 @@
 """OpenAI-compatible chat-completions endpoints (vLLM, SGLang, hosted APIs): the one spec grammar,
 the one settings dataclass and the one client. The LLM judge, the completeness checker, the
 simulator's LLM backend and the endpoint policy of evaluation use all three; τ²'s user simulator
-(which talks through τ²'s litellm) and ``slca fidelity --simulator`` use the grammar. Where API keys
-come from is ``slca_grpo.keys``.
+(which talks through τ²'s litellm) and the sim-to-real recipe's ``--simulator`` use the grammar.
+Where API keys come from is ``slca_grpo.keys``.
 
 A spec is ``openai:BASE_URL#MODEL``: the prefix ``openai:`` (any case), an http(s) URL (a trailing
 ``/`` or ``/chat/completions`` is dropped), ``#``, and the model name as the server knows it

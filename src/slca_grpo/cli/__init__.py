@@ -27,7 +27,6 @@ COMMAND_MODULES: tuple[str, ...] = (
     "slca_grpo.cli.data",
     "slca_grpo.cli.presets",
     "slca_grpo.cli.bench",
-    "slca_grpo.cli.fidelity",
 )
 
 
