@@ -130,6 +130,77 @@ def test_bad_settings_exit_2(tools_file, tmp_path, capsys):
     assert "openai.model is required" in capsys.readouterr().err
 
 
+@pytest.fixture
+def fake_serve(monkeypatch):
+    """serve() replaced: the keyword arguments of each call, and no server ever starts."""
+    from slca_grpo.simulator import service
+
+    calls: list[dict] = []
+    monkeypatch.setattr(service, "serve", lambda simulator, **kwargs: calls.append(kwargs))
+    monkeypatch.delenv("SLCA_SIM_TOKEN", raising=False)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--request-budget", "0"], "--request-budget must be a finite number of seconds > 0, got 0.0"),
+        (["--request-budget", "-5"], "--request-budget must be a finite number of seconds > 0, got -5.0"),
+        (["--request-budget", "nan"], "--request-budget must be a finite number of seconds > 0, got nan"),
+        (["--request-budget", "inf"], "--request-budget must be a finite number of seconds > 0, got inf"),
+        (["--port", "70000"], "--port must be an integer from 1 to 65535, got 70000"),
+        (["--port", "-1"], "--port must be an integer from 1 to 65535, got -1"),
+        (["--port", "0"], "--port must be an integer from 1 to 65535, got 0"),
+        (["--max-body-bytes", "-1"], "--max-body-bytes must be >= 1, got -1"),
+        (["--max-body-bytes", "0"], "--max-body-bytes must be >= 1, got 0"),
+        (["--session-ttl", "nan"], "--session-ttl must be > 0 seconds, got nan"),
+        (["--session-ttl", "0"], "--session-ttl must be > 0 seconds, got 0.0"),
+        (["--header-timeout", "nan"], "--header-timeout must be a finite number of seconds > 0, got nan"),
+        (["--header-timeout", "0"], "--header-timeout must be a finite number of seconds > 0, got 0.0"),
+        (["--keep-alive", "-1"], "--keep-alive must be a finite number of seconds > 0, got -1.0"),
+        (["--keep-alive", "inf"], "--keep-alive must be a finite number of seconds > 0, got inf"),
+        (["--max-connections", "0"], "--max-connections must be >= 1, got 0"),
+        (["--max-sessions", "0"], "--max-sessions must be >= 1, got 0"),
+        (["--request-timeout", "nan"], "--request-timeout must be a finite number of seconds > 0, got nan"),
+        (["--temperature", "nan"], "--temperature must be a finite number >= 0, got nan"),
+        (["--timeout-rate", "nan"], "--timeout-rate must be in [0, 1], got nan"),
+    ],
+)
+def test_bad_serve_options_are_one_line_errors_before_the_server_starts(capsys, fake_serve, options, message):
+    assert run(["serve-sim", *options]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {message}\n"
+    assert fake_serve == []
+
+
+def test_a_nan_session_ttl_is_refused_by_simulate_too(tools_file, capsys):
+    assert run(["simulate", "--tools", str(tools_file), "--call", '{"name": "x"}', "--session-ttl", "nan"]) == 2
+    assert capsys.readouterr().err == "error: --session-ttl must be > 0 seconds, got nan\n"
+
+
+def test_serve_options_reach_the_server_and_defaults_match_the_library(capsys, fake_serve):
+    from slca_grpo.simulator import service
+
+    assert run(["serve-sim"]) == 0
+    defaults = fake_serve.pop()
+    assert defaults["host"] == "127.0.0.1" and defaults["port"] == 8765
+    assert defaults["max_body_bytes"] == service.DEFAULT_MAX_BODY_BYTES
+    assert defaults["request_timeout_s"] == service.DEFAULT_REQUEST_TIMEOUT_S
+    assert defaults["header_timeout_s"] == service.DEFAULT_HEADER_TIMEOUT_S
+    assert defaults["keep_alive_s"] == service.DEFAULT_KEEP_ALIVE_S
+    assert 16 <= defaults["max_connections"] <= service.DEFAULT_MAX_CONNECTIONS
+    options = ["--port", "9001", "--header-timeout", "2.5", "--keep-alive", "3", "--max-connections", "50"]
+    assert run(["serve-sim", *options, "--request-budget", "7", "--max-body-bytes", "1000"]) == 0
+    given = fake_serve.pop()
+    assert (given["port"], given["header_timeout_s"], given["keep_alive_s"], given["max_connections"]) == (
+        9001,
+        2.5,
+        3.0,
+        50,
+    )
+    assert given["request_timeout_s"] == 7.0 and given["max_body_bytes"] == 1000
+
+
 def test_serve_refuses_a_public_address_without_a_token(capsys, monkeypatch):
     monkeypatch.delenv("SLCA_SIM_TOKEN", raising=False)
     assert run(["serve-sim", "--host", "0.0.0.0", "--port", "1"]) == 2

@@ -13,6 +13,7 @@ from simulator_helpers import ORDER_TOOLS, WEATHER_TOOL, free_port, running_app
 from slca_grpo.config import ConfigError
 from slca_grpo.datatypes import ToolCall
 from slca_grpo.simulator import (
+    OpenAIConfig,
     Simulator,
     SimulatorClient,
     SimulatorConfig,
@@ -20,6 +21,8 @@ from slca_grpo.simulator import (
     SimulatorServiceConfig,
     create_app,
 )
+from slca_grpo.simulator.service import serve
+from slca_grpo.simulator.sessions import SessionStore
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -235,3 +238,76 @@ def test_bad_service_settings_are_one_line_errors(setting, value, named):
 def test_a_client_needs_a_url():
     with pytest.raises(ValueError, match="needs the service's url"):
         SimulatorClient(SimulatorServiceConfig())
+
+
+# -- settings where they enter the library: NaN and out-of-range values are refused -----------------
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("request_timeout_s", 0),
+        ("request_timeout_s", -5.0),
+        ("request_timeout_s", NAN),
+        ("request_timeout_s", INF),
+        ("max_body_bytes", -1),
+        ("max_body_bytes", 0),
+        ("max_batch", 0),
+    ],
+)
+def test_create_app_refuses_bad_limits_naming_them(setting, value):
+    with pytest.raises(ValueError, match=f"^{setting} must be"):
+        create_app(Simulator(SimulatorConfig()), **{setting: value})
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("port", 70000),
+        ("port", -1),
+        ("port", 0),
+        ("request_timeout_s", NAN),
+        ("max_body_bytes", -1),
+        ("header_timeout_s", NAN),
+        ("header_timeout_s", 0),
+        ("keep_alive_s", -1.0),
+        ("keep_alive_s", INF),
+        ("max_connections", 0),
+    ],
+)
+def test_serve_refuses_bad_settings_before_anything_starts(monkeypatch, setting, value):
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, *args, **kwargs: pytest.fail("the server started"))
+    with pytest.raises(ValueError, match=f"^{setting} must be"):
+        serve(Simulator(SimulatorConfig()), **{setting: value})
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"session_ttl_s": NAN}, "session_ttl_s must be > 0, got nan"),
+        ({"session_ttl_s": 0}, "session_ttl_s must be > 0"),
+        ({"max_sessions": NAN}, "max_sessions must be >= 1"),
+        ({"max_observation_tokens": NAN}, "max_observation_tokens must be >= 16"),
+        ({"openai": OpenAIConfig(timeout_s=NAN)}, "timeout_s > 0"),
+        ({"openai": OpenAIConfig(temperature=NAN)}, "openai.temperature must be a finite number >= 0"),
+        ({"openai": OpenAIConfig(backoff_s=NAN)}, "openai.backoff_s must be a finite number >= 0"),
+        ({"openai": OpenAIConfig(max_backoff_s=INF)}, "openai.max_backoff_s must be a finite number >= 0"),
+    ],
+)
+def test_nan_simulator_settings_are_refused(settings, named):
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        SimulatorConfig(**settings)
+
+
+def test_a_session_store_refuses_a_nan_time_to_live():
+    for ttl in (NAN, 0.0, -1.0):
+        with pytest.raises(ValueError, match="ttl_s must be > 0"):
+            SessionStore(ttl, 10)
+    for bound in (0, NAN):
+        with pytest.raises(ValueError, match="max_sessions must be >= 1"):
+            SessionStore(10.0, bound)
+    assert len(SessionStore(INF, 10)) == 0  # an infinite TTL is a choice (sessions bounded by number only)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ def register(subparsers: Any) -> None:
         description="Serve the tool simulator over HTTP for many rollout workers.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--port", type=int, default=8765, help="TCP port, 1 to 65535 (default 8765)")
     serve.add_argument(
         "--token-file", metavar="FILE", help=f"file holding the bearer token clients must send (default: ${TOKEN_ENV})"
     )
@@ -53,13 +54,43 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="allow serving on a non-loopback address without a token",
     )
-    serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024)
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=4 * 1024 * 1024,
+        metavar="N",
+        help="largest request body accepted; a larger one gets 413 (default 4 MiB)",
+    )
     serve.add_argument(
         "--request-budget",
         type=float,
         default=30.0,
+        metavar="SECONDS",
         help="seconds the service may spend on one request; past it, error observations of kind "
-        "over_budget (default 30)",
+        "over_budget. A request body must also arrive within it, else 408 (default 30)",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds a client has to send a request's headers, from connecting (or from the first byte of a "
+        "later request on a kept-alive connection); a slower connection is closed (default 10)",
+    )
+    serve.add_argument(
+        "--keep-alive",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="an idle kept-alive connection is closed after this many seconds (default 5)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="connections open at once; past it the one waiting longest without a request is closed, or the "
+        "new one when all have a request in progress (default 1024, fewer where ulimit -n is lower)",
     )
     serve.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
     _add_simulator_arguments(serve)
@@ -95,11 +126,47 @@ def _add_simulator_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _positive_seconds(flag: str, value: float) -> None:
+    # `not x > 0` and isfinite: a NaN passes every `x <= 0` test, and an infinite time is no bound.
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{flag} must be a finite number of seconds > 0, got {value}")
+
+
+def _check_serve_options(args: argparse.Namespace) -> None:
+    """ValueError naming the first bad serve-sim option (before anything starts)."""
+    if not 1 <= args.port <= 65535:
+        raise ValueError(f"--port must be an integer from 1 to 65535, got {args.port}")
+    if args.max_body_bytes < 1:
+        raise ValueError(f"--max-body-bytes must be >= 1, got {args.max_body_bytes}")
+    _positive_seconds("--request-budget", args.request_budget)
+    _positive_seconds("--header-timeout", args.header_timeout)
+    _positive_seconds("--keep-alive", args.keep_alive)
+    if args.max_connections is not None and args.max_connections < 1:
+        raise ValueError(f"--max-connections must be >= 1, got {args.max_connections}")
+
+
+def _check_simulator_flags(args: argparse.Namespace) -> None:
+    """ValueError naming the first bad simulator flag; the config checks the values again by field name."""
+    if args.session_ttl is not None and not args.session_ttl > 0:  # NaN too: it breaks session expiry
+        raise ValueError(f"--session-ttl must be > 0 seconds, got {args.session_ttl}")
+    if args.max_sessions is not None and args.max_sessions < 1:
+        raise ValueError(f"--max-sessions must be >= 1, got {args.max_sessions}")
+    if args.request_timeout is not None:
+        _positive_seconds("--request-timeout", args.request_timeout)
+    if args.temperature is not None and not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise ValueError(f"--temperature must be a finite number >= 0, got {args.temperature}")
+    for name in ("timeout", "server-error", "rate-limit", "empty-result"):
+        rate = getattr(args, f"{name.replace('-', '_')}_rate")
+        if rate is not None and not 0.0 <= rate <= 1.0:
+            raise ValueError(f"--{name}-rate must be in [0, 1], got {rate}")
+
+
 def build_config(args: argparse.Namespace) -> Any:
     """The SimulatorConfig from --config plus flags; ValueError names what is wrong."""
     from slca_grpo.config import from_dict
     from slca_grpo.simulator.config import SimulatorConfig
 
+    _check_simulator_flags(args)
     data: dict[str, Any] = {}
     if args.config:
         data = _load_structured(Path(args.config), "--config")
@@ -187,18 +254,27 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def run_serve(args: argparse.Namespace) -> int:
     try:
+        _check_serve_options(args)
+        _check_simulator_flags(args)
+    except ValueError as exc:
+        return fail(str(exc))
+    try:
         token = resolve_secret(
             file=args.token_file, file_flag="--token-file", env=(TOKEN_ENV,), flag_value=args.token, flag="--token"
         )
     except SecretError as exc:
         return fail(str(exc))
-    from slca_grpo.simulator.service import is_loopback
+    from slca_grpo.simulator.service import connection_budget, is_loopback
 
     if not token and not is_loopback(args.host) and not args.allow_no_token:
         return fail(
             f"refusing to serve on non-loopback host {args.host!r} without a token "
             f"(set ${TOKEN_ENV} or --token-file, or pass --allow-no-token)"
         )
+    try:  # what fits the limit on open files (ulimit -n), which this raises where it may
+        max_connections, _ = connection_budget(args.max_connections)
+    except ValueError as exc:
+        return fail(f"--max-connections: {exc}")
     try:
         simulator = _start_simulator(args)
     except ValueError as exc:
@@ -220,6 +296,9 @@ def run_serve(args: argparse.Namespace) -> int:
             allow_no_token=args.allow_no_token,
             max_body_bytes=args.max_body_bytes,
             request_timeout_s=args.request_budget,
+            header_timeout_s=args.header_timeout,
+            keep_alive_s=args.keep_alive,
+            max_connections=max_connections,
             log_level=args.log_level,
         )
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,14 +93,16 @@ class SimulatorConfig:
             raise ConfigError(f"seed must be an integer, got {self.seed!r}")
         if self.cache_path is not None and os.path.isdir(self.cache_path):
             raise ConfigError(f"cache_path {self.cache_path!r} is a directory; give the SQLite file's path")
-        if self.session_ttl_s <= 0:
-            raise ConfigError("session_ttl_s must be > 0")
-        if self.max_sessions < 1:
-            raise ConfigError("max_sessions must be >= 1")
+        # Written `not x > 0` rather than `x <= 0`: every comparison with NaN is False, so NaN would
+        # pass `x <= 0` (and a NaN time-to-live breaks session expiry).
+        if not self.session_ttl_s > 0:
+            raise ConfigError(f"session_ttl_s must be > 0, got {self.session_ttl_s}")
+        if not self.max_sessions >= 1:
+            raise ConfigError(f"max_sessions must be >= 1, got {self.max_sessions}")
         if self.call_budget_s is not None and not self.call_budget_s > 0:  # also catches NaN
             raise ConfigError(f"call_budget_s must be > 0 or None, got {self.call_budget_s}")
-        if self.max_observation_tokens is not None and self.max_observation_tokens < 16:
-            raise ConfigError("max_observation_tokens must be >= 16 or None")
+        if self.max_observation_tokens is not None and not self.max_observation_tokens >= 16:
+            raise ConfigError(f"max_observation_tokens must be >= 16 or None, got {self.max_observation_tokens}")
         for f in dataclasses.fields(ErrorInjectionConfig):
             rate = getattr(self.errors, f.name)
             if not 0.0 <= rate <= 1.0:
@@ -109,8 +112,17 @@ class SimulatorConfig:
         o = self.openai
         if self.backend == "openai" and not o.model:
             raise ConfigError("openai.model is required for the openai backend")
-        if o.max_retries < 0 or o.max_reasks < 0 or o.concurrency < 1 or o.timeout_s <= 0:
-            raise ConfigError("openai needs max_retries >= 0, max_reasks >= 0, concurrency >= 1 and timeout_s > 0")
+        if not (o.max_retries >= 0 and o.max_reasks >= 0 and o.concurrency >= 1 and o.timeout_s > 0):
+            raise ConfigError(
+                "openai needs max_retries >= 0, max_reasks >= 0, concurrency >= 1 and timeout_s > 0, got "
+                f"{o.max_retries}, {o.max_reasks}, {o.concurrency} and {o.timeout_s}"
+            )
+        if not (o.temperature >= 0 and math.isfinite(o.temperature)):
+            raise ConfigError(f"openai.temperature must be a finite number >= 0, got {o.temperature}")
+        for name in ("backoff_s", "max_backoff_s"):
+            value = getattr(o, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ConfigError(f"openai.{name} must be a finite number >= 0, got {value}")
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

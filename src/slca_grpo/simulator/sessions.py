@@ -256,6 +256,12 @@ class SessionStore:
     """Sessions by id with a time-to-live (since last use) and an LRU bound on their number."""
 
     def __init__(self, ttl_s: float, max_sessions: int, clock: Callable[[], float] = time.monotonic) -> None:
+        # `not ttl_s > 0` also refuses NaN, which breaks every comparison below: the sweep's
+        # `<= ttl_s` would drop every session on each call, while peek's `> ttl_s` never expires one.
+        if not ttl_s > 0:
+            raise ValueError(f"ttl_s must be > 0, got {ttl_s}")
+        if not max_sessions >= 1:
+            raise ValueError(f"max_sessions must be >= 1, got {max_sessions!r}")
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
         self._clock = clock
