@@ -2,8 +2,11 @@
 on the same rollouts of the shipped reader."""
 
 import copy
+import dataclasses
 import os
 import textwrap
+import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,6 +14,7 @@ import torch
 pytest.importorskip("trl")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
+from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from slca_grpo.algos import AdvantageConfig, estimator_spec, list_estimators, policy_loss, unregister_estimator  # noqa: E402
@@ -32,8 +36,10 @@ from slca_grpo.integrations.trl import (  # noqa: E402
     task_dataset,
     task_rows,
 )
+from slca_grpo.integrations.trl import data as trl_data  # noqa: E402
+from slca_grpo.integrations.trl import rollouts as trl_rollouts  # noqa: E402
 from slca_grpo.integrations.trl.rewards import ENDING_FIELDS, SIMULATOR_FAULT_FIELD  # noqa: E402
-from slca_grpo.integrations.trl.rollouts import group_runs  # noqa: E402
+from slca_grpo.integrations.trl.rollouts import group_runs, model_context, unapplied_settings  # noqa: E402
 from slca_grpo.models import load_model  # noqa: E402
 from slca_grpo.rewards import list_reward_families, unregister_reward_family  # noqa: E402
 from slca_grpo.rewards.batch import compute_rewards  # noqa: E402
@@ -186,6 +192,10 @@ def test_trl_outside_the_pin_is_one_line_naming_both_versions():
         ("loss_type", "vespo"),
         ("scale_rewards", "batch"),
         ("multi_objective_aggregation", "normalize_then_sum"),
+        # GRPO needs sampled groups, and TRL divides the logits by the temperature (0 died in TRL, 1/0).
+        ("temperature", 0.0),
+        ("temperature", -0.5),
+        ("temperature", float("nan")),
     ],
 )
 def test_settings_per_token_advantages_cannot_feed_are_refused_by_name(tmp_path, setting, value):
@@ -206,6 +216,59 @@ def test_advantage_settings_follow_trl_scaling_unless_given(tmp_path):
     assert advantage_settings(config(tmp_path), given) is given
     with pytest.raises(ConfigError, match="advantage.lambda_tool"):
         advantage_settings(config(tmp_path), {"lambda_tool": "high"})
+
+
+def test_a_zero_temperature_is_refused_before_trl_sets_anything_up(reader, tmp_path):
+    model, tokenizer = reader
+    with pytest.raises(ConfigError) as caught:
+        SLCATrainer(model, args=config(tmp_path, temperature=0.0), processing_class=tokenizer)
+    message = str(caught.value)
+    assert message.startswith("temperature=0.0:") and "divides" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("advantage", ["slca", 5, [("lambda_tool", 0.5)]])
+def test_an_advantage_that_is_no_mapping_is_one_line_naming_it_and_the_estimators(reader, tmp_path, advantage):
+    model, tokenizer = reader
+    for attempt in (
+        lambda: advantage_settings(config(tmp_path), advantage),
+        lambda: SLCATrainer(model, args=config(tmp_path), processing_class=tokenizer, advantage=advantage),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            attempt()
+        message = str(caught.value)
+        assert message.startswith(f"advantage={advantage!r} ({type(advantage).__name__})") and "\n" not in message
+        assert all(name in message for name in list_estimators())
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"min_p": 0.05},
+        {"repetition_penalty": 1.2},
+        {"generation_kwargs": {"num_beams": 2}},
+        {"chat_template_kwargs": {"enable_thinking": False}},
+        {"min_p": 0.1, "repetition_penalty": 0.9, "generation_kwargs": {"no_repeat_ngram_size": 3}},
+    ],
+)
+def test_generation_settings_our_rollouts_would_ignore_are_refused_by_name(reader, tmp_path, settings):
+    model, tokenizer = reader
+    with pytest.raises(ConfigError) as caught:
+        SLCATrainer(model, args=config(tmp_path, **settings), processing_class=tokenizer)
+    message = str(caught.value)
+    assert "\n" not in message and all(f"{name}=" in message for name in settings)
+    assert "temperature, top_p and top_k" in message
+
+
+def test_generation_settings_left_off_pass_and_sampling_our_sampler_refuses_is_refused_up_front(tmp_path):
+    assert unapplied_settings(config(tmp_path)) == []  # TRL's defaults
+    off = SimpleNamespace(min_p=0.0, repetition_penalty=1, generation_kwargs={}, chat_template_kwargs=None)
+    assert unapplied_settings(off) == []
+    rollouts = AgentLoopRollouts()
+    sampling = dict(max_completion_length=64, temperature=1.0, top_p=1.0, top_k=0)
+    assert rollouts.check_args(SimpleNamespace(**sampling)).max_response_tokens == 64
+    for setting, value in (("temperature", 0.005), ("top_p", 0.0), ("top_k", -1)):
+        with pytest.raises(ConfigError, match=setting):
+            rollouts.check_args(SimpleNamespace(**{**sampling, setting: value}))
 
 
 def test_a_template_that_cannot_express_tools_says_so(reader, tasks, tmp_path):
@@ -283,6 +346,50 @@ def test_a_row_without_its_task_is_named(reader, tasks, tmp_path):
         rewards.score_rows(["x"], {"prompt": [[]]})
     with pytest.raises(TaskFormatError, match="row 0 of the batch"):
         rewards.score_rows(["x"], {"slca_task": ["{not json"]})
+
+
+def test_a_task_too_deep_to_read_is_a_row_error(monkeypatch):
+    def too_deep(raw):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(trl_data, "task_from_value", too_deep)
+    with pytest.raises(TaskFormatError, match="row 3 of the batch: slca_task: nested too deeply"):
+        trl_data.task_of_row({"slca_task": "{}"}, 3)
+
+
+def test_a_prompt_over_the_model_context_is_refused_before_generation_naming_its_row(reader, tasks, monkeypatch):
+    model, tokenizer = reader
+    from slca_grpo.chat.chat_format import build_formatter
+
+    rollouts = AgentLoopRollouts(rollout=RolloutConfig(max_turns=1))
+    rollouts.formatter = build_formatter(tokenizer)
+    context = model_context(model)
+    assert context == model.config.max_position_embeddings
+    rollouts.check_prompts(model, [tasks[1]] * GROUP)  # a prompt of the suite fits
+
+    class NoGeneration:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("the agent loop started on a batch with a prompt over the context")
+
+    monkeypatch.setattr(trl_rollouts, "AgentLoop", NoGeneration)
+    schema = {"type": "string"}
+    for _ in range(450):
+        schema = {"type": "object", "properties": {"inner": schema}}
+    deep_tool = {"type": "function", "function": {"name": "deep", "description": "Deep.", "parameters": schema}}
+    hostile = [
+        dataclasses.replace(tasks[0], id="one-mb-message", messages=[{"role": "user", "content": "word " * 200_000}]),
+        dataclasses.replace(tasks[0], id="deep-schema", tools=[*tasks[0].tools, deep_tool]),
+    ]
+    settings = RolloutConfig(group_size=GROUP, max_turns=1, max_response_tokens=32)
+    for task in hostile:
+        started = time.perf_counter()
+        with pytest.raises(TaskFormatError) as caught:
+            rollouts.run(model, [tasks[1]] * GROUP + [task] * GROUP, settings=settings, seed=0)
+        assert time.perf_counter() - started < 60  # refused in the time a tokenisation takes, not minutes
+        message = str(caught.value)
+        assert message.startswith(f"row {GROUP} of the batch (task {task.id!r}):") and "\n" not in message
+        # Over the context, or (the schema, on a deep stack) too deep to render at all.
+        assert f"context is {context:,}" in message or "nested too deeply" in message
 
 
 # -- parity with TRL and with our trainer ---------------------------------------------------------
@@ -451,3 +558,51 @@ def test_trl_runs_our_rollout_settings_with_its_sampling_and_budget():
     assert (settings.max_response_tokens, settings.temperature, settings.top_p, settings.top_k) == (200, 0.7, 0.9, 5)
     assert settings.answer_at_limit and settings.max_turns == 3 and settings.max_tool_response_tokens == 40
     assert settings.final_answer_notice == ours.final_answer_notice
+
+
+def test_a_step_with_no_learnable_token_takes_no_optimiser_or_scheduler_step(reader, tasks, recorded, tmp_path, capsys):
+    """Every rollout of step 2 is void: without the skip, Adam's momentum from step 1 (and weight
+    decay) would move every weight, and the schedule would advance, on a step with nothing to learn."""
+    model, tokenizer = reader
+    _, record = recorded
+    void = copy.deepcopy(record)
+    void[SIMULATOR_FAULT_FIELD] = ["backend_error"] * len(record["prompt_ids"])
+    served = []
+
+    def rollout_func(prompts, trainer):
+        served.append(len(prompts))
+        return copy.deepcopy(record if len(served) == 1 else void)
+
+    snapshots = []
+
+    class Snapshot(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            snapshots.append({name: p.detach().clone() for name, p in model.named_parameters()})
+
+    args = config(tmp_path, max_steps=2, weight_decay=0.1, lr_scheduler_type="linear")
+    trainer = SLCATrainer(
+        perturbed(model),
+        args=args,
+        train_dataset=task_dataset(tasks),
+        processing_class=tokenizer,
+        estimator="slca",
+        rollout_func=rollout_func,
+        callbacks=[Snapshot()],
+    )
+    # The policy off its reference, so that step 1's KL term alone has a gradient.
+    trainer.ref_model.load_state_dict(model.state_dict())
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    trainer.train()
+
+    rows = len(record["prompt_ids"])
+    assert served == [rows, rows] and len(snapshots) == 2
+    assert any(not torch.equal(before[name], snapshots[0][name]) for name in before)  # step 1 trained
+    assert all(torch.equal(snapshots[0][name], snapshots[1][name]) for name in before)  # step 2 moved nothing
+    assert {int(state["step"]) for state in trainer.optimizer.state.values()} == {1}  # one Adam step
+    assert trainer.lr_scheduler.last_epoch == 1 and trainer.skipped_steps == 1  # one scheduler step
+    logged = [entry for entry in trainer.state.log_history if "rollout/void" in entry]
+    assert [entry.get("train/skipped") for entry in logged] == [None, 1.0]  # as our trainer logs it
+    assert logged[1]["rollout/void"] == rows
+    warning = capsys.readouterr().err
+    assert f"{rows} of {rows} rollouts void (simulator:backend_error {rows})" in warning
+    assert "the step is skipped (no update)" in warning

@@ -51,3 +51,5 @@ def task_of_row(row: Mapping[str, Any], index: int) -> Task:
         return task_from_value(raw)
     except TaskFormatError as exc:
         raise TaskFormatError(f"row {index} of the batch: {TASK_COLUMN}: {exc.problem}") from None
+    except RecursionError:  # a task nested deeper than Python can walk (e.g. a schema hundreds of levels deep)
+        raise TaskFormatError(f"row {index} of the batch: {TASK_COLUMN}: nested too deeply to read") from None

@@ -12,17 +12,25 @@ The rows come from :class:`~slca_grpo.integrations.trl.trainer.SLCATrainer`, whi
 it is scoring (TRL passes a rollout function the prompts only); TRL's rows arrive as runs of
 ``num_generations`` copies of one task, which the loop rolls out as one group (its prompt
 prefilled once).
+
+Refused, in one line each: GRPOConfig settings the loop would silently ignore (``min_p``,
+``repetition_penalty``, ``generation_kwargs``, ``chat_template_kwargs``: our sampler takes
+``temperature``, ``top_p`` and ``top_k`` only), when the trainer is built; and, before any token is
+generated, a row whose prompt does not fit the model's context (``max_position_embeddings``),
+named by its place in the batch and its task id.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
 from slca_grpo.chat.formatter import ChatFormatter
+from slca_grpo.config import ConfigError
+from slca_grpo.data.tasks import TaskFormatError
 from slca_grpo.datatypes import Task, Trajectory
 from slca_grpo.integrations.trl.data import task_of_row
 from slca_grpo.integrations.trl.rewards import (
@@ -39,7 +47,54 @@ from slca_grpo.simulator.errors import simulator_fault
 from slca_grpo.trainer.batch import ends_with_answer
 from slca_grpo.trainer.build import simulator_from
 
-__all__ = ["AgentLoopRollouts", "group_runs", "rollout_fields"]
+__all__ = [
+    "UNAPPLIED_SETTINGS",
+    "AgentLoopRollouts",
+    "group_runs",
+    "model_context",
+    "rollout_fields",
+    "unapplied_settings",
+]
+
+# GRPOConfig's generation settings our rollouts have no equivalent of (our sampler, SamplingConfig,
+# takes temperature, top_p and top_k; prompts are rendered by our formatter), each with the values
+# besides None (and an empty mapping) that leave it off.
+UNAPPLIED_SETTINGS: dict[str, tuple[Any, ...]] = {
+    "min_p": (0.0,),
+    "repetition_penalty": (1.0,),
+    "generation_kwargs": (),
+    "chat_template_kwargs": (),
+}
+
+
+def unapplied_settings(args: Any) -> list[str]:
+    """``name=value`` of each setting of :data:`UNAPPLIED_SETTINGS` that ``args`` turns on (one it
+    lacks, None, or an empty mapping or text is off)."""
+    found = []
+    for name, off in UNAPPLIED_SETTINGS.items():
+        value = getattr(args, name, None)
+        if value is None or (isinstance(value, (Mapping, str, list, tuple)) and not value):
+            continue
+        if any(value == default for default in off):
+            continue
+        found.append(f"{name}={_shown(value, 60)}")
+    return found
+
+
+def _shown(value: Any, limit: int) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def model_context(model: Any) -> int | None:
+    """The most positions ``model`` takes (its config's ``max_position_embeddings``, the text
+    model's for a multimodal one), or None when its config does not say."""
+    config = getattr(model, "config", None)
+    text_config = getattr(config, "get_text_config", None)
+    if callable(text_config):
+        config = text_config()
+    value = getattr(config, "max_position_embeddings", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def group_runs(tasks: Sequence[Task]) -> int:
@@ -107,6 +162,42 @@ class AgentLoopRollouts:
         self.formatter: ChatFormatter | None = None
         self.calls = 0
 
+    def check_args(self, args: Any) -> RolloutConfig:
+        """Our rollout settings for TRL's ``args`` (:meth:`settings_from`); a ConfigError naming each
+        generation setting of ``args`` the loop would not apply, or a sampling value it refuses."""
+        unapplied = unapplied_settings(args)
+        if unapplied:
+            them = "it" if len(unapplied) == 1 else "them"
+            raise ConfigError(
+                f"{', '.join(unapplied)}: SLCATrainer's rollouts (our agent loop) would not apply {them}: our sampler "
+                "takes temperature, top_p and top_k only, and prompts are rendered by chat_format= without "
+                f"chat_template_kwargs; unset {them}, or pass a rollout_func of your own"
+            )
+        return self.settings_from(args)
+
+    def check_prompts(self, model: Any, tasks: Sequence[Task]) -> None:
+        """TaskFormatError naming the row and its task when a prompt of ``tasks`` (the batch's rows, in
+        order) leaves no room in ``model``'s context to generate: nothing is generated for the batch.
+        Each run of one task (a group) is rendered and tokenised once, so a huge prompt is refused in
+        the time its tokenisation takes."""
+        context = model_context(model)
+        if context is None or self.formatter is None:
+            return
+        size = group_runs(tasks)
+        for index in range(0, len(tasks), size):
+            task = tasks[index]
+            where = f"row {index} of the batch (task {_shown(task.id, 80)})"
+            try:
+                length = len(self.formatter.task_prompt_ids(task))
+            except RecursionError:
+                raise TaskFormatError(f"{where}: its messages or tools are nested too deeply to render") from None
+            if length >= context:
+                raise TaskFormatError(
+                    f"{where}: its prompt is {length:,} tokens, and the model's context is {context:,} "
+                    "(max_position_embeddings), which leaves no room to generate; shorten its messages or tools, "
+                    "or leave the task out of the dataset"
+                )
+
     def settings_from(self, args: Any) -> RolloutConfig:
         """Our rollout settings (turns, budgets, forced answers) with TRL's sampling settings and
         completion budget."""
@@ -124,6 +215,7 @@ class AgentLoopRollouts:
         """Trajectories of ``tasks`` (one per row, in order) under ``settings``."""
         if self.formatter is None:
             raise RuntimeError("AgentLoopRollouts has no chat formatter; SLCATrainer sets it from its tokenizer")
+        self.check_prompts(model, tasks)  # before any token is generated
         size = group_runs(tasks)
         loop = AgentLoop(model, self.formatter, self.environment, settings)
         generator = torch.Generator().manual_seed(seed)

@@ -1,8 +1,9 @@
 """The TRL this integration is written against, checked before anything of TRL is used.
 
-The integration overrides one method of TRL's ``GRPOTrainer`` and reads the batch it returns;
-both change between TRL releases, so any TRL outside the pin is refused with one line naming
-both versions rather than trained on with a silently different loss.
+The integration overrides a few methods of TRL's ``GRPOTrainer`` (and of the transformers
+``Trainer`` beneath it) and reads the batch it returns; both change between TRL releases, so any
+TRL outside the pin is refused with one line naming both versions rather than trained on with a
+silently different loss.
 """
 
 from __future__ import annotations
