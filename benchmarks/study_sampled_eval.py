@@ -11,12 +11,20 @@ its interval and exact sign-flip p (Holm over the table), and SLCA − GRPO seed
 
     python benchmarks/study_sampled_eval.py runs/study --out runs/study-sampled-eval --samples 4
 
-Finished evaluations are kept: rerun the same command to continue.
+The held-out tasks are made from the settings the runs recorded (their ``config.yaml``, which must
+agree), and checked against the tasks the runs evaluated (their ``eval_start_items.jsonl``: ids,
+kinds, held-out tools, argument slots, in order); a run without that record needs a
+``provenance.json`` with today's source digest. Today's code making other tasks is refused.
+
+Finished evaluations are kept: rerun the same command to continue. ``OUT/settings.json`` records
+the study, ``--samples``, ``--seed``, ``--limit`` and the tasks they were made with, and every kept
+evaluation is checked against them: a rerun with other settings is refused (use another ``--out``).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -24,8 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from slca_grpo.cli import main as slca
-from slca_grpo.config import load_yaml_config
-from slca_grpo.data.tasks import write_tasks
+from slca_grpo.config import ConfigError, load_yaml_config
+from slca_grpo.data.tasks import TaskFormatError, task_line, write_tasks
+from slca_grpo.datatypes import Task
+from slca_grpo.eval.slots import slot_results
+from slca_grpo.plugins import PluginError
+from slca_grpo.provenance import ProvenanceDamaged, describe, provenance, read_provenance
 from slca_grpo.study.arms import trained_level
 from slca_grpo.study.plan import PLAN_FILE, StudyPlan, read_json, run_dir
 from slca_grpo.study.stats import bootstrap_ci, holm_adjust, paired_difference_ci, sign_flip_p
@@ -39,6 +51,15 @@ METRICS = ("r_tool", "r_tool seen", "r_tool new", "success@0.7", "name_f1", "arg
 PERCENT = {"success@0.7", "name_f1", "arg_match", "truncated"}
 BY_TOOLS = {"r_tool seen": "seen_tools", "r_tool new": "new_tools"}
 WAYS = ("sampled", "greedy")
+SETTINGS_FILE = "settings.json"  # in OUT: what its kept evaluations were made with
+# What a run recorded of the held-out tasks it evaluated, first choice first (one item per task).
+ITEM_FILES = ("eval_start_items.jsonl", "eval_items.jsonl")
+MAX_SAMPLES = 64  # slca eval indomain's bound
+
+
+def refuse(message: str) -> SystemExit:
+    """The one-line error the script exits with (``raise refuse(...)``)."""
+    return SystemExit(f"error: {message}")
 
 
 def final_model(run: Path) -> Path | None:
@@ -46,14 +67,23 @@ def final_model(run: Path) -> Path | None:
     latest = run / "checkpoints" / "latest"
     if not (run / "summary.json").is_file() or not latest.is_file():
         return None
-    model = run / "checkpoints" / latest.read_text().strip() / "model"
-    return model if (model / "config.json").is_file() else None
+    try:
+        name = latest.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    model = run / "checkpoints" / name / "model"
+    return model if name and "/" not in name and (model / "config.json").is_file() else None
 
 
-def evaluate(model: Path, out: Path, tasks: Path, config: RunConfig, way: str, samples: int, seed: int) -> dict:
-    """``slca eval indomain`` of one model, kept in ``out`` (reused when it is there)."""
+def evaluate(
+    model: Path, out: Path, tasks: Path, config: RunConfig, way: str, samples: int, seed: int, n_tasks: int
+) -> dict:
+    """``slca eval indomain`` of one model, kept in ``out`` (reused when it is there and was made
+    with these settings; refused when it was not)."""
     summary = out / "summary.json"
-    if not summary.is_file():
+    if summary.is_file():
+        check_kept(summary, way, samples, seed, config.rollout.temperature, n_tasks)
+    else:
         command = ["eval", "indomain", "--policy", f"hf:{model}", "--tasks", str(tasks), "--out", str(out), "--force"]
         command += ["--max-turns", str(config.rollout.max_turns)]
         command += ["--max-new-tokens", str(config.rollout.max_response_tokens)]
@@ -72,25 +102,245 @@ def evaluate(model: Path, out: Path, tasks: Path, config: RunConfig, way: str, s
         if code != 0:
             raise SystemExit(f"slca {' '.join(command)} failed (rc {code})")
         print(f"  {out.name}: {time.perf_counter() - started:.0f} s", flush=True)
-    values = json.loads(summary.read_text())
+    values = read_summary(summary)
     for metric, group in BY_TOOLS.items():
         values[metric] = values.get("by_tools", {}).get(group, {}).get("r_tool", float("nan"))
     return values
 
 
-def main() -> int:
+def read_summary(path: Path) -> dict[str, Any]:
+    """A kept evaluation's summary.json; one line naming it when it cannot be read."""
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise refuse(f"{path} cannot be read ({type(exc).__name__}); delete its folder to evaluate again") from None
+    if not isinstance(values, dict):
+        raise refuse(f"{path} is not a JSON object; delete its folder to evaluate again")
+    return values
+
+
+def check_kept(summary: Path, way: str, samples: int, seed: int, temperature: float, n_tasks: int) -> None:
+    """Refuse a kept evaluation made with other settings than these (an earlier run of this
+    script with other ``--samples``, ``--seed`` or ``--limit``, or other runs' temperature)."""
+    values = read_summary(summary)
+    sampled = way == "sampled"
+    wanted = {
+        "samples": samples if sampled else 1,
+        "temperature": float(temperature) if sampled else 0.0,
+        "n": n_tasks * (samples if sampled else 1),
+        **({"seed": seed} if sampled else {}),
+    }
+    found = {key: values.get(key) for key in wanted}
+    if found != wanted:
+        differ = ", ".join(f"{key} {found[key]!r} (now {wanted[key]!r})" for key in wanted if found[key] != wanted[key])
+        raise refuse(
+            f"{summary.parent} holds an evaluation made with other settings: {differ}; rerun with the settings "
+            "it was made with, or use another --out"
+        )
+
+
+def read_plan(study: Path) -> StudyPlan:
+    """The study's plan; one line naming ``study.json`` when it is missing or malformed."""
+    path = study / PLAN_FILE
+    saved = read_json(path, None)
+    if not isinstance(saved, dict):
+        raise refuse(f"{study} is not a study folder (no readable {PLAN_FILE})")
+    try:
+        plan = StudyPlan.from_dict(saved)
+        # Everything used below, read once here so that a bad value is this one line.
+        if not (plan.levels and plan.estimators and plan.seeds):
+            raise ValueError("it names no noise level, estimator or seed")
+        for level in plan.levels:
+            for estimator in plan.estimators:
+                run_dir(study, trained_level(plan, level, estimator), estimator, 0)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise refuse(f"{path} is not a study plan ({type(exc).__name__}: {exc})") from None
+    return plan
+
+
+def check_out(out: Path, study: Path, plan: StudyPlan) -> None:
+    """Refuse an ``--out`` that is the study folder (its report.md would be overwritten) or lies
+    in its SFT start or a run's folder."""
+    where, home = out.resolve(), study.resolve()
+    if where == home:
+        raise refuse(f"--out {out} is the study folder: its report.md would be overwritten; use another folder")
+    for inside in [home / "sft", *(home / level.name for level in plan.levels)]:
+        if where.is_relative_to(inside):
+            raise refuse(f"--out {out} is inside the study's {inside.name}/ folder; use a folder outside {study}")
+    if out.exists() and not out.is_dir():
+        raise refuse(f"--out {out} is a file, not a folder")
+
+
+def run_config(run: Path) -> RunConfig:
+    """The settings a run recorded (its config.yaml); one line naming it when it cannot be read."""
+    try:
+        return load_yaml_config(RunConfig, run / "config.yaml")
+    except (ConfigError, PluginError) as exc:
+        raise refuse(f"the settings run {run} recorded cannot be read: {exc}") from None
+
+
+def eval_settings(config: RunConfig) -> dict[str, Any]:
+    """The settings of a run that this evaluation takes: which held-out tasks, and how it rolls out."""
+    return {
+        "data": config.data,
+        "train.eval_tasks": config.train.eval_tasks,
+        "rollout.max_turns": config.rollout.max_turns,
+        "rollout.max_response_tokens": config.rollout.max_response_tokens,
+        "rollout.temperature": config.rollout.temperature,
+        "rl.bf16": config.rl.bf16,
+    }
+
+
+def common_config(runs: list[Path]) -> RunConfig:
+    """The settings the finished runs recorded (they must agree on :func:`eval_settings`)."""
+    first, *rest = runs
+    config = run_config(first)
+    wanted = eval_settings(config)
+    for run in rest:
+        differ = [name for name, value in eval_settings(run_config(run)).items() if value != wanted[name]]
+        if differ:
+            raise refuse(
+                f"runs {first} and {run} recorded other {', '.join(differ)}: their held-out evaluations differ"
+            )
+    return config
+
+
+def task_signature(task: Task) -> dict[str, Any]:
+    """What a run's evaluation items record of a task (slca_grpo.eval.indomain.item_metrics)."""
+    return {
+        "task_id": task.id,
+        "kind": task.metadata.get("kind", task.subset),
+        "new_tools": bool(task.metadata.get("heldout_tools")),
+        "slots": [kind for kind, _ in slot_results(task, [])],
+    }
+
+
+def recorded_items(run: Path) -> tuple[Path, list[dict[str, Any]]] | None:
+    """(file, items) of the held-out tasks a run evaluated, or None when it kept no such file."""
+    for name in ITEM_FILES:
+        path = run / name
+        if not path.is_file():
+            continue
+        try:
+            items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        except (OSError, ValueError) as exc:
+            raise refuse(
+                f"{path} cannot be read ({type(exc).__name__}): the tasks the run evaluated are not known"
+            ) from None
+        if not all(isinstance(item, dict) and "task_id" in item for item in items):
+            raise refuse(
+                f"{path} holds a line that is not an evaluation item: the tasks the run evaluated are not known"
+            )
+        return path, items
+    return None
+
+
+def check_tasks(heldout: list[Task], runs: list[Path]) -> str:
+    """Refuse when today's code makes other held-out tasks than the runs evaluated; say how it was known."""
+    signatures = [task_signature(task) for task in heldout]
+    digest = None
+    by_items = by_provenance = 0
+    for run in runs:
+        found = recorded_items(run)
+        if found is not None:
+            path, items = found
+            if len(items) < len(signatures):
+                raise refuse(f"{path} records {len(items)} held-out tasks, today's code makes {len(signatures)}")
+            for index, (wanted, item) in enumerate(zip(signatures, items)):
+                differ = [key for key in wanted if key in item and _recorded(key, item[key]) != wanted[key]]
+                if differ:
+                    raise refuse(
+                        f"today's code makes other held-out tasks than run {run} evaluated (task {index}, "
+                        f"{wanted['task_id']}: {', '.join(differ)} differ from {path.name}): evaluate with the code "
+                        f"the study was run with ({_made_with(run)})"
+                    )
+            by_items += 1
+            continue
+        try:
+            record = read_provenance(run)
+        except ProvenanceDamaged as exc:
+            raise refuse(f"{exc}: the code run {run} was made with is not known") from None
+        digest = digest or provenance()["source_digest"]
+        if record is None or record.get("source_digest") != digest:
+            raise refuse(
+                f"run {run} records neither the tasks it evaluated ({' nor '.join(ITEM_FILES)}) nor today's code "
+                f"({_made_with(run)}; today: source digest {digest}): its held-out tasks cannot be confirmed"
+            )
+        by_provenance += 1
+    parts = [f"{by_items} run(s) by their evaluation items"] if by_items else []
+    parts += [f"{by_provenance} run(s) by their provenance (today's source digest)"] if by_provenance else []
+    return "checked against " + " and ".join(parts)
+
+
+def _recorded(key: str, value: Any) -> Any:
+    if key == "slots" and isinstance(value, list):
+        return [slot[0] if isinstance(slot, list) and slot else slot for slot in value]
+    return value
+
+
+def _made_with(run: Path) -> str:
+    try:
+        record = read_provenance(run)
+    except ProvenanceDamaged:
+        record = None
+    return f"its provenance.json: {describe(record)}" if record else "it has no provenance.json"
+
+
+def out_settings(args: argparse.Namespace, heldout: list[Task]) -> dict[str, Any]:
+    """What ``OUT``'s evaluations are made with: the study, the sampling, the held-out tasks."""
+    tasks = hashlib.sha256("".join(task_line(task) for task in heldout).encode()).hexdigest()[:16]
+    return {
+        "study": str(args.study.resolve()),
+        "samples": args.samples,
+        "seed": args.seed,
+        "limit": args.limit,
+        "tasks": len(heldout),
+        "tasks_sha256": tasks,
+    }
+
+
+def check_settings(out: Path, settings: dict[str, Any], kept: list[tuple[Path, str]], check: Any) -> None:
+    """Refuse an ``OUT`` whose kept evaluations were made with other settings, then record these.
+
+    ``kept`` is every (evaluation folder, way) this run will read; without ``settings.json`` (an
+    ``OUT`` of an earlier version of this script) each one there is checked with ``check`` first.
+    """
+    path = out / SETTINGS_FILE
+    if path.exists():
+        earlier = read_json(path, None)
+        if not isinstance(earlier, dict):
+            raise refuse(
+                f"{path} cannot be read: what {out}'s evaluations were made with is not known; use another --out"
+            )
+        differ = [key for key in settings if earlier.get(key) != settings[key]]
+        if differ:
+            shown = ", ".join(f"{key} {earlier.get(key)!r} (now {settings[key]!r})" for key in differ)
+            raise refuse(
+                f"{out} holds evaluations made with other settings: {shown}; rerun with those, or use another --out"
+            )
+        return
+    for folder, way in kept:
+        if (folder / "summary.json").is_file():
+            check(folder / "summary.json", way)
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=1), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("study", type=Path, help="a finished study folder (slca study --out)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--samples", type=int, default=4, help="episodes per held-out task (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="the sampling seed, the same for every model")
     parser.add_argument("--limit", type=int, default=None, help="only the first N held-out tasks (a quick check)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if not 1 <= args.samples <= MAX_SAMPLES:
+        raise refuse(f"--samples must be between 1 and {MAX_SAMPLES}, got {args.samples}")
+    if args.limit is not None and args.limit < 1:
+        raise refuse(f"--limit must be >= 1 (leave it out for every task), got {args.limit}")
 
-    saved = read_json(args.study / PLAN_FILE, None)
-    if not isinstance(saved, dict):
-        raise SystemExit(f"{args.study} is not a study folder (no readable {PLAN_FILE})")
-    plan = StudyPlan.from_dict(saved)
+    plan = read_plan(args.study)
+    check_out(args.out, args.study, plan)
     runs = {
         (level.name, estimator, seed): run_dir(args.study, trained_level(plan, level, estimator), estimator, seed)
         for level in plan.levels
@@ -100,29 +350,54 @@ def main() -> int:
     finished = {key: final_model(run) for key, run in runs.items()}
     finished = {key: model for key, model in finished.items() if model is not None}
     if not finished:
-        raise SystemExit(f"{args.study} holds no finished run")
-    config = load_yaml_config(RunConfig, next(iter(runs.values())) / "config.yaml")
-    args.out.mkdir(parents=True, exist_ok=True)
-    tasks = args.out / "heldout.jsonl"
-    heldout = load_data(config.data).test[: config.train.eval_tasks][: args.limit]  # the runs' own held-out tasks
-    write_tasks(heldout, tasks)
+        raise refuse(f"{args.study} holds no finished run")
+    unfinished = sorted({str(run) for key, run in runs.items() if key not in finished})
+    if unfinished:
+        shown = ", ".join(unfinished[:3]) + (f" and {len(unfinished) - 3} more" if len(unfinished) > 3 else "")
+        print(f"note: {len(unfinished)} run(s) are missing or unfinished, left out: {shown}", file=sys.stderr)
+    if not (args.study / "sft" / "config.json").is_file():
+        raise refuse(f"{args.study / 'sft'} holds no model (config.json): the study's SFT start is compared with")
+    config = common_config([runs[key] for key in finished])
+    try:  # the runs' own held-out tasks, from the settings they recorded
+        heldout = load_data(config.data).test[: config.train.eval_tasks][: args.limit]
+    except (ConfigError, TaskFormatError, OSError) as exc:
+        raise refuse(f"the held-out tasks of {args.study}'s runs cannot be made: {exc}") from None
+    if not heldout:
+        raise refuse(f"the runs of {args.study} have no held-out tasks (train.eval_tasks is 0, or data.test is empty)")
+    tasks_check = check_tasks(heldout, sorted({runs[key] for key in finished}))
 
     models = {"start": args.study / "sft", **{"/".join(map(str, key)): model for key, model in finished.items()}}
     distinct: dict[str, str] = {}  # a run trained once stands for every level: evaluated once
     for name, model in models.items():
         distinct.setdefault(str(model), name)
-    results: dict[str, dict[str, dict]] = {}
-    for model_path, name in distinct.items():
-        folder = args.out / name.replace("/", "__")
-        results[name] = {
-            way: evaluate(
-                Path(model_path), folder.with_name(f"{folder.name}-{way}"), tasks, config, way, args.samples, args.seed
-            )
+
+    def folder(name: str, way: str) -> Path:
+        return args.out / f"{name.replace('/', '__')}-{way}"
+
+    def check(summary: Path, way: str) -> None:
+        check_kept(summary, way, args.samples, args.seed, config.rollout.temperature, len(heldout))
+
+    settings = out_settings(args, heldout)
+    check_settings(args.out, settings, [(folder(name, way), way) for name in distinct.values() for way in WAYS], check)
+    tasks = args.out / "heldout.jsonl"
+    write_tasks(heldout, tasks)
+    results = {
+        name: {
+            way: evaluate(Path(model), folder(name, way), tasks, config, way, args.samples, args.seed, len(heldout))
             for way in WAYS
         }
+        for model, name in distinct.items()
+    }
     value = {name: results[distinct[str(model)]] for name, model in models.items()}
 
-    report: dict[str, Any] = {"samples": args.samples, "seed": args.seed, "tasks": len(heldout)}
+    report: dict[str, Any] = {
+        "samples": args.samples,
+        "seed": args.seed,
+        "limit": args.limit,
+        "tasks": len(heldout),
+        "tasks_sha256": settings["tasks_sha256"],
+        "tasks_source": "the data settings of the runs' config.yaml, " + tasks_check,
+    }
     report["start"] = {way: {m: value["start"][way][m] for m in METRICS} for way in WAYS}
     cells, tests = {}, []
     for level in plan.levels:

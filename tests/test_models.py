@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -396,3 +397,145 @@ def test_the_gguf_readers_bar_follows_transformers_progress_switch():
             assert gguf_utils.tqdm is original
     finally:
         (transformers_logging.enable_progress_bar if enabled else transformers_logging.disable_progress_bar)()
+
+
+# --- checkpoints whose weights do not match their config, or are not finite ------------------
+
+
+def _edit_config(folder: Path, **changes) -> None:
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    if "num_hidden_layers" in changes:
+        config.pop("layer_types", None)  # made again from the new count
+    if "hidden_size" in changes:
+        config.pop("head_dim", None)
+    config.update(changes)
+    path.write_text(json.dumps(config))
+
+
+def _rewrite_weights(folder: Path, change) -> None:
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    weights = {name: tensor.clone() for name, tensor in load_file(path).items()}
+    change(weights)
+    save_file(weights, path, metadata={"format": "pt"})
+
+
+@pytest.fixture
+def saved_tiny(tmp_path: Path, tokenizer) -> Path:
+    return save_model(build_tiny_model(tokenizer, TinyModelConfig(seed=5)), tokenizer, tmp_path / "ckpt")
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        # More layers than the weights hold: they would be random.
+        ({"num_hidden_layers": 3}, r"\d+ tensor\(s\) the config asks for are not in the weights \(model\.layers\.2\."),
+        # Fewer: the weights of layer 1 would be dropped.
+        ({"num_hidden_layers": 1}, r"\d+ tensor\(s\) in the weights are not in its model \(model\.layers\.1\."),
+        # Another width: every tensor has another shape (transformers raises after a table).
+        (
+            {"hidden_size": 64},
+            r"tensor\(s\) have another shape \(model\.embed_tokens\.weight: \d+x128 in the weights, \d+x64 by the "
+            "config",
+        ),
+    ],
+)
+def test_a_checkpoint_whose_weights_do_not_match_its_config_is_refused_in_one_line(saved_tiny, changes, expected):
+    from slca_grpo.models.checkpoint import CheckpointError, ModelWeightsError
+
+    _edit_config(saved_tiny, **changes)
+    records = _Records()
+    logger = logging.getLogger("transformers.modeling_utils")
+    logger.addHandler(records)
+    try:
+        with pytest.raises(ModelWeightsError) as error:
+            load_model(saved_tiny)
+    finally:
+        logger.removeHandler(records)
+    message = str(error.value)
+    assert message.startswith(f"model folder {saved_tiny}: its weights do not match its config.json: "), message
+    assert re.search(expected, message), message
+    assert "\n" not in message
+    # One line through every caller: the CLI's expected errors, and those that catch ValueError.
+    assert isinstance(error.value, CheckpointError) and isinstance(error.value, ValueError)
+    assert not any("LOAD REPORT" in m for m in records.messages)  # no multi-line table before it
+
+
+def test_tied_embeddings_are_not_missing_but_an_absent_untied_head_is(tmp_path: Path, tokenizer):
+    from safetensors import safe_open
+
+    from slca_grpo.models.checkpoint import ModelWeightsError, check_loading_info
+
+    tied = save_model(build_tiny_model(tokenizer, TinyModelConfig(seed=5)), tokenizer, tmp_path / "tied")
+    with safe_open(str(tied / "model.safetensors"), framework="pt") as handle:
+        assert "lm_head.weight" not in handle.keys()  # tied: saved once, as the embeddings
+    model, _ = load_model(tied)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    untied = build_tiny_model(tokenizer, TinyModelConfig(seed=5, tie_embeddings=False))
+    folder = save_model(untied, tokenizer, tmp_path / "untied")
+    reloaded, _ = load_model(folder)
+    assert torch.equal(reloaded.lm_head.weight, untied.lm_head.weight)
+    _rewrite_weights(folder, lambda weights: weights.pop("lm_head.weight"))
+    with pytest.raises(ModelWeightsError, match=r"1 tensor\(s\) the config asks for are not in the weights \(lm_head"):
+        load_model(folder)
+    # A tied weight counts as missing only when its source is missing too.
+    mapping = {"lm_head.weight": "model.embed_tokens.weight"}
+    check_loading_info("f", {"missing_keys": {"lm_head.weight"}}, mapping)
+    with pytest.raises(ModelWeightsError, match=r"2 tensor\(s\) .* \(lm_head\.weight, model\.embed_tokens\.weight\)"):
+        check_loading_info("f", {"missing_keys": {"lm_head.weight", "model.embed_tokens.weight"}}, mapping)
+
+
+def test_mismatch_messages_name_a_few_tensors_in_layer_order():
+    from slca_grpo.models.checkpoint import ModelWeightsError, check_loading_info
+
+    keys = {f"model.layers.{i}.mlp.up_proj.weight" for i in (10, 2, 1, 33)}
+    with pytest.raises(ModelWeightsError) as error:
+        check_loading_info("/m", {"unexpected_keys": keys, "mismatched_keys": set()})
+    assert (
+        "4 tensor(s) in the weights are not in its model (model.layers.1.mlp.up_proj.weight, "
+        "model.layers.2.mlp.up_proj.weight, model.layers.10.mlp.up_proj.weight and 1 more)"
+    ) in str(error.value)
+    check_loading_info("/m", {"missing_keys": set(), "unexpected_keys": set(), "mismatched_keys": set()})
+
+
+@pytest.mark.parametrize(("bad", "what"), [(float("nan"), "NaN"), (float("inf"), "infinite values")])
+def test_weights_that_are_not_finite_are_refused_naming_the_first(saved_tiny, bad, what):
+    from slca_grpo.models.checkpoint import ModelWeightsError
+
+    first = "model.layers.0.mlp.up_proj.weight"
+
+    def poison(weights):
+        weights[first][3, 4] = bad
+        weights["model.norm.weight"][0] = float("nan")  # later in the model's order
+
+    _rewrite_weights(saved_tiny, poison)
+    with pytest.raises(ModelWeightsError) as error:
+        load_model(saved_tiny)
+    assert str(error.value) == (
+        f"model folder {saved_tiny}: its weights are not finite: {first} holds {what} "
+        "(a diverged training run? use an earlier checkpoint)"
+    )
+
+
+def test_the_finite_check_reads_every_parameter_in_place(tokenizer):
+    from slca_grpo.models.checkpoint import ModelWeightsError, check_finite_weights
+
+    model = build_tiny_model(tokenizer, TinyModelConfig(seed=5))
+    before = {name: p.data_ptr() for name, p in model.named_parameters()}
+    check_finite_weights("m", model)  # a sound model passes, untouched
+    assert {name: p.data_ptr() for name, p in model.named_parameters()} == before
+    with torch.no_grad():
+        model.model.norm.weight[1] = float("-inf")
+    with pytest.raises(ModelWeightsError, match="model.norm.weight holds infinite values"):
+        check_finite_weights("m", model)

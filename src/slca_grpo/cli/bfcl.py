@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from slca_grpo.cli.common import add_chat_format_arguments, chat_format_options, default_out_dir
+from slca_grpo.cli.common import add_chat_format_arguments, chat_format_options, default_out_dir, fail
 from slca_grpo.eval.agent import ChatAgent
 
 
@@ -90,6 +90,7 @@ def run_bfcl_command(args: argparse.Namespace) -> int:
     from slca_grpo.data.bfcl.package import BFCLNotInstalledError
     from slca_grpo.eval.bfcl.report import markdown_table
     from slca_grpo.eval.bfcl.runner import run_bfcl
+    from slca_grpo.eval.report import check_request_failures
     from slca_grpo.trainer.run_folder import RunFolderBusy, check_out_folder, hold_run_folder
 
     out_dir = args.out if args.out is not None else default_out_dir("bfcl", args.policy)
@@ -106,9 +107,10 @@ def run_bfcl_command(args: argparse.Namespace) -> int:
                 max_steps_per_turn=args.max_steps_per_turn,
                 progress=not args.no_progress,
             )
+            failed_requests = check_request_failures(agent, Path(out_dir) / "summary.json")
     except (BFCLNotInstalledError, UnsupportedCategoryError, ValueError, RunFolderBusy) as exc:
         print(f"slca eval bfcl: {exc}", file=sys.stderr)
         return 2
     print(markdown_table(report))
     print(f"wrote {out_dir}")
-    return 0
+    return fail(failed_requests, 1) if failed_requests else 0

@@ -89,7 +89,7 @@ def run_indomain(args: argparse.Namespace) -> int:
     from slca_grpo.data.tasks import TaskFormatError
     from slca_grpo.eval.indomain import score_trajectories
     from slca_grpo.eval.policies import UnknownPolicySpec, resolve_model_agent
-    from slca_grpo.eval.report import write_eval_report
+    from slca_grpo.eval.report import check_request_failures, write_eval_report
     from slca_grpo.eval.text_loop import TaskOracleAgent, run_text_episodes
     from slca_grpo.rewards.factory import make_judge
     from slca_grpo.rollout.environment import ToolEnvironment
@@ -170,11 +170,12 @@ def run_indomain(args: argparse.Namespace) -> int:
                 title=f"In-domain evaluation of {args.policy}" + sampled_title(args),
                 chart_keys=("success@0.9", "name_f1", "arg_match", "process"),
             )
+            failed_requests = check_request_failures(agent, out / "summary.json")
     except RunFolderBusy as exc:
         return fail(str(exc))
     print(json.dumps({k: v for k, v in summary.items() if k not in ("by_kind", "slots")}, indent=1))
     print(f"wrote {out}/per_item.jsonl, summary.json, report.md and metrics.png")
-    return 0
+    return fail(failed_requests, 1) if failed_requests else 0
 
 
 MAX_SAMPLES = 64  # episodes per task

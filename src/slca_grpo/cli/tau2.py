@@ -101,6 +101,7 @@ def run_tau2_command(args: argparse.Namespace) -> int:
 
     try:
         from slca_grpo.data.tau2.tasks import TaskSelectionError
+        from slca_grpo.eval.report import check_request_failures
         from slca_grpo.eval.tau2.runner import run_tau2
 
         out_dir = Path(args.out) if args.out else _default_out(args.domain, args.policy)
@@ -122,6 +123,8 @@ def run_tau2_command(args: argparse.Namespace) -> int:
                 concurrency=args.concurrency,
                 progress=not args.no_progress,
             )
+            summary_file = report.files.get("summary")
+            failed_requests = check_request_failures(agent, summary_file)
     except (Tau2Unavailable, UnknownPolicy, TaskSelectionError, RunFolderBusy) as exc:
         return fail(str(exc))
     except ValueError as exc:  # bad numbers (trials, limits): the message names the argument
@@ -134,4 +137,6 @@ def run_tau2_command(args: argparse.Namespace) -> int:
     if report.num_errors:
         print(f"warning: {report.num_errors} simulation(s) raised; see {report.files.get('per_item')}", file=sys.stderr)
     print(f"report: {report.files.get('report')}")
+    if failed_requests:
+        return fail(failed_requests, 1)
     return 1 if report.num_errors == report.num_simulations else 0

@@ -3,7 +3,10 @@
 ``native`` mode sends tools through the API's ``tools`` field and turns the reply's
 ``tool_calls`` into a Hermes ``<tool_call>`` block; ``prompt`` mode, for servers without a tool
 parser, puts the tools in the system prompt in the Hermes format and returns the text as is.
-Failures after retries become an empty answer (counted), never an exception.
+Failures after retries, and replies that are not chat completions (not JSON, or JSON of another
+shape), become an empty answer, never an exception: they are counted (``failures`` of
+``requests``, with ``first_error``), and every ``slca eval`` command reports them
+(``slca_grpo.eval.report.check_request_failures``).
 """
 
 from __future__ import annotations
@@ -38,18 +41,32 @@ def to_api_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def reply_to_text(data: Any) -> str:
-    """A chat-completion reply as Hermes text: its prose, then one block with its tool calls."""
+    """A chat-completion reply as Hermes text: its prose, then one block with its tool calls.
+
+    ``EndpointError`` for a reply of another shape (no ``choices[0].message`` object, a message
+    with neither ``content`` nor ``tool_calls``, content that is not text, a malformed tool call):
+    a server or proxy answering something else is a failed request, not an empty answer.
+    """
     try:
         message = data["choices"][0]["message"]
     except (KeyError, IndexError, TypeError):
-        raise EndpointError("reply is not a chat completion") from None
-    content = message.get("content") if isinstance(message, dict) else None
-    text = content if isinstance(content, str) else ""
+        raise EndpointError(f"reply is not a chat completion (no choices[0].message): {_excerpt(data)}") from None
+    if not isinstance(message, dict):
+        raise EndpointError(f"reply is not a chat completion (its message is not an object): {_excerpt(data)}")
+    if "content" not in message and "tool_calls" not in message:
+        raise EndpointError(f"reply is not a chat completion (its message has no content): {_excerpt(data)}")
+    text = _content_text(message.get("content"))
+    if text is None:
+        raise EndpointError(f"reply is not a chat completion (its content is not text): {_excerpt(data)}")
+    raw_calls = message.get("tool_calls")
+    if raw_calls is not None and not isinstance(raw_calls, list):
+        raise EndpointError(f"reply is not a chat completion (tool_calls is not a list): {_excerpt(data)}")
     calls = []
-    for call in (message.get("tool_calls") or []) if isinstance(message, dict) else []:
-        function = call.get("function", {}) if isinstance(call, dict) else {}
-        if isinstance(function.get("name"), str):
-            calls.append({"name": function["name"], "arguments": arguments_dict(function.get("arguments"))})
+    for call in raw_calls or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise EndpointError(f"reply has a malformed tool call (no function name): {_excerpt(call)}")
+        calls.append({"name": function["name"], "arguments": arguments_dict(function.get("arguments"))})
     if calls:
         if all(isinstance(c["arguments"], dict) for c in calls):
             block = render_tool_calls(calls)
@@ -57,6 +74,27 @@ def reply_to_text(data: Any) -> str:
             block = "<tool_call>\n" + json.dumps(calls if len(calls) > 1 else calls[0]) + "\n</tool_call>"
         return (text.strip() + "\n" if text.strip() else "") + block
     return text
+
+
+def _content_text(content: Any) -> str | None:
+    """A message's content as text: a string, null (a reply with only tool calls), or a list of
+    ``{"type": "text", "text": ...}`` parts; None for anything else."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(isinstance(part, dict) for part in content):
+        texts = [part.get("text") for part in content if part.get("type") == "text"]
+        if all(isinstance(t, str) for t in texts):
+            return "".join(texts)
+    return None
+
+
+def _excerpt(value: Any) -> str:
+    """A short one-line view of a reply for an error message."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text[:160] + ("..." if len(text) > 160 else "")
 
 
 class OpenAIChatAgent:
@@ -67,7 +105,9 @@ class OpenAIChatAgent:
         self.mode = mode
         self.temperature = temperature
         self.endpoint = ChatClient(endpoint)
+        self.requests = 0  # requests answered (each after its retries), failed ones included
         self.failures = 0
+        self.first_error: str | None = None
         self.last_errors: list[str] = []
         self.last_token_counts: list[int] = []  # completion tokens per request (from the API's usage)
 
@@ -86,15 +126,21 @@ class OpenAIChatAgent:
         self.last_token_counts = counts
 
         async def one(index: int, request: AgentRequest) -> str:
+            # Counted on the event loop's thread: concurrent respond() calls (τ²'s batcher) share it.
+            self.requests += 1
             try:
                 data = await self.endpoint.apost(self.body(request))
+                text = reply_to_text(data)
                 usage = data.get("usage") if isinstance(data, dict) else None
                 tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-                counts[index] = tokens if isinstance(tokens, int) else 0
-                return reply_to_text(data)
+                counts[index] = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
+                return text
             except EndpointError as exc:
+                error = " ".join(str(exc).split()) or type(exc).__name__
                 self.failures += 1
-                self.last_errors = (self.last_errors + [str(exc)])[-20:]
+                if self.first_error is None:
+                    self.first_error = error
+                self.last_errors = (self.last_errors + [error])[-20:]
                 return ""
 
         return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(requests))))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -63,3 +65,56 @@ def write_eval_report(
     figure.tight_layout()
     figure.savefig(out_dir / "metrics.png", dpi=110)
     plt.close(figure)
+
+
+# The key of an evaluation's summary.json that records its policy's requests (endpoint policies).
+REQUESTS_KEY = "policy_requests"
+
+
+def request_failures(agent: Any) -> dict[str, Any] | None:
+    """``{"total", "failed", "first_error"}`` of an agent that counts its requests and their
+    failures (an endpoint policy, :class:`OpenAIChatAgent`); None for any other agent."""
+    total, failed = getattr(agent, "requests", None), getattr(agent, "failures", None)
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (total, failed)):
+        return None
+    return {"total": total, "failed": failed, "first_error": getattr(agent, "first_error", None)}
+
+
+def check_request_failures(agent: Any, summary_file: str | os.PathLike[str] | None) -> str | None:
+    """After an evaluation, what every ``slca eval`` command does about its policy's failed requests.
+
+    An endpoint that answered errors, or something that is not a chat completion, leaves empty
+    answers that score like a bad policy. So the counts go into ``summary_file`` (its
+    ``policy_requests``), a line on stderr says how many requests failed and the first error, and
+    when every request failed the one-line error to exit with is returned (None otherwise).
+    """
+    record = request_failures(agent)
+    if record is None:
+        return None
+    if summary_file is not None:
+        _record_in_summary(Path(summary_file), record)
+    total, failed, first = record["total"], record["failed"], record["first_error"]
+    name = getattr(agent, "name", "the policy")
+    if total and failed == total:
+        return (
+            f"every request to {name} failed ({failed} of {total}); the first: {first}; its scores"
+            + (f" in {Path(summary_file).parent}" if summary_file is not None else "")
+            + " measure the failures, not the model"
+        )
+    if failed:
+        print(
+            f"warning: {failed} of {total} requests to {name} failed (scored as empty answers); the first: {first}",
+            file=sys.stderr,
+        )
+    return None
+
+
+def _record_in_summary(path: Path, record: dict[str, Any]) -> None:
+    """Add ``record`` to the summary an evaluation wrote (left as it is when there is none)."""
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(summary, dict):
+        summary[REQUESTS_KEY] = record
+        path.write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")

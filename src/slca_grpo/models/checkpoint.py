@@ -17,6 +17,7 @@ import re
 import shutil
 import sys
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,86 @@ NAME = re.compile(r"step-\d{6,}")
 
 class CheckpointError(OSError):
     """No intact checkpoint to resume from (one line saying which file is damaged, and how)."""
+
+
+class ModelWeightsError(CheckpointError, ValueError):
+    """A model folder whose weights cannot be used as they are: they do not match its ``config.json``
+    (missing, unexpected or differently shaped tensors) or are not finite. One line naming the
+    folder and what is wrong; a ``ValueError`` too, so every caller that reports a damaged model
+    folder in one line reports this one the same way."""
+
+
+# How many tensor names one error line shows at most.
+_SHOWN = 3
+
+
+def _names(keys: Iterable[str]) -> str:
+    ordered = sorted(keys, key=_natural)
+    shown = ", ".join(ordered[:_SHOWN])
+    return shown + (f" and {len(ordered) - _SHOWN} more" if len(ordered) > _SHOWN else "")
+
+
+def _natural(key: str) -> list[Any]:
+    """``layers.2`` before ``layers.10``."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", key)]
+
+
+def _shape(shape: Any) -> str:
+    return "x".join(str(int(n)) for n in shape) or "scalar"
+
+
+def check_loading_info(
+    folder: str | os.PathLike[str], info: dict[str, Any], tied: dict[str, str] | None = None
+) -> None:
+    """Refuse a checkpoint whose weights do not match the model its ``config.json`` builds.
+
+    ``info`` is what ``from_pretrained(..., output_loading_info=True)`` returns (missing, unexpected
+    and mismatched keys, after transformers' own exceptions: a buffer it rebuilds, a tied weight it
+    ties). ``tied`` maps a tied weight to its source (``model.all_tied_weights_keys``): a tied
+    weight is never missing while its source is there, as ``lm_head.weight`` of a model with tied
+    embeddings is absent from the file by design. ``ModelWeightsError`` in one line otherwise.
+    """
+    tied = tied or {}
+    info = info if isinstance(info, dict) else {}
+    missing = set(info.get("missing_keys") or ())
+    missing = {key for key in missing if not (key in tied and tied[key] not in missing)}
+    unexpected = set(info.get("unexpected_keys") or ())
+    mismatched = sorted(info.get("mismatched_keys") or (), key=lambda item: _natural(item[0]))
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} tensor(s) the config asks for are not in the weights ({_names(missing)})")
+    if unexpected:
+        problems.append(f"{len(unexpected)} tensor(s) in the weights are not in its model ({_names(unexpected)})")
+    if mismatched:
+        shown = ", ".join(
+            f"{name}: {_shape(found)} in the weights, {_shape(expected)} by the config"
+            for name, found, expected in mismatched[:_SHOWN]
+        )
+        more = f" and {len(mismatched) - _SHOWN} more" if len(mismatched) > _SHOWN else ""
+        problems.append(f"{len(mismatched)} tensor(s) have another shape ({shown}{more})")
+    if problems:
+        raise ModelWeightsError(
+            f"model folder {folder}: its weights do not match its config.json: {'; '.join(problems)} "
+            "(a config.json edited or taken from another model?)"
+        )
+
+
+def check_finite_weights(folder: str | os.PathLike[str], model: torch.nn.Module) -> None:
+    """Refuse a model with a NaN or infinite parameter, naming the first one.
+
+    Each parameter is checked in place, one at a time (a shared parameter once): the only memory
+    taken is one boolean per element of the tensor being checked, never a copy of the model.
+    """
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if not parameter.is_floating_point() or parameter.device.type == "meta":
+                continue
+            if not bool(torch.isfinite(parameter).all()):
+                what = "NaN" if bool(torch.isnan(parameter).any()) else "infinite values"
+                raise ModelWeightsError(
+                    f"model folder {folder}: its weights are not finite: {name} holds {what} "
+                    "(a diverged training run? use an earlier checkpoint)"
+                )
 
 
 def rng_state() -> dict[str, Any]:
