@@ -59,7 +59,7 @@ MAX_SAMPLES = 64  # slca eval indomain's bound
 
 def refuse(message: str) -> SystemExit:
     """The one-line error the script exits with (``raise refuse(...)``)."""
-    return SystemExit(f"error: {message}")
+    return SystemExit("error: " + " ".join(message.split()))  # one line, whatever the message quotes
 
 
 def final_model(run: Path) -> Path | None:

@@ -54,8 +54,7 @@ def load(*overrides: str) -> RunConfig:
         ("rollout.temperature=-0.5", "rollout.temperature must be >= 0"),
         # Logits over a tinier temperature overflow and the softmax is NaN (once blamed on rl.lr).
         ("rollout.temperature=1e-300", "rollout.temperature must be 0 (greedy) or at least 0.01, got 1e-300"),
-        ("rollout.temperature=.nan", "rollout.temperature must be 0 (greedy) or at least 0.01, got nan"),
-        ("rollout.temperature=.inf", "rollout.temperature must be 0 (greedy) or at least 0.01, got inf"),
+        ("rollout.temperature=.nan", "rollout.temperature must be a finite number, got nan"),
         ("data.tools_per_task=[1, 100000]", "data.tools_per_task must be [min, max] with 1 <= min <= max <= 38"),
         ("train.eval_tasks=-1", "train.eval_tasks must be >= 0"),
         ("train.save_every=-1", "train.save_every must be >= 0"),

@@ -232,7 +232,7 @@ def test_client_failures_are_observations_not_exceptions(service):
 )
 def test_bad_service_settings_are_one_line_errors(setting, value, named):
     with pytest.raises(ConfigError, match=re.escape(named)):
-        SimulatorServiceConfig(url="http://127.0.0.1:8765", **{setting: value})
+        SimulatorServiceConfig(**{"url": "http://127.0.0.1:8765", setting: value})
 
 
 def test_a_client_needs_a_url():

@@ -27,6 +27,7 @@ from transformers import (
 
 from slca_grpo.chat.jinja import hermes_chat_template
 from slca_grpo.data.synthetic import generate_tasks, render_gold
+from slca_grpo.models.checkpoint import check_finite_weights, check_loading_info
 from slca_grpo.models.smollm2 import SmolLM2NotInstalled, load_smollm2, to_serializable
 from slca_grpo.models.tiny import PRESETS, TinyModelConfig, build_tiny_model, count_parameters
 from slca_grpo.models.tokenizer import DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS, TAG_TOKENS, train_tokenizer
@@ -194,8 +195,6 @@ def load_model(
         raise ValueError(f"{folder} is not a checkpoint folder: it has no config.json")
     if kwargs:
         raise TypeError(f"unexpected keyword(s) for a checkpoint folder: {', '.join(sorted(kwargs))}")
-    from slca_grpo.models.checkpoint import check_finite_weights, check_loading_info
-
     try:
         tokenizer = load_tokenizer(folder)
         # Mismatched shapes are reported, not raised, so that one line can say which (transformers

@@ -38,7 +38,7 @@ from slca_grpo.chat.chat_format import build_formatter
 from slca_grpo.chat.native_format import ChatTemplateError
 from slca_grpo.chat.parser import is_call_turn, last_turn_text
 from slca_grpo.config import ConfigError, from_dict
-from slca_grpo.engine.sampling import MIN_TEMPERATURE
+from slca_grpo.engine import MIN_TEMPERATURE
 from slca_grpo.integrations.trl.data import task_of_row
 from slca_grpo.integrations.trl.rewards import (
     ANSWERED_FIELD,
@@ -333,7 +333,10 @@ class SLCATrainer(GRPOTrainer):
                     return None
                 return take_step(*args, **kwargs)
 
-            # A bound method, as torch's schedulers expect when they wrap ``optimizer.step`` in turn.
+            # A bound method, as torch's schedulers expect when they wrap ``optimizer.step`` in turn;
+            # it calls the step the scheduler wrapped, so it carries that wrapper's mark (without it
+            # torch warns that the step was replaced after the scheduler was made).
+            gated_step._wrapped_by_lr_sched = True  # type: ignore[attr-defined]
             optimizer.step = types.MethodType(gated_step, optimizer)
             optimizer._slca_gated = True
         plateau = isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)  # stepped by evaluations
