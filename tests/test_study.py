@@ -258,6 +258,39 @@ def test_eight_seeds_exact_tests_holm_truncation_and_one_provenance(tmp_path):
     (tmp_path / "report.md").write_text("old")
     report = write_study_report(tmp_path, plan)
     assert report["settings"]["code"].startswith("not known: 1 of ")
+
+
+def test_the_report_says_when_the_runs_thread_settings_differ(tmp_path):
+    from slca_grpo.provenance import provenance
+
+    plan = StudyPlan(
+        StudyBudget("demo-quick-tiny", seeds=2, noise="none", steps=4, evals=2, eval_tasks=8),
+        ("grpo", "slca"),
+        (NoiseLevel(),),
+    )
+    two = {"torch_threads": 2, "mkl_dynamic": "FALSE", "omp_dynamic": "FALSE"}
+    for seed in range(2):
+        for estimator in plan.estimators:
+            fake_run(
+                run_dir(tmp_path, NoiseLevel(), estimator, seed),
+                start=0.4,
+                final=0.5,
+                cosine=0.0,
+                provenance={**provenance(), "threads": two},
+            )
+    report = write_study_report(tmp_path, plan)
+    assert report["settings"]["threads"] == {
+        "text": "2 torch threads, MKL_DYNAMIC=FALSE, OMP_DYNAMIC=FALSE",
+        "differ": False,
+    }
+    assert "Threads of every run: 2 torch threads, MKL_DYNAMIC=FALSE" in (tmp_path / "report.md").read_text()
+    # One run resumed on one thread: its steps mix the two, and the report says the runs differ.
+    one = run_dir(tmp_path, NoiseLevel(), "slca", 1) / "provenance.json"
+    one.write_text(json.dumps({**json.loads(one.read_text()), "threads_resumed": {**two, "torch_threads": 1}}))
+    report = write_study_report(tmp_path, plan)
+    assert report["settings"]["threads"]["differ"] is True
+    assert "1 torch threads, MKL_DYNAMIC=FALSE, OMP_DYNAMIC=FALSE (1 runs)" in report["settings"]["threads"]["text"]
+    assert "**The runs' thread settings differ**" in (tmp_path / "report.md").read_text()
     assert "torch is list, not text" in report["settings"]["code"]
     assert "Code and environment of every run: not known: 1 of " in (tmp_path / "report.md").read_text()
 

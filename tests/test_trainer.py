@@ -333,6 +333,9 @@ def test_end_to_end_run_and_exact_resume(tmp_path, capsys):
     assert resumed["final_eval"]["score"] == pytest.approx(summary["final_eval"]["score"], abs=1e-9)
     assert json.loads((resumed_dir / "summary.json").read_text())["steps"] == 3
     assert (resumed_dir / "sft_metrics.jsonl").read_text() == (full_dir / "sft_metrics.jsonl").read_text()
+    # The threads it computed with are recorded, and a resume with the same ones adds nothing.
+    recorded = json.loads((resumed_dir / "provenance.json").read_text())
+    assert recorded["threads"]["torch_threads"] == torch.get_num_threads() and "threads_resumed" not in recorded
 
 
 def test_a_decaying_schedule_or_a_warm_up_keeps_a_runs_steps(tmp_path):
@@ -759,3 +762,17 @@ def test_runs_without_progress_bars_silence_the_weight_loading_bars_too(tmp_path
         assert not transformers_logging.is_progress_bar_enabled()
     finally:
         transformers_logging.enable_progress_bar()
+
+
+def test_importing_the_package_keeps_mkl_from_choosing_fewer_threads_under_load():
+    import os
+    import subprocess
+    import sys
+
+    show = "import os, slca_grpo; print(os.environ['MKL_DYNAMIC'], os.environ['OMP_DYNAMIC'])"
+    clean = {k: v for k, v in os.environ.items() if k not in ("MKL_DYNAMIC", "OMP_DYNAMIC")}
+    done = subprocess.run([sys.executable, "-c", show], env=clean, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["FALSE", "FALSE"]
+    chosen = {**clean, "MKL_DYNAMIC": "TRUE"}  # a user's own choice is kept
+    done = subprocess.run([sys.executable, "-c", show], env=chosen, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["TRUE", "FALSE"]

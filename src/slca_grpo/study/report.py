@@ -330,6 +330,30 @@ def run_provenance(runs: Sequence[Mapping[str, Any]]) -> str | None:
     return describe(records[0])
 
 
+def _threads_text(threads: Mapping[str, Any]) -> str:
+    return (
+        f"{threads.get('torch_threads')} torch threads, MKL_DYNAMIC={threads.get('mkl_dynamic')}, "
+        f"OMP_DYNAMIC={threads.get('omp_dynamic')}"
+    )
+
+
+def run_threads(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The thread settings the runs computed with (``{"text", "differ"}``; None where no run
+    recorded them). A run's digits depend on them, so runs made with others are said to differ."""
+    seen: dict[str, int] = {}
+    for run in runs:
+        record = run["provenance"] or {}
+        for key in ("threads", "threads_resumed"):
+            if isinstance(record.get(key), dict):
+                text = _threads_text(record[key])
+                seen[text] = seen.get(text, 0) + 1
+    if not seen:
+        return None
+    if len(seen) == 1:
+        return {"text": next(iter(seen)), "differ": False}
+    return {"text": " | ".join(f"{text} ({count} runs)" for text, count in sorted(seen.items())), "differ": True}
+
+
 def write_study_report(out_dir: str | Path, plan: StudyPlan) -> dict[str, Any]:
     """Read the finished runs of ``out_dir`` and write ``report.json``, ``report.md`` and charts."""
     out_dir = Path(out_dir)
@@ -365,6 +389,7 @@ def write_study_report(out_dir: str | Path, plan: StudyPlan) -> dict[str, Any]:
         "settings": {
             **plan.to_dict(),
             "code": run_provenance(finished),
+            "threads": run_threads(finished),
             "sft_code": describe(sft_provenance) if isinstance(sft_provenance, dict) else None,
             "preset": plan.budget.preset,
             "seeds": len(plan.seeds),

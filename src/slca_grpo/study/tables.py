@@ -154,6 +154,15 @@ def _header(report: Mapping[str, Any], plan: StudyPlan, labels: Mapping[str, str
     code = settings.get("code")
     if code:
         lines += [f"Code and environment of every run: {code}.", ""]
+    threads = settings.get("threads")
+    if threads and threads["differ"]:
+        lines += [
+            f"**The runs' thread settings differ**: {threads['text']}. A run's digits depend on them (how its "
+            "sums are split), so paired differences hold that too.",
+            "",
+        ]
+    elif threads:
+        lines += [f"Threads of every run: {threads['text']}.", ""]
     sft_code = settings.get("sft_code")
     if sft_code and sft_code != code:
         lines += [f"The shared SFT start was made with: {sft_code}.", ""]

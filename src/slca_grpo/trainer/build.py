@@ -5,8 +5,10 @@ formatter, the simulator, the reference model, and the RL trainer with its agent
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers.utils import logging as transformers_logging
@@ -37,7 +39,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 def start_process(config: RunConfig) -> torch.device:
     """This process's torch threads, memory reuse, seed and quiet loading as ``config`` asks; the
-    device to run on."""
+    device to run on. The thread count is fixed for the whole run (``train.torch_threads``, else
+    torch's default) and recorded by :func:`thread_settings`."""
     if config.train.keep_freed_memory:
         keep_freed_memory()
     use_native_kernels(config.model.native_kernels)
@@ -46,6 +49,16 @@ def start_process(config: RunConfig) -> torch.device:
     torch.manual_seed(config.train.seed)
     quiet_transformers(config)
     return resolve_device(config.train.device)
+
+
+def thread_settings() -> dict[str, Any]:
+    """The threads this process computes with, as a run's provenance records them: a run's digits
+    depend on them (how sums are split), and a study's report says when its runs' differ."""
+    return {
+        "torch_threads": torch.get_num_threads(),
+        "mkl_dynamic": os.environ.get("MKL_DYNAMIC"),
+        "omp_dynamic": os.environ.get("OMP_DYNAMIC"),
+    }
 
 
 def quiet_transformers(config: RunConfig) -> None:

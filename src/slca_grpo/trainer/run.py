@@ -31,8 +31,22 @@ from slca_grpo.eval.indomain import evaluate_loop
 from slca_grpo.models.checkpoint import latest_checkpoint, load_latest_checkpoint, save_checkpoint, set_rng_state
 from slca_grpo.models.device import bf16_autocast
 from slca_grpo.plugins import load_plugins, loaded_plugins
-from slca_grpo.provenance import ProvenanceDamaged, add_to_provenance, describe, provenance, record_provenance
-from slca_grpo.trainer.build import build_rl_trainer, check_rl_fits, keep_lora_base, rl_models, start_process
+from slca_grpo.provenance import (
+    ProvenanceDamaged,
+    add_to_provenance,
+    describe,
+    provenance,
+    read_provenance,
+    record_provenance,
+)
+from slca_grpo.trainer.build import (
+    build_rl_trainer,
+    check_rl_fits,
+    keep_lora_base,
+    rl_models,
+    start_process,
+    thread_settings,
+)
 from slca_grpo.trainer.diagnostics import std
 from slca_grpo.trainer.logger import MetricsLogger, progress_note
 from slca_grpo.trainer.optim import TrainingDiverged
@@ -73,6 +87,7 @@ def train(
             return finished
         _record_start(config, out_dir)
         device = start_process(config)
+        _record_threads(out_dir)
         kernels_before = kernel_calls()
         train_tasks, test_tasks, probe_tasks = load_data(config.data)
         eval_tasks = test_tasks[: config.train.eval_tasks]
@@ -285,6 +300,21 @@ def _finished_summary(config: RunConfig, out_dir: Path) -> dict[str, Any] | None
     except (OSError, ValueError):
         return None  # not written, or damaged: the run writes it again from its last checkpoint
     return summary if isinstance(summary, dict) and summary.get("steps") == config.rl.steps else None
+
+
+def _record_threads(out_dir: Path) -> None:
+    """The threads the run computes with, into its provenance; a resume with others is recorded
+    beside them (``threads_resumed``) and said, since the run's steps then mix the two."""
+    now = thread_settings()
+    try:
+        earlier = (read_provenance(out_dir) or {}).get("threads")
+    except ProvenanceDamaged:
+        return  # said at the start, and left as it is
+    if earlier is None:
+        add_to_provenance(out_dir, threads=now)
+    elif earlier != now:
+        print(f"warning: {out_dir} was started with {earlier}; it continues with {now}", file=sys.stderr)
+        add_to_provenance(out_dir, threads_resumed=now)
 
 
 def _record_start(config: RunConfig, out_dir: Path) -> None:
