@@ -4,27 +4,25 @@ it never trained on?
 A study evaluates its held-out tasks greedily; the probe set (training-distribution tasks) also
 sampled. This evaluates the study's SFT start and every run's final model on the study's own
 held-out tasks, each task ``--samples`` times at the runs' rollout temperature with one seed for
-every model (common random numbers), through ``slca eval indomain`` with the runs' turn and token
-limits, and greedily through the same harness beside it. It writes ``OUT/report.md`` and
-``OUT/report.json``: per (noise level, estimator), the mean change from the start over seeds with
-its interval and exact sign-flip p (Holm over the table), and SLCA − GRPO seed by seed.
+every model (common random numbers), and greedily beside it, each through ``slca eval indomain
+--run`` (the run's own held-out tasks, limits, simulator and judge, through the loop its own
+evaluations take). It writes ``OUT/report.md`` and ``OUT/report.json``: per (noise level,
+estimator), the mean change from the start over seeds with its interval and exact sign-flip p
+(Holm over the table), and SLCA − GRPO seed by seed.
 
     python benchmarks/study_sampled_eval.py runs/study --out runs/study-sampled-eval --samples 4
 
-The held-out tasks are made from the settings the runs recorded (their ``config.yaml``, which must
-agree), and checked against the tasks the runs evaluated (their ``eval_start_items.jsonl``: ids,
-kinds, held-out tools, argument slots, in order); a run without that record needs a
-``provenance.json`` with today's source digest. Today's code making other tasks is refused.
+The runs must agree on their held-out tasks and how they roll out (their ``config.yaml``); the start
+is evaluated through the first finished run (``--checkpoint start``).
 
 Finished evaluations are kept: rerun the same command to continue. ``OUT/settings.json`` records
-the study, ``--samples``, ``--seed``, ``--limit`` and the tasks they were made with, and every kept
-evaluation is checked against them: a rerun with other settings is refused (use another ``--out``).
+the study, ``--samples``, ``--seed`` and ``--limit``, and every kept evaluation is checked against
+them: a rerun with other settings is refused (use another ``--out``).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -33,17 +31,12 @@ from typing import Any
 
 from slca_grpo.cli import main as slca
 from slca_grpo.config import ConfigError, load_yaml_config
-from slca_grpo.data.tasks import TaskFormatError, task_line, write_tasks
-from slca_grpo.datatypes import Task
-from slca_grpo.eval.slots import slot_results
 from slca_grpo.plugins import PluginError
-from slca_grpo.provenance import ProvenanceDamaged, describe, provenance, read_provenance
 from slca_grpo.study.arms import trained_level
 from slca_grpo.study.plan import PLAN_FILE, StudyPlan, read_json, run_dir
 from slca_grpo.study.stats import bootstrap_ci, holm_adjust, paired_difference_ci, sign_flip_p
 from slca_grpo.study.tables import format_interval
 from slca_grpo.trainer.run_config import RunConfig
-from slca_grpo.trainer.run_data import load_data
 
 # "r_tool seen" / "r_tool new": on the tasks whose tools the training split has, and on those with a
 # held-out tool (the summary's by_tools).
@@ -52,8 +45,6 @@ PERCENT = {"success@0.7", "name_f1", "arg_match", "truncated"}
 BY_TOOLS = {"r_tool seen": "seen_tools", "r_tool new": "new_tools"}
 WAYS = ("sampled", "greedy")
 SETTINGS_FILE = "settings.json"  # in OUT: what its kept evaluations were made with
-# What a run recorded of the held-out tasks it evaluated, first choice first (one item per task).
-ITEM_FILES = ("eval_start_items.jsonl", "eval_items.jsonl")
 MAX_SAMPLES = 64  # slca eval indomain's bound
 
 
@@ -76,22 +67,19 @@ def final_model(run: Path) -> Path | None:
 
 
 def evaluate(
-    model: Path, out: Path, tasks: Path, config: RunConfig, way: str, samples: int, seed: int, n_tasks: int
+    run: Path, checkpoint: str | None, out: Path, way: str, args: argparse.Namespace, temperature: float
 ) -> dict:
-    """``slca eval indomain`` of one model, kept in ``out`` (reused when it is there and was made
-    with these settings; refused when it was not)."""
+    """``slca eval indomain --run`` of one model, kept in ``out`` (reused when it is there and was
+    made with these settings; refused when it was not)."""
     summary = out / "summary.json"
     if summary.is_file():
-        check_kept(summary, way, samples, seed, config.rollout.temperature, n_tasks)
+        check_kept(summary, way, args.samples, args.seed, temperature, args.limit)
     else:
-        command = ["eval", "indomain", "--policy", f"hf:{model}", "--tasks", str(tasks), "--out", str(out), "--force"]
-        command += ["--max-turns", str(config.rollout.max_turns)]
-        command += ["--max-new-tokens", str(config.rollout.max_response_tokens)]
-        command += ["--bf16", {True: "true", False: "false"}.get(config.rl.bf16, "auto")]  # as the runs evaluated
-        command += ["--batch-size", "64"]  # episodes decoded together, as a run's evaluation batches them
+        command = ["eval", "indomain", "--run", str(run), "--out", str(out), "--force"]
+        command += ["--checkpoint", checkpoint] if checkpoint else []
+        command += ["--limit", str(args.limit)] if args.limit else []
         if way == "sampled":
-            command += ["--samples", str(samples), "--temperature", str(config.rollout.temperature)]
-            command += ["--seed", str(seed)]
+            command += ["--samples", str(args.samples), "--seed", str(args.seed)]
         started = time.perf_counter()
         with open(out.parent / f"{out.name}.log", "w") as log:
             stdout, sys.stdout = sys.stdout, log
@@ -119,7 +107,7 @@ def read_summary(path: Path) -> dict[str, Any]:
     return values
 
 
-def check_kept(summary: Path, way: str, samples: int, seed: int, temperature: float, n_tasks: int) -> None:
+def check_kept(summary: Path, way: str, samples: int, seed: int, temperature: float, limit: int | None) -> None:
     """Refuse a kept evaluation made with other settings than these (an earlier run of this
     script with other ``--samples``, ``--seed`` or ``--limit``, or other runs' temperature)."""
     values = read_summary(summary)
@@ -127,7 +115,7 @@ def check_kept(summary: Path, way: str, samples: int, seed: int, temperature: fl
     wanted = {
         "samples": samples if sampled else 1,
         "temperature": float(temperature) if sampled else 0.0,
-        "n": n_tasks * (samples if sampled else 1),
+        "limit": limit,
         **({"seed": seed} if sampled else {}),
     }
     found = {key: values.get(key) for key in wanted}
@@ -205,98 +193,9 @@ def common_config(runs: list[Path]) -> RunConfig:
     return config
 
 
-def task_signature(task: Task) -> dict[str, Any]:
-    """What a run's evaluation items record of a task (slca_grpo.eval.indomain.item_metrics)."""
-    return {
-        "task_id": task.id,
-        "kind": task.metadata.get("kind", task.subset),
-        "new_tools": bool(task.metadata.get("heldout_tools")),
-        "slots": [kind for kind, _ in slot_results(task, [])],
-    }
-
-
-def recorded_items(run: Path) -> tuple[Path, list[dict[str, Any]]] | None:
-    """(file, items) of the held-out tasks a run evaluated, or None when it kept no such file."""
-    for name in ITEM_FILES:
-        path = run / name
-        if not path.is_file():
-            continue
-        try:
-            items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        except (OSError, ValueError) as exc:
-            raise refuse(
-                f"{path} cannot be read ({type(exc).__name__}): the tasks the run evaluated are not known"
-            ) from None
-        if not all(isinstance(item, dict) and "task_id" in item for item in items):
-            raise refuse(
-                f"{path} holds a line that is not an evaluation item: the tasks the run evaluated are not known"
-            )
-        return path, items
-    return None
-
-
-def check_tasks(heldout: list[Task], runs: list[Path]) -> str:
-    """Refuse when today's code makes other held-out tasks than the runs evaluated; say how it was known."""
-    signatures = [task_signature(task) for task in heldout]
-    digest = None
-    by_items = by_provenance = 0
-    for run in runs:
-        found = recorded_items(run)
-        if found is not None:
-            path, items = found
-            if len(items) < len(signatures):
-                raise refuse(f"{path} records {len(items)} held-out tasks, today's code makes {len(signatures)}")
-            for index, (wanted, item) in enumerate(zip(signatures, items)):
-                differ = [key for key in wanted if key in item and _recorded(key, item[key]) != wanted[key]]
-                if differ:
-                    raise refuse(
-                        f"today's code makes other held-out tasks than run {run} evaluated (task {index}, "
-                        f"{wanted['task_id']}: {', '.join(differ)} differ from {path.name}): evaluate with the code "
-                        f"the study was run with ({_made_with(run)})"
-                    )
-            by_items += 1
-            continue
-        try:
-            record = read_provenance(run)
-        except ProvenanceDamaged as exc:
-            raise refuse(f"{exc}: the code run {run} was made with is not known") from None
-        digest = digest or provenance()["source_digest"]
-        if record is None or record.get("source_digest") != digest:
-            raise refuse(
-                f"run {run} records neither the tasks it evaluated ({' nor '.join(ITEM_FILES)}) nor today's code "
-                f"({_made_with(run)}; today: source digest {digest}): its held-out tasks cannot be confirmed"
-            )
-        by_provenance += 1
-    parts = [f"{by_items} run(s) by their evaluation items"] if by_items else []
-    parts += [f"{by_provenance} run(s) by their provenance (today's source digest)"] if by_provenance else []
-    return "checked against " + " and ".join(parts)
-
-
-def _recorded(key: str, value: Any) -> Any:
-    if key == "slots" and isinstance(value, list):
-        return [slot[0] if isinstance(slot, list) and slot else slot for slot in value]
-    return value
-
-
-def _made_with(run: Path) -> str:
-    try:
-        record = read_provenance(run)
-    except ProvenanceDamaged:
-        record = None
-    return f"its provenance.json: {describe(record)}" if record else "it has no provenance.json"
-
-
-def out_settings(args: argparse.Namespace, heldout: list[Task]) -> dict[str, Any]:
-    """What ``OUT``'s evaluations are made with: the study, the sampling, the held-out tasks."""
-    tasks = hashlib.sha256("".join(task_line(task) for task in heldout).encode()).hexdigest()[:16]
-    return {
-        "study": str(args.study.resolve()),
-        "samples": args.samples,
-        "seed": args.seed,
-        "limit": args.limit,
-        "tasks": len(heldout),
-        "tasks_sha256": tasks,
-    }
+def out_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``OUT``'s evaluations are made with: the study and the sampling."""
+    return {"study": str(args.study.resolve()), "samples": args.samples, "seed": args.seed, "limit": args.limit}
 
 
 def check_settings(out: Path, settings: dict[str, Any], kept: list[tuple[Path, str]], check: Any) -> None:
@@ -330,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("study", type=Path, help="a finished study folder (slca study --out)")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--samples", type=int, default=4, help="episodes per held-out task (default 4)")
+    parser.add_argument("--samples", type=int, default=4, help="sampled episodes per held-out task (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="the sampling seed, the same for every model")
     parser.add_argument("--limit", type=int, default=None, help="only the first N held-out tasks (a quick check)")
     args = parser.parse_args(argv)
@@ -355,48 +254,37 @@ def main(argv: list[str] | None = None) -> int:
     if unfinished:
         shown = ", ".join(unfinished[:3]) + (f" and {len(unfinished) - 3} more" if len(unfinished) > 3 else "")
         print(f"note: {len(unfinished)} run(s) are missing or unfinished, left out: {shown}", file=sys.stderr)
-    if not (args.study / "sft" / "config.json").is_file():
-        raise refuse(f"{args.study / 'sft'} holds no model (config.json): the study's SFT start is compared with")
     config = common_config([runs[key] for key in finished])
-    try:  # the runs' own held-out tasks, from the settings they recorded
-        heldout = load_data(config.data).test[: config.train.eval_tasks][: args.limit]
-    except (ConfigError, TaskFormatError, OSError) as exc:
-        raise refuse(f"the held-out tasks of {args.study}'s runs cannot be made: {exc}") from None
-    if not heldout:
-        raise refuse(f"the runs of {args.study} have no held-out tasks (train.eval_tasks is 0, or data.test is empty)")
-    tasks_check = check_tasks(heldout, sorted({runs[key] for key in finished}))
-
-    models = {"start": args.study / "sft", **{"/".join(map(str, key)): model for key, model in finished.items()}}
-    distinct: dict[str, str] = {}  # a run trained once stands for every level: evaluated once
-    for name, model in models.items():
-        distinct.setdefault(str(model), name)
+    first = runs[min(finished)]  # the start, evaluated through one run: every run starts from it
+    models = {"start": (first, "start"), **{"/".join(map(str, key)): (runs[key], None) for key in finished}}
+    # A run trained once stands for every level: evaluated once.
+    distinct: dict[tuple[str, str | None], str] = {}
+    for name, (run, checkpoint) in models.items():
+        distinct.setdefault((str(run.resolve()), checkpoint), name)
 
     def folder(name: str, way: str) -> Path:
         return args.out / f"{name.replace('/', '__')}-{way}"
 
     def check(summary: Path, way: str) -> None:
-        check_kept(summary, way, args.samples, args.seed, config.rollout.temperature, len(heldout))
+        check_kept(summary, way, args.samples, args.seed, config.rollout.temperature, args.limit)
 
-    settings = out_settings(args, heldout)
+    settings = out_settings(args)
     check_settings(args.out, settings, [(folder(name, way), way) for name in distinct.values() for way in WAYS], check)
-    tasks = args.out / "heldout.jsonl"
-    write_tasks(heldout, tasks)
     results = {
         name: {
-            way: evaluate(Path(model), folder(name, way), tasks, config, way, args.samples, args.seed, len(heldout))
+            way: evaluate(Path(run), checkpoint, folder(name, way), way, args, config.rollout.temperature)
             for way in WAYS
         }
-        for model, name in distinct.items()
+        for (run, checkpoint), name in distinct.items()
     }
-    value = {name: results[distinct[str(model)]] for name, model in models.items()}
+    value = {name: results[distinct[(str(run.resolve()), checkpoint)]] for name, (run, checkpoint) in models.items()}
 
     report: dict[str, Any] = {
         "samples": args.samples,
         "seed": args.seed,
         "limit": args.limit,
-        "tasks": len(heldout),
-        "tasks_sha256": settings["tasks_sha256"],
-        "tasks_source": "the data settings of the runs' config.yaml, " + tasks_check,
+        "tasks": value["start"]["greedy"].get("n"),
+        "tasks_source": "each run's own held-out tasks (slca eval indomain --run); the runs' config.yaml agree on them",
     }
     report["start"] = {way: {m: value["start"][way][m] for m in METRICS} for way in WAYS}
     cells, tests = {}, []

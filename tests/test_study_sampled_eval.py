@@ -1,7 +1,7 @@
 """benchmarks/study_sampled_eval.py on a made-up finished study, with ``slca eval indomain``
-replaced by a stub: kept evaluations are reused only with the settings they were made with, a
-malformed study is one line, ``--out`` never overwrites the study, and the held-out tasks are the
-ones the runs evaluated."""
+replaced by a stub: every model is evaluated through its run (``--run``), kept evaluations are
+reused only with the settings they were made with, a malformed study is one line, and ``--out``
+never overwrites the study."""
 
 from __future__ import annotations
 
@@ -13,12 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from slca_grpo.config import save_yaml_config
-from slca_grpo.eval.slots import slot_results
-from slca_grpo.provenance import provenance
+from slca_grpo.config import load_yaml_config, save_yaml_config
 from slca_grpo.study.plan import PLAN_FILE, StudyBudget, StudyPlan
 from slca_grpo.trainer.run_config import RunConfig, run_settings
-from slca_grpo.trainer.run_data import load_data
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "study_sampled_eval.py"
 _spec = importlib.util.spec_from_file_location("benchmarks_study_sampled_eval", _PATH)
@@ -42,22 +39,6 @@ def run_config(**data) -> RunConfig:
     )
 
 
-def items_of(config: RunConfig) -> str:
-    """The run's eval_start_items.jsonl, as its first evaluation writes it (the fields that matter)."""
-    tasks = load_data(config.data).test[: config.train.eval_tasks]
-    items = [
-        {
-            "task_id": task.id,
-            "kind": task.metadata.get("kind", task.subset),
-            "new_tools": bool(task.metadata.get("heldout_tools")),
-            "r_tool": 0.0,
-            "slots": [[kind, False] for kind, _ in slot_results(task, [])],
-        }
-        for task in tasks
-    ]
-    return "".join(json.dumps(item) + "\n" for item in items)
-
-
 def make_run(folder: Path, config: RunConfig) -> None:
     model = folder / "checkpoints" / "step-000000" / "model"
     model.mkdir(parents=True)
@@ -65,7 +46,6 @@ def make_run(folder: Path, config: RunConfig) -> None:
     (folder / "checkpoints" / "latest").write_text("step-000000\n")
     (folder / "summary.json").write_text("{}")
     save_yaml_config(run_settings(config), folder / "config.yaml")
-    (folder / "eval_start_items.jsonl").write_text(items_of(config))
 
 
 @pytest.fixture
@@ -92,16 +72,20 @@ def evaluations(monkeypatch) -> list[list[str]]:
 
     def slca(command: list[str]) -> int:
         calls.append(command)
+        assert command[:3] == ["eval", "indomain", "--run"] and "--policy" not in command
         out = Path(value(command, "--out", ""))
         out.mkdir(parents=True, exist_ok=True)
-        tasks = len(Path(value(command, "--tasks", "")).read_text().splitlines())
+        sampled = "--samples" in command
         samples = int(value(command, "--samples", "1"))
-        score = 0.4 if "/sft" in value(command, "--policy", "") else 0.6
-        summary = {
-            "n": tasks * samples,
+        limit = int(value(command, "--limit", "0")) or None
+        run = load_yaml_config(RunConfig, Path(value(command, "--run", "")) / "config.yaml")
+        score = 0.4 if value(command, "--checkpoint", "") == "start" else 0.6
+        summary = {  # what slca eval indomain --run writes of its settings
+            "n": (limit or run.train.eval_tasks) * samples,
             "samples": samples,
-            "temperature": float(value(command, "--temperature", "0")),
-            "seed": int(value(command, "--seed", "0")),
+            "temperature": run.rollout.temperature if sampled else 0.0,
+            "seed": int(value(command, "--seed", str(run.train.seed))),
+            "limit": limit,
             "r_tool": score,
             "success@0.7": score,
             "name_f1": score,
@@ -132,7 +116,9 @@ def test_a_rerun_reuses_only_evaluations_made_with_its_settings(study, tmp_path,
     assert f"note: 1 run(s) are missing or unfinished, left out: {study / 'none' / 'grpo' / 'seed-0'}" in err
     report = json.loads((out / "report.json").read_text())
     assert (report["samples"], report["seed"], report["limit"], report["tasks"]) == (2, 0, None, 4)
-    assert "3 run(s) by their evaluation items" in report["tasks_source"]
+    assert "each run's own held-out tasks" in report["tasks_source"]
+    start = [command for command in evaluations if "start" in command]
+    assert len(start) == 2 and all(str(study / "none" / "grpo" / "seed-1") in command for command in start)
     kept = {path: path.read_bytes() for path in out.glob("*/summary.json")}
     assert sampled_eval.main([str(study), "--out", str(out), "--samples", "2"]) == 0
     assert len(evaluations) == 8  # the same settings: every evaluation kept
@@ -147,7 +133,7 @@ def test_a_rerun_reuses_only_evaluations_made_with_its_settings(study, tmp_path,
     # An OUT of the earlier script (no settings.json): each kept evaluation is checked instead.
     (out / sampled_eval.SETTINGS_FILE).unlink()
     message = refused([str(study), "--out", str(out), "--samples", "3"])
-    assert "holds an evaluation made with other settings: samples 2 (now 3), n 8 (now 12)" in message, message
+    assert "holds an evaluation made with other settings: samples 2 (now 3)" in message, message
     assert not (out / sampled_eval.SETTINGS_FILE).exists()  # nothing recorded for settings it does not hold
     assert sampled_eval.main([str(study), "--out", str(out), "--samples", "2"]) == 0
     assert len(evaluations) == 8 and json.loads((out / sampled_eval.SETTINGS_FILE).read_text())["samples"] == 2
@@ -183,36 +169,7 @@ def test_missing_runs_sft_or_settings_are_one_line(study, tmp_path, evaluations)
     assert "seed-1" in refused([str(study), "--out", out])
     save_yaml_config(run_settings(run_config(seed=7)), study / "none" / "slca" / "seed-1" / "config.yaml")
     assert "recorded other data" in refused([str(study), "--out", out])
-    (study / "sft" / "config.json").unlink()
-    assert "sft holds no model" in refused([str(study), "--out", out])
     for name in FINISHED:
         (study / name / "summary.json").unlink()
     assert "holds no finished run" in refused([str(study), "--out", out])
     assert not evaluations
-
-
-def test_tasks_todays_code_would_make_otherwise_are_refused(study, tmp_path, evaluations):
-    run = study / "none" / "grpo" / "seed-1"
-    items = [json.loads(line) for line in (run / "eval_start_items.jsonl").read_text().splitlines()]
-    items[2]["kind"] = "some-kind-the-code-once-made"
-    (run / "eval_start_items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
-    message = refused([str(study), "--out", str(tmp_path / "out")])
-    assert f"today's code makes other held-out tasks than run {run} evaluated (task 2, " in message, message
-    assert "kind differ" in message and "it has no provenance.json" in message
-    assert not evaluations and not (tmp_path / "out" / "heldout.jsonl").exists()
-
-
-def test_runs_without_their_items_need_todays_source_digest(study, tmp_path, evaluations):
-    for name in FINISHED:
-        (study / name / "eval_start_items.jsonl").unlink()
-    out = tmp_path / "out"
-    assert "its held-out tasks cannot be confirmed" in refused([str(study), "--out", str(out)])
-    for name in FINISHED:
-        (study / name / "provenance.json").write_text(json.dumps({"source_digest": "0" * 16}))
-    message = refused([str(study), "--out", str(out)])
-    assert "source digest 0000000000000000" in message and "today: source digest" in message
-    for name in FINISHED:
-        (study / name / "provenance.json").write_text(json.dumps({"source_digest": provenance()["source_digest"]}))
-    assert sampled_eval.main([str(study), "--out", str(out), "--samples", "1", "--limit", "2"]) == 0
-    report = json.loads((out / "report.json").read_text())
-    assert report["tasks"] == 2 and "3 run(s) by their provenance" in report["tasks_source"]

@@ -333,6 +333,31 @@ def test_end_to_end_run_and_exact_resume(tmp_path, capsys):
     assert resumed["final_eval"]["score"] == pytest.approx(summary["final_eval"]["score"], abs=1e-9)
     assert json.loads((resumed_dir / "summary.json").read_text())["steps"] == 3
     assert (resumed_dir / "sft_metrics.jsonl").read_text() == (full_dir / "sft_metrics.jsonl").read_text()
+    # Evaluated again through slca eval indomain --run, the last checkpoint and the start give what
+    # the run recorded: one evaluation path.
+    from slca_grpo.cli import main
+
+    for checkpoint, items, recorded in (
+        ([], "eval_items.jsonl", "eval_summary.json"),
+        (["--checkpoint", "start"], "eval_start_items.jsonl", None),
+    ):
+        again = tmp_path / f"again{len(checkpoint)}"
+        assert main(["eval", "indomain", "--run", str(full_dir), *checkpoint, "--out", str(again)]) == 0
+        assert "the same as the run recorded at that step" in capsys.readouterr().out
+        read = lambda path: [json.loads(line) for line in path.read_text().splitlines()]  # noqa: E731
+        assert read(again / "per_item.jsonl") == read(full_dir / items)
+        if recorded:
+            summary_again = json.loads((again / "summary.json").read_text())
+            for key, value in json.loads((full_dir / recorded).read_text()).items():
+                assert summary_again[key] == value, key
+    assert main(["eval", "indomain", "--run", str(full_dir), "--checkpoint", "7", "--out", str(tmp_path / "x")]) == 2
+    assert "holds no checkpoint of step 7 (it holds: 0, 1, 2)" in capsys.readouterr().err
+    assert main(["eval", "indomain", "--run", str(full_dir), "--max-turns", "3", "--out", str(tmp_path / "y")]) == 2
+    assert "--run evaluates with the run's own settings; leave out --max-turns" in capsys.readouterr().err
+    items = (full_dir / "eval_start_items.jsonl").read_text().replace('"task_id": "', '"task_id": "other-', 1)
+    (full_dir / "eval_start_items.jsonl").write_text(items)  # as if today's code made other tasks
+    assert main(["eval", "indomain", "--run", str(full_dir), "--out", str(tmp_path / "z")]) == 2
+    assert "today's code makes other held-out tasks than" in capsys.readouterr().err
     # The threads it computed with are recorded, and a resume with the same ones adds nothing.
     recorded = json.loads((resumed_dir / "provenance.json").read_text())
     assert recorded["threads"]["torch_threads"] == torch.get_num_threads() and "threads_resumed" not in recorded

@@ -19,11 +19,22 @@ def register(subparsers: Any) -> Any:
         "indomain",
         help="the paper's in-domain metrics on a task file over the training stack's agent loop and simulator",
     )
-    indomain.add_argument("--policy", required=True, help="oracle, hf:PATH, smollm2, reader or openai:BASE_URL#MODEL")
+    indomain.add_argument("--policy", help="oracle, hf:PATH, smollm2, reader or openai:BASE_URL#MODEL")
     indomain.add_argument(
         "--tasks",
-        required=True,
         help="a dataset in any format of `slca data` (docs/data.md), or 'synthetic' for the built-in test split",
+    )
+    indomain.add_argument(
+        "--run",
+        metavar="DIR",
+        help="instead of --policy and --tasks: a training run's model on that run's own held-out tasks, rollout "
+        "limits, simulator and judge, through the loop its evaluations take (greedy, it gives the numbers the run "
+        "recorded)",
+    )
+    indomain.add_argument(
+        "--checkpoint",
+        metavar="STEP",
+        help="with --run: the checkpoint of this step, or 'start' (the model its RL started from); default the newest",
     )
     indomain.add_argument("--limit", type=int, default=None, help="evaluate the first N tasks (N >= 1)")
     indomain.add_argument("--max-turns", type=int, default=4)
@@ -54,9 +65,10 @@ def register(subparsers: Any) -> Any:
     indomain.add_argument(
         "--samples",
         type=int,
-        default=1,
+        default=None,
         help="episodes per task (default 1, at most 64); above 1 the metrics are means over every episode, the "
-        "sampled policy's expected scores (needs --temperature > 0)",
+        "sampled policy's expected scores (needs --temperature > 0); with --run, N rollouts of each task at the "
+        "run's rollout temperature (default: greedy)",
     )
     indomain.add_argument(
         "--temperature",
@@ -64,7 +76,13 @@ def register(subparsers: Any) -> Any:
         default=0.0,
         help="local and endpoint models: sampling temperature (default 0: greedy)",
     )
-    indomain.add_argument("--seed", type=int, default=0, help="local models: the sampling seed (default 0)")
+    indomain.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="local models: the sampling seed (default 0; with --run, the run's train.seed, as its own sampled "
+        "evaluations draw)",
+    )
     indomain.add_argument(
         "--batch-size", type=int, default=8, help="local models: episodes decoded together (default 8)"
     )
@@ -83,6 +101,13 @@ def register(subparsers: Any) -> Any:
 
 
 def run_indomain(args: argparse.Namespace) -> int:
+    if args.run is not None:
+        return run_indomain_of_run(args)
+    args.samples = 1 if args.samples is None else args.samples
+    if args.policy is None or args.tasks is None:
+        return fail("slca eval indomain needs --policy and --tasks, or --run DIR")
+    if args.checkpoint is not None:
+        return fail("--checkpoint goes with --run")
     from tqdm.auto import tqdm
 
     from slca_grpo.data.loader import load_dataset
@@ -162,7 +187,7 @@ def run_indomain(args: argparse.Namespace) -> int:
                 item["response"] = trajectory.response_text
                 if args.samples > 1:
                     item["sample"] = sample
-            summary |= {"samples": args.samples, "temperature": args.temperature, "seed": args.seed}
+            summary |= {"samples": args.samples, "temperature": args.temperature, "seed": args.seed or 0}
             write_eval_report(
                 out,
                 items,
@@ -179,6 +204,95 @@ def run_indomain(args: argparse.Namespace) -> int:
 
 
 MAX_SAMPLES = 64  # episodes per task
+
+# Options of --policy evaluations that a run's own settings replace under --run (name: default).
+RUN_REPLACES = {
+    "policy": None,
+    "tasks": None,
+    "max_turns": 4,
+    "answer_at_limit": False,
+    "answer_on_repeat": False,
+    "judge": "rule",
+    "simulator": "schema",
+    "temperature": 0.0,
+    "batch_size": 8,
+    "chat_format": "auto",
+    "chat_template": None,
+    "tool_parser": "auto",
+    "max_new_tokens": 512,
+    "bf16": "auto",
+}
+
+
+def run_indomain_of_run(args: argparse.Namespace) -> int:
+    """``--run DIR``: the run's model evaluated as the run evaluates it, and compared with what the
+    run recorded for that step."""
+    from slca_grpo.eval.report import write_eval_report
+    from slca_grpo.trainer.run_eval import load_run_evaluation
+    from slca_grpo.trainer.run_folder import RunFolderBusy, check_out_folder, hold_run_folder
+
+    given = [name for name, default in RUN_REPLACES.items() if getattr(args, name, default) != default]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        return fail(f"--run evaluates with the run's own settings; leave out {flags}")
+    if args.samples is not None and not 1 <= args.samples <= MAX_SAMPLES:
+        return fail(f"--samples must be between 1 and {MAX_SAMPLES}, got {args.samples}")
+    if args.limit is not None and args.limit < 1:
+        return fail(f"--limit must be >= 1 (leave it out for every task), got {args.limit}")
+    if args.seed is not None and args.samples is None:
+        return fail("--seed with --run seeds sampled rollouts: give --samples N too")
+    run = Path(args.run)
+    out = Path(args.out) if args.out else default_out_dir("eval-indomain", f"run-{run.name}")
+    check_out_folder(out, flag="--out", resume=False, force=args.force, can_resume=False)
+    evaluation = load_run_evaluation(run, args.checkpoint, limit=args.limit)
+    samples = args.samples or 0  # 0: greedy
+    try:
+        with hold_run_folder(out, "slca eval indomain", next_step="use another --out"):
+            items, summary = evaluation(samples, seed=args.seed)
+            summary |= {
+                "run": str(run),
+                "step": evaluation.step,
+                "samples": samples or 1,
+                "temperature": evaluation.config.rollout.temperature if samples else 0.0,
+                "seed": evaluation.config.train.seed if args.seed is None else args.seed,
+                "limit": args.limit,
+            }
+            where = "its start" if evaluation.step < 0 else f"step {evaluation.step}"
+            write_eval_report(
+                out,
+                items,
+                summary,
+                title=f"In-domain evaluation of {run} at {where}" + (f", {samples} samples a task" if samples else ""),
+                chart_keys=("success@0.9", "name_f1", "arg_match", "process"),
+            )
+    except RunFolderBusy as exc:
+        return fail(str(exc))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("by_kind", "slots")}, indent=1))
+    if args.limit is None and args.seed is None:  # otherwise the run made no such evaluation
+        print(_against_the_run(run, evaluation.step, summary, sampled=bool(samples)))
+    print(f"wrote {out}/per_item.jsonl, summary.json, report.md and metrics.png")
+    return 0
+
+
+def _against_the_run(run: Path, step: int, summary: dict[str, Any], *, sampled: bool) -> str:
+    """Whether the evaluation gave what the run recorded for that step (its metrics.jsonl)."""
+    prefix = "eval/sampled_" if sampled else "eval/"
+    recorded: dict[str, Any] = {}
+    try:
+        for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            if entry.get("step") == step and any(key.startswith(prefix) for key in entry):
+                recorded = {k[len(prefix) :]: v for k, v in entry.items() if k.startswith(prefix)}
+    except (OSError, ValueError):
+        pass
+    shared = sorted(key for key in recorded if key in summary and isinstance(summary[key], (int, float)))
+    if not shared:
+        return "the run recorded no such evaluation to compare with"
+    differ = [key for key in shared if summary[key] != recorded[key]]
+    if not differ:
+        return f"the same as the run recorded at that step ({len(shared)} metrics, exactly)"
+    shown = ", ".join(f"{key} {summary[key]!r} (run: {recorded[key]!r})" for key in differ[:4])
+    return f"differs from what the run recorded at that step in {len(differ)} of {len(shared)} metrics: {shown}"
 
 
 def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -205,7 +319,7 @@ def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
         return {}
     options: dict[str, Any] = {"temperature": args.temperature}
     if not args.policy.startswith("openai:"):
-        options |= {"seed": args.seed, "batch_size": args.batch_size}
+        options |= {"seed": args.seed or 0, "batch_size": args.batch_size}
     return options
 
 

@@ -27,9 +27,7 @@ from tqdm.auto import tqdm
 from slca_grpo.config import save_yaml_config
 from slca_grpo.datatypes import Task
 from slca_grpo.engine import kernel_calls
-from slca_grpo.eval.indomain import evaluate_loop
 from slca_grpo.models.checkpoint import latest_checkpoint, load_latest_checkpoint, save_checkpoint, set_rng_state
-from slca_grpo.models.device import bf16_autocast
 from slca_grpo.plugins import load_plugins, loaded_plugins
 from slca_grpo.provenance import (
     ProvenanceDamaged,
@@ -53,6 +51,7 @@ from slca_grpo.trainer.optim import TrainingDiverged
 from slca_grpo.trainer.rl import RLTrainer
 from slca_grpo.trainer.run_config import RunConfig, check_estimators, run_settings
 from slca_grpo.trainer.run_data import load_data, task_sampler
+from slca_grpo.trainer.run_eval import evaluate_tasks
 from slca_grpo.trainer.run_folder import check_model_name, checkpoint_step, hold_run_folder, resume_config
 from slca_grpo.trainer.sft_cache import rl_starting_model
 
@@ -255,17 +254,17 @@ class _Evaluation:
     def _evaluate(
         self, step: int, tasks: list[Task], kind: str, *, temperature: float
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        with bf16_autocast(self.device, self.trainer.bf16):  # evaluated in the precision it trains in
-            return evaluate_loop(
-                self.trainer.loop,
-                tasks,
-                self.trainer.judge,
-                self.config.reward,
-                batch_size=self.config.train.eval_batch_size,
-                temperature=temperature,
-                seed=self.config.train.seed,
-                session_prefix=f"{self.name}{kind}-step{step}",  # fresh simulator sessions for every evaluation
-            )
+        return evaluate_tasks(  # the one evaluation path: slca eval indomain --run takes it too
+            self.trainer.loop,
+            self.trainer.judge,
+            self.config,
+            tasks,
+            name=f"{self.name}{kind}",
+            step=step,
+            temperature=temperature,
+            bf16=self.trainer.bf16,  # evaluated in the precision it trains in
+            device=self.device,
+        )
 
     def _record(self, record: dict[str, Any]) -> None:
         self.records.append(record)
