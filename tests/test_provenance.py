@@ -75,7 +75,9 @@ def test_a_resumed_run_with_other_code_warns(tmp_path, monkeypatch, capsys):
     assert read_provenance(tmp_path / "off")["native_kernels"] == {"decode_attention": 0, "small_product": 0}
     assert summary["native_kernels"]["decode_attention"] > 0 or native_kernels_available() is False
     (tmp_path / "run" / "provenance.json").write_text(json.dumps({**provenance(), "source_digest": "0" * 16}))
-    train(config, resume=True, echo=False)
+    train(config, resume=True, echo=False)  # finished: nothing to do, nothing written, nothing to warn of
+    assert "was started with" not in capsys.readouterr().err
+    train(replace(config, rl=replace(config.rl, steps=2)), resume=True, echo=False)  # one step more: it warns
     assert "was started with" in capsys.readouterr().err
 
 
@@ -117,8 +119,8 @@ def test_a_run_with_a_damaged_record_trains_and_warns_and_keeps_it(tmp_path, cap
     path = tmp_path / "run" / "provenance.json"
     path.write_text('{"commit": 12345}')
     capsys.readouterr()
-    summary = train(config, resume=True, echo=False)  # was a TypeError
+    summary = train(replace(config, rl=replace(config.rl, steps=2)), resume=True, echo=False)  # was a TypeError
     err = capsys.readouterr().err
     assert "provenance.json: commit is int, not text" in err and "cannot be paired" in err
     assert path.read_text() == '{"commit": 12345}'
-    assert summary["steps"] == 1
+    assert summary["steps"] == 2
