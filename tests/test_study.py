@@ -258,6 +258,8 @@ def test_eight_seeds_exact_tests_holm_truncation_and_one_provenance(tmp_path):
     (tmp_path / "report.md").write_text("old")
     report = write_study_report(tmp_path, plan)
     assert report["settings"]["code"].startswith("not known: 1 of ")
+    assert "torch is list, not text" in report["settings"]["code"]
+    assert "Code and environment of every run: not known: 1 of " in (tmp_path / "report.md").read_text()
 
 
 def test_the_report_says_when_the_runs_thread_settings_differ(tmp_path):
@@ -268,7 +270,7 @@ def test_the_report_says_when_the_runs_thread_settings_differ(tmp_path):
         ("grpo", "slca"),
         (NoiseLevel(),),
     )
-    two = {"torch_threads": 2, "mkl_dynamic": "FALSE", "omp_dynamic": "FALSE"}
+    two = {"torch_threads": 2, "mkl_dynamic": "FALSE", "mkl_cbwr": "AUTO", "omp_dynamic": "FALSE"}
     for seed in range(2):
         for estimator in plan.estimators:
             fake_run(
@@ -280,7 +282,7 @@ def test_the_report_says_when_the_runs_thread_settings_differ(tmp_path):
             )
     report = write_study_report(tmp_path, plan)
     assert report["settings"]["threads"] == {
-        "text": "2 torch threads, MKL_DYNAMIC=FALSE, OMP_DYNAMIC=FALSE",
+        "text": "2 torch threads, MKL_DYNAMIC=FALSE, MKL_CBWR=AUTO, OMP_DYNAMIC=FALSE",
         "differ": False,
     }
     assert "Threads of every run: 2 torch threads, MKL_DYNAMIC=FALSE" in (tmp_path / "report.md").read_text()
@@ -289,10 +291,9 @@ def test_the_report_says_when_the_runs_thread_settings_differ(tmp_path):
     one.write_text(json.dumps({**json.loads(one.read_text()), "threads_resumed": {**two, "torch_threads": 1}}))
     report = write_study_report(tmp_path, plan)
     assert report["settings"]["threads"]["differ"] is True
-    assert "1 torch threads, MKL_DYNAMIC=FALSE, OMP_DYNAMIC=FALSE (1 runs)" in report["settings"]["threads"]["text"]
+    shown = report["settings"]["threads"]["text"]
+    assert "1 torch threads, MKL_DYNAMIC=FALSE, MKL_CBWR=AUTO, OMP_DYNAMIC=FALSE (1 runs)" in shown
     assert "**The runs' thread settings differ**" in (tmp_path / "report.md").read_text()
-    assert "torch is list, not text" in report["settings"]["code"]
-    assert "Code and environment of every run: not known: 1 of " in (tmp_path / "report.md").read_text()
 
 
 TINY = (

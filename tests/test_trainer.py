@@ -794,10 +794,11 @@ def test_importing_the_package_keeps_mkl_from_choosing_fewer_threads_under_load(
     import subprocess
     import sys
 
-    show = "import os, slca_grpo; print(os.environ['MKL_DYNAMIC'], os.environ['OMP_DYNAMIC'])"
-    clean = {k: v for k, v in os.environ.items() if k not in ("MKL_DYNAMIC", "OMP_DYNAMIC")}
+    names = ("MKL_DYNAMIC", "MKL_CBWR", "OMP_DYNAMIC")
+    show = f"import os, slca_grpo; print(*(os.environ[name] for name in {names}))"
+    clean = {k: v for k, v in os.environ.items() if k not in names}
     done = subprocess.run([sys.executable, "-c", show], env=clean, capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["FALSE", "FALSE"]
+    assert done.stdout.split() == ["FALSE", "AUTO", "FALSE"]
     chosen = {**clean, "MKL_DYNAMIC": "TRUE"}  # a user's own choice is kept
     done = subprocess.run([sys.executable, "-c", show], env=chosen, capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["TRUE", "FALSE"]
+    assert done.stdout.split() == ["TRUE", "AUTO", "FALSE"]

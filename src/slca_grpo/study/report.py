@@ -333,7 +333,7 @@ def run_provenance(runs: Sequence[Mapping[str, Any]]) -> str | None:
 def _threads_text(threads: Mapping[str, Any]) -> str:
     return (
         f"{threads.get('torch_threads')} torch threads, MKL_DYNAMIC={threads.get('mkl_dynamic')}, "
-        f"OMP_DYNAMIC={threads.get('omp_dynamic')}"
+        f"MKL_CBWR={threads.get('mkl_cbwr')}, OMP_DYNAMIC={threads.get('omp_dynamic')}"
     )
 
 

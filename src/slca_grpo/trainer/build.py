@@ -57,6 +57,7 @@ def thread_settings() -> dict[str, Any]:
     return {
         "torch_threads": torch.get_num_threads(),
         "mkl_dynamic": os.environ.get("MKL_DYNAMIC"),
+        "mkl_cbwr": os.environ.get("MKL_CBWR"),
         "omp_dynamic": os.environ.get("OMP_DYNAMIC"),
     }
 
