@@ -21,14 +21,8 @@ import pytest
 from simulator_helpers import free_port
 
 from slca_grpo.simulator import Simulator, SimulatorConfig, create_app
-from slca_grpo.simulator.service import (
-    FD_RESERVE,
-    LOG_BURST,
-    LogThrottle,
-    connection_budget,
-    server_config,
-    throttled_server_logs,
-)
+from slca_grpo.simulator.server import FD_RESERVE, connection_budget, server_config, throttled_server_logs
+from slca_grpo.simulator.service import LOG_BURST, LogThrottle
 
 # The server runs with the guarded protocol of `slca serve-sim` (server_config); the clients are raw
 # sockets, so each can stop wherever an attacker would. Every wait polls against a deadline far
@@ -243,7 +237,7 @@ class Collect(logging.Handler):
 
 def test_with_every_connection_busy_new_ones_are_closed_at_once_and_floods_log_a_few_lines(sockets):
     gate, collect = Gate(), Collect()
-    ours, uvicorns = logging.getLogger("slca_grpo.simulator.service"), logging.getLogger("uvicorn.error")
+    ours, uvicorns = logging.getLogger("slca_grpo.simulator.server"), logging.getLogger("uvicorn.error")
     level = ours.level
     options = {"max_connections": 2, "header_timeout_s": 120, "request_timeout_s": 120, "keep_alive_s": 120}
     with guarded_server(gate, **options) as (port, _), throttled_server_logs():

@@ -133,10 +133,10 @@ def test_bad_settings_exit_2(tools_file, tmp_path, capsys):
 @pytest.fixture
 def fake_serve(monkeypatch):
     """serve() replaced: the keyword arguments of each call, and no server ever starts."""
-    from slca_grpo.simulator import service
+    from slca_grpo.simulator import server
 
     calls: list[dict] = []
-    monkeypatch.setattr(service, "serve", lambda simulator, **kwargs: calls.append(kwargs))
+    monkeypatch.setattr(server, "serve", lambda simulator, **kwargs: calls.append(kwargs))
     monkeypatch.delenv("SLCA_SIM_TOKEN", raising=False)
     return calls
 
@@ -179,16 +179,16 @@ def test_a_nan_session_ttl_is_refused_by_simulate_too(tools_file, capsys):
 
 
 def test_serve_options_reach_the_server_and_defaults_match_the_library(capsys, fake_serve):
-    from slca_grpo.simulator import service
+    from slca_grpo.simulator import server, service
 
     assert run(["serve-sim"]) == 0
     defaults = fake_serve.pop()
     assert defaults["host"] == "127.0.0.1" and defaults["port"] == 8765
     assert defaults["max_body_bytes"] == service.DEFAULT_MAX_BODY_BYTES
     assert defaults["request_timeout_s"] == service.DEFAULT_REQUEST_TIMEOUT_S
-    assert defaults["header_timeout_s"] == service.DEFAULT_HEADER_TIMEOUT_S
-    assert defaults["keep_alive_s"] == service.DEFAULT_KEEP_ALIVE_S
-    assert 16 <= defaults["max_connections"] <= service.DEFAULT_MAX_CONNECTIONS
+    assert defaults["header_timeout_s"] == server.DEFAULT_HEADER_TIMEOUT_S
+    assert defaults["keep_alive_s"] == server.DEFAULT_KEEP_ALIVE_S
+    assert 16 <= defaults["max_connections"] <= server.DEFAULT_MAX_CONNECTIONS
     options = ["--port", "9001", "--header-timeout", "2.5", "--keep-alive", "3", "--max-connections", "50"]
     assert run(["serve-sim", *options, "--request-budget", "7", "--max-body-bytes", "1000"]) == 0
     given = fake_serve.pop()

@@ -21,7 +21,7 @@ from slca_grpo.simulator import (
     SimulatorServiceConfig,
     create_app,
 )
-from slca_grpo.simulator.service import serve
+from slca_grpo.simulator.server import serve
 from slca_grpo.simulator.sessions import SessionStore
 
 TOKEN = "s3cret-token"

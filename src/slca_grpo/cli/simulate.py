@@ -264,7 +264,8 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     except SecretError as exc:
         return fail(str(exc))
-    from slca_grpo.simulator.service import connection_budget, is_loopback
+    from slca_grpo.simulator.server import connection_budget
+    from slca_grpo.simulator.service import is_loopback
 
     if not token and not is_loopback(args.host) and not args.allow_no_token:
         return fail(
@@ -279,7 +280,7 @@ def run_serve(args: argparse.Namespace) -> int:
         simulator = _start_simulator(args)
     except ValueError as exc:
         return fail(str(exc))
-    from slca_grpo.simulator.service import serve
+    from slca_grpo.simulator.server import serve
 
     print(
         f"slca serve-sim: backend={simulator.config.backend} on http://{args.host}:{args.port} "
