@@ -153,3 +153,39 @@ def running_app(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+async def hang_up_mid_body(app: Any, token: str | None = None) -> list[dict]:
+    """Drive the ASGI app as a server would for a client that sends half a body and leaves; the
+    messages the app sent back."""
+    incoming = [
+        {"type": "http.request", "body": b'{"tools": [', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    headers = [(b"content-type", b"application/json")]
+    if token:
+        headers.insert(0, (b"authorization", f"Bearer {token}".encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/simulate",
+        "raw_path": b"/v1/simulate",
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8765),
+    }
+    await app(scope, receive, send)
+    return sent

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from simulator_helpers import free_port
+from simulator_helpers import free_port, hang_up_mid_body
 
 from slca_grpo.simulator import Simulator, SimulatorConfig, create_app
 from slca_grpo.simulator.server import FD_RESERVE, connection_budget, server_config, throttled_server_logs
@@ -278,38 +278,12 @@ def test_the_log_throttle_lets_a_few_lines_through_and_counts_the_rest():
     assert throttle.admit("a") == 0
 
 
-async def _hang_up_mid_body(app: Any) -> None:
-    incoming = [{"type": "http.request", "body": b'{"tools": [', "more_body": True}, {"type": "http.disconnect"}]
-
-    async def receive() -> dict:
-        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
-
-    async def send(message: dict) -> None:
-        pass
-
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/simulate",
-        "raw_path": b"/v1/simulate",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8765),
-    }
-    await app(scope, receive, send)
-
-
 def test_disconnect_lines_are_throttled_but_every_disconnect_is_counted(caplog):
     sim = Simulator(SimulatorConfig())
     app = create_app(sim)
     with caplog.at_level(logging.WARNING, logger="slca_grpo.simulator.service"):
         for _ in range(20):
-            asyncio.run(_hang_up_mid_body(app))
+            asyncio.run(hang_up_mid_body(app))
     lines = [r for r in caplog.records if r.name == "slca_grpo.simulator.service" and "disconnected" in r.getMessage()]
     assert len(lines) == LOG_BURST
     assert 'slca_sim_client_disconnects_total{endpoint="/v1/simulate"} 20' in app.state.metrics.render(

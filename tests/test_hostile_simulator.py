@@ -17,7 +17,7 @@ import warnings
 
 import httpx
 import pytest
-from simulator_helpers import WEATHER_TOOL, running_app, tool
+from simulator_helpers import WEATHER_TOOL, hang_up_mid_body, running_app, tool
 
 from slca_grpo.cli import simulate as simulate_commands
 from slca_grpo.config import ConfigError
@@ -437,43 +437,11 @@ def test_in_process_unparsable_string_arguments_are_an_observation_not_an_except
         assert observation.error.kind == "invalid_arguments"
 
 
-async def _hang_up_mid_body(app) -> list[dict]:
-    """Drive the ASGI app as a server would for a client that sends half a body and leaves."""
-    incoming = [
-        {"type": "http.request", "body": b'{"tools": [', "more_body": True},
-        {"type": "http.disconnect"},
-    ]
-    sent: list[dict] = []
-
-    async def receive() -> dict:
-        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
-
-    async def send(message: dict) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/simulate",
-        "raw_path": b"/v1/simulate",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"authorization", f"Bearer {TOKEN}".encode()), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8765),
-    }
-    await app(scope, receive, send)
-    return sent
-
-
 def test_a_client_disconnect_is_counted_as_one_and_logged_in_one_line(caplog):
     sim = Simulator(SimulatorConfig())
     app = create_app(sim, token=TOKEN)
     with caplog.at_level(logging.INFO, logger="slca_grpo.simulator.service"):
-        sent = asyncio.run(_hang_up_mid_body(app))
+        sent = asyncio.run(hang_up_mid_body(app, TOKEN))
     records = [r for r in caplog.records if r.name == "slca_grpo.simulator.service"]
     assert len(records) == 1 and records[0].exc_info is None and "disconnected" in records[0].getMessage()
     assert "\n" not in records[0].getMessage()
