@@ -13,7 +13,8 @@ repeated ``--repeats`` times in alternating order so background load hits all al
 ``both``, ``packed``: both, with the large linear layers' weights packed once for oneDNN, and
 ``shared``: packed, with the rows of a prompt sharing its cached keys and values, and ``fused``:
 shared, with each step run by ``FusedDecoder`` instead of the model's layers (what the sampler
-uses; on a model narrower than 128 (``SHARED_PREFIX_MIN_HIDDEN``), or not a Llama or Qwen2, the last three change nothing), and
+uses; on a model narrower than 128 (``SHARED_PREFIX_MIN_HIDDEN``), or not a Llama or Qwen2, the last
+three change nothing), and
 ``torch-attention``: fused, with the shared-prompt attention in PyTorch's batched products instead
 of the C kernel (``engine/native.py``; float32 or, with ``--bf16``, bfloat16 caches).
 ``--ways`` picks some of them. It prints the median
