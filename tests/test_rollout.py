@@ -202,6 +202,25 @@ def test_sampling_respects_budgets_and_greedy_is_deterministic(tokenizer):
     assert result.logprobs[0] == pytest.approx(float(expected.detach()), abs=1e-5)
 
 
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_a_model_whose_logits_are_not_finite_is_an_error_not_a_score(temperature):
+    from slca_grpo.engine import NonFiniteLogits
+
+    class Overflowed(torch.nn.Module):  # finite for the first token, NaN from the second on
+        def forward(self, input_ids, past_key_values=None, use_cache=False, **_):
+            from types import SimpleNamespace
+
+            logits = torch.zeros(*input_ids.shape, 16)
+            logits[..., 3] = 1.0
+            if input_ids.shape[1] == 1:  # a decode step
+                logits[..., 5] = float("nan")
+            return SimpleNamespace(logits=logits, past_key_values=())
+
+    config = SamplingConfig(temperature=temperature)
+    with pytest.raises(NonFiniteLogits, match="logits are not finite"):
+        sample(Overflowed(), [[1, 2]], max_new_tokens=4, config=config, stop_token_ids=[], pad_id=0)
+
+
 def test_sampled_tokens_follow_the_tempered_distribution():
     from types import SimpleNamespace
 

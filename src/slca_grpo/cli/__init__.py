@@ -111,12 +111,14 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause (a bad setting, file or checkpoint): one line, not a traceback."""
     from slca_grpo.config import ConfigError
     from slca_grpo.data.tasks import TaskFormatError
+    from slca_grpo.engine import NonFiniteLogits
     from slca_grpo.models.checkpoint import CheckpointError, CheckpointWriteError
     from slca_grpo.plugins import PluginError
     from slca_grpo.trainer.run_folder import RunFolderTaken
 
     return (
         ConfigError,
+        NonFiniteLogits,
         RunFolderTaken,
         TaskFormatError,
         PluginError,

@@ -22,11 +22,19 @@ from slca_grpo.engine import native as _native
 from slca_grpo.engine.host_memory import keep_freed_memory, malloc_stats
 from slca_grpo.engine.logprobs import token_logprobs
 from slca_grpo.engine.packed_linear import packed_linears as decode_session
-from slca_grpo.engine.sampling import MIN_TEMPERATURE, SamplingConfig, distinct_rows, prefill_shared, sample
+from slca_grpo.engine.sampling import (
+    MIN_TEMPERATURE,
+    NonFiniteLogits,
+    SamplingConfig,
+    distinct_rows,
+    prefill_shared,
+    sample,
+)
 from slca_grpo.engine.turn_cache import TurnCache
 
 __all__ = [
     "MIN_TEMPERATURE",
+    "NonFiniteLogits",
     "STOP_EOS",
     "STOP_LENGTH",
     "STOP_STRING",

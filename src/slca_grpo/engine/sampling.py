@@ -9,6 +9,7 @@ it ~2.4x TRL's ``generate``-based rollouts on the tiny model (``benchmarks/throu
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -26,6 +27,11 @@ from slca_grpo.engine.packed_prefill import packed_rest_prefill, packs_rests
 from slca_grpo.engine.turn_cache import TurnCache
 
 MIN_TEMPERATURE = 0.01  # below it, sample greedily: temperature 0
+
+
+class NonFiniteLogits(ValueError):
+    """The model's logits were NaN or infinite: its weights or activations have overflowed, and
+    whatever it generated would be scored as if it meant something."""
 
 
 @dataclass(frozen=True)
@@ -330,6 +336,11 @@ def sample(
                 logprobs_all = torch.log_softmax(logits, dim=-1)
                 tokens = logits.argmax(dim=-1)
             token_logprobs = logprobs_all.gather(1, tokens[:, None]).squeeze(1).tolist()
+            if not all(math.isfinite(value) for value in token_logprobs):  # NaN logits make NaN log-probs
+                raise NonFiniteLogits(
+                    "the model's logits are not finite (NaN or infinite) while sampling: its weights or "
+                    "activations have overflowed, so nothing it generates can be scored"
+                )
             is_stop = torch.isin(tokens, stop_ids).tolist()
             token_list = tokens.tolist()
             for index, row in enumerate(rows):

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from slca_grpo.config import save_yaml_config
 from slca_grpo.datatypes import Task
-from slca_grpo.engine import kernel_calls
+from slca_grpo.engine import NonFiniteLogits, kernel_calls
 from slca_grpo.models.checkpoint import latest_checkpoint, load_latest_checkpoint, save_checkpoint, set_rng_state
 from slca_grpo.plugins import load_plugins, loaded_plugins
 from slca_grpo.provenance import (
@@ -143,7 +143,7 @@ def train(
         ):
             try:
                 metrics, _ = trainer.step(tasks_for_step(step), step)
-            except TrainingDiverged as exc:
+            except (TrainingDiverged, NonFiniteLogits) as exc:
                 kept = latest_checkpoint(checkpoints)
                 where = f"the newest checkpoint, {kept}, is intact" if kept else "no RL checkpoint was written yet"
                 raise TrainingDiverged(f"training stopped: {exc}; {where} (lower rl.lr, then --resume)") from None
