@@ -207,6 +207,10 @@ def test_a_model_whose_logits_are_not_finite_is_an_error_not_a_score(temperature
     from slca_grpo.engine import NonFiniteLogits
 
     class Overflowed(torch.nn.Module):  # finite for the first token, NaN from the second on
+        def __init__(self):
+            super().__init__()
+            self.where = torch.nn.Parameter(torch.zeros(1))  # the sampler reads the model's device from it
+
         def forward(self, input_ids, past_key_values=None, use_cache=False, **_):
             from types import SimpleNamespace
 

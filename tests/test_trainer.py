@@ -621,17 +621,17 @@ def test_demo_presets_by_model_and_size():
 
 
 def test_demo_evaluates_the_shared_start_once(tmp_path, monkeypatch):
-    import slca_grpo.trainer.run as run_module
+    import slca_grpo.trainer.run_eval as run_eval
     from slca_grpo.demo import run_demo
 
     calls = []
-    real = run_module.evaluate_loop
+    real = run_eval.evaluate_loop
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(run_module, "evaluate_loop", counting)
+    monkeypatch.setattr(run_eval, "evaluate_loop", counting)
     overrides = (
         "data.n_train=40",
         "data.n_test=4",
