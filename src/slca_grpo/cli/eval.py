@@ -235,10 +235,10 @@ def run_indomain_of_run(args: argparse.Namespace) -> int:
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         return fail(f"--run evaluates with the run's own settings; leave out {flags}")
-    if args.samples is not None and not 1 <= args.samples <= MAX_SAMPLES:
-        return fail(f"--samples must be between 1 and {MAX_SAMPLES}, got {args.samples}")
-    if args.limit is not None and args.limit < 1:
-        return fail(f"--limit must be >= 1 (leave it out for every task), got {args.limit}")
+    try:
+        check_samples_and_limit(args)
+    except ValueError as exc:
+        return fail(str(exc))
     if args.seed is not None and args.samples is None:
         return fail("--seed with --run seeds sampled rollouts: give --samples N too")
     run = Path(args.run)
@@ -295,14 +295,19 @@ def _against_the_run(run: Path, step: int, summary: dict[str, Any], *, sampled: 
     return f"differs from what the run recorded at that step in {len(differ)} of {len(shared)} metrics: {shown}"
 
 
-def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The agent's sampling options from ``--samples``, ``--temperature``, ``--seed`` and
-    ``--batch-size`` (ValueError on a bad one)."""
-    if not 1 <= args.samples <= MAX_SAMPLES:
+def check_samples_and_limit(args: argparse.Namespace) -> None:
+    """``--samples`` (when given) and ``--limit``, as every in-domain evaluation bounds them."""
+    if args.samples is not None and not 1 <= args.samples <= MAX_SAMPLES:
         # Every episode is kept for the report: a bound, not hours of decoding and gigabytes of texts.
         raise ValueError(f"--samples must be between 1 and {MAX_SAMPLES}, got {args.samples}")
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1 (leave it out for every task), got {args.limit}")
+
+
+def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The agent's sampling options from ``--samples``, ``--temperature``, ``--seed`` and
+    ``--batch-size`` (ValueError on a bad one)."""
+    check_samples_and_limit(args)
     if args.max_turns < 1:
         raise ValueError(f"--max-turns must be >= 1, got {args.max_turns}")
     if args.batch_size < 1:
