@@ -1,4 +1,5 @@
-"""Packed training passes: the padded pass's log-probs and gradients without its padding."""
+"""Packed training passes: the padded pass's log-probs and gradients without its padding, and
+gradients that are the same bits whatever the load."""
 
 import pytest
 import torch
@@ -6,6 +7,7 @@ from decode_helpers import tiny_gqa_model
 
 import slca_grpo.engine.logprobs as batch_module
 from slca_grpo.engine import token_logprobs
+from slca_grpo.engine.logprobs import rows_at
 from slca_grpo.engine.packed_attention import PackedLayout, packed_attention, packed_pass, packs
 from slca_grpo.models.tokenizer import train_tokenizer
 from slca_grpo.trainer.batch import pad_sequences
@@ -111,3 +113,61 @@ def test_a_sequence_may_attend_to_several_cached_spans_in_order(tokenizer):
         keys = [0, 1, 5, 6] + [7 + j for j in range(i + 1)]  # slots 2..4 belong to other rows
         weights = torch.softmax(torch.einsum("hd,hkd->hk", query[0, :, i], key[0, :, keys]), dim=-1)
         assert torch.allclose(out[0, i], torch.einsum("hk,hkd->hd", weights, value[0, :, keys]), atol=1e-6)
+
+
+# Gradients added in one order: the rows of a shared prompt are picked with index_select, never
+# tensor[index], whose backward on a CPU adds a repeated row's gradients with atomic adds in the
+# order the threads reach them (a run then differed in its last digits with the machine's load).
+PATHS = {  # how token_logprobs computes a batch: packed (CPU), a shared-prefix cache, one plain pass
+    "packed": ({}, True),
+    "shared prefix": ({}, False),
+    "plain": ({"groups": 5, "per_group": 1}, False),
+}
+
+
+def backward_steps(tensor: torch.Tensor) -> set[str]:
+    """The kinds of step in the autograd graph behind ``tensor``."""
+    seen, stack = set(), [tensor.grad_fn]
+    while stack:
+        step = stack.pop()
+        if step is None or step in seen:
+            continue
+        seen.add(step)
+        stack.extend(following for following, _ in step.next_functions)
+    return {type(step).__name__ for step in seen}
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_no_training_log_prob_is_picked_by_an_index_whose_backward_adds_in_thread_order(tokenizer, monkeypatch, path):
+    options, packed = PATHS[path]
+    model = tiny_gqa_model(tokenizer, seed=3)
+    batch = _batch(tokenizer, **options)
+    monkeypatch.setattr(batch_module, "packs", lambda m: packed and packs(m))
+    positions = batch.loss_mask > 0
+    out = token_logprobs(model, batch.input_ids, batch.attention_mask, start=batch.first_learnable, positions=positions)
+    steps = backward_steps(out)
+    assert "IndexSelectBackward0" in steps  # the rows were picked, and this is how
+    assert "IndexBackward0" not in steps
+
+
+def test_rows_at_is_advanced_indexing_with_gradients_summed_in_index_order():
+    table = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+    index = torch.tensor([2, 0, 2, 2])
+    picked = rows_at(table, index)
+    assert torch.equal(picked, table.detach()[index])
+    (picked * torch.tensor([[1.0], [10.0], [100.0], [1000.0]])).sum().backward()
+    assert table.grad.tolist() == [[10.0, 10.0], [0.0, 0.0], [1101.0, 1101.0]]
+
+
+def test_the_gradients_of_shared_prompts_are_the_same_bits_every_time_on_two_threads(tokenizer, monkeypatch):
+    model = tiny_gqa_model(tokenizer, seed=3)
+    batch = _batch(tokenizer, groups=4, per_group=8)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the suite's workers run on one; atomic adds race on two
+    try:
+        runs = [_logprobs_and_grads(model, batch, packed=True, monkeypatch=monkeypatch) for _ in range(6)]
+    finally:
+        torch.set_num_threads(before)
+    for out, grads in runs[1:]:
+        assert torch.equal(out, runs[0][0])
+        assert all(torch.equal(ours, first) for ours, first in zip(grads, runs[0][1]))

@@ -2,12 +2,11 @@
 
 import os
 
-# A run must be a function of its inputs, not of the machine's load or of where its buffers land:
-# MKL may otherwise choose fewer threads when the cores are busy, and pick code paths by memory
-# alignment, either of which splits its sums differently and moves a run's digits (the same run
-# beside another job differed from it alone; two runs of the quick demo once parted by 6e-8 in a
-# gradient norm). These are read when MKL first runs, so they are set before any of it does; a
-# value the user set is kept. OpenMP's teams are kept at their size the same way.
+# A run must be a function of its inputs, not of the machine's load: these are MKL's and OpenMP's
+# documented conditions for reproducible sums (a thread count that stays fixed while the cores are
+# busy, code paths that do not depend on where buffers land). They are read when MKL first runs, so
+# they are set before any of it does; a value the user set is kept. (The differences once seen
+# beside another job came from the log-probs' row picking, engine/logprobs.rows_at.)
 os.environ.setdefault("MKL_DYNAMIC", "FALSE")
 os.environ.setdefault("MKL_CBWR", "AUTO")
 os.environ.setdefault("OMP_DYNAMIC", "FALSE")

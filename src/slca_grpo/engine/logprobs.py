@@ -16,6 +16,19 @@ from slca_grpo.engine.packed_attention import PackedLayout, packed_pass, packs
 from slca_grpo.engine.sampling import cache_keyword, distinct_rows, prefill_shared
 
 
+def rows_at(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``tensor[index]`` along the first dimension, an index that may repeat. Written with
+    ``index_select``: the backward of ``tensor[index]`` adds a repeated row's gradients with atomic
+    adds in whatever order the CPU's threads reach them, so a run's last digits depended on the
+    machine's load; ``index_select``'s backward adds them in index order, the same every time."""
+    return tensor.index_select(0, index)
+
+
+def _at(tensor: torch.Tensor, rows: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    """``tensor[rows, columns]`` for a [rows, columns, ...] tensor, through :func:`rows_at`."""
+    return rows_at(tensor.flatten(0, 1), rows * tensor.shape[1] + columns)
+
+
 def _accepts_logits_to_keep(model: torch.nn.Module) -> bool:
     return "logits_to_keep" in inspect.signature(model.forward).parameters
 
@@ -88,11 +101,12 @@ def _shared_prefix_logprobs(
         **{cache_keyword(decoder): prefill.cache},
     ).last_hidden_state
     # The token at a row's cut is predicted by the prefix's last hidden state; later ones by the rest.
-    predictors = torch.cat([prefill.output.last_hidden_state[prefill.index, -1:], rest[:, :-1]], dim=1)
+    last_prefix = rows_at(prefill.output.last_hidden_state[:, -1:], prefill.index)
+    predictors = torch.cat([last_prefix, rest[:, :-1]], dim=1)
     selected_rows, columns = positions.nonzero(as_tuple=True)
     offsets = columns - cut_tensor[selected_rows]
     selected = _selected_logprobs(
-        head(predictors[selected_rows, offsets]), input_ids[selected_rows, columns], temperature
+        head(_at(predictors, selected_rows, offsets)), input_ids[selected_rows, columns], temperature
     )
     out = torch.zeros(input_ids.shape, dtype=selected.dtype, device=device)
     return out.index_put((selected_rows, columns), selected)
@@ -154,7 +168,7 @@ def _packed_logprobs(
     prefix_last = torch.tensor([prefix_spans[s][1] - 1 for s in source], dtype=torch.long, device=device)
     rest_start = torch.tensor([span[0] for span in rest_spans], dtype=torch.long, device=device)
     index = torch.where(offsets == 0, prefix_last[slot], len(prefix_ids) + rest_start[slot] + offsets - 1)
-    hidden = torch.cat([prefix_hidden, rest_hidden])[index]
+    hidden = rows_at(torch.cat([prefix_hidden, rest_hidden]), index)
     selected = _selected_logprobs(head(hidden), input_ids[selected_rows, columns], temperature)
     out = torch.zeros(input_ids.shape, dtype=selected.dtype, device=device)
     return out.index_put((selected_rows, columns), selected)
@@ -206,7 +220,7 @@ def _token_logprobs(
             hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
             # The token at t is predicted from the hidden state at t - 1.
             rows, cols = positions.nonzero(as_tuple=True)
-            selected = _selected_logprobs(head(hidden[rows, cols - 1]), input_ids[rows, cols], temperature)
+            selected = _selected_logprobs(head(_at(hidden, rows, cols - 1)), input_ids[rows, cols], temperature)
             out = torch.zeros(input_ids.shape, dtype=selected.dtype, device=selected.device)
             return out.index_put((rows, cols), selected)
     keep = width - start + 1

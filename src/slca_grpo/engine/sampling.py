@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
-from transformers.cache_utils import DynamicCache
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from slca_grpo.datatypes import STOP_EOS, STOP_LENGTH, STOP_STRING, Generation
 from slca_grpo.engine import kv_cache
@@ -88,6 +88,16 @@ def output_cache(output: Any) -> Any:
 def select_cache_rows(past: Any, index: torch.Tensor) -> Any:
     """The cache with its batch rows picked by ``index`` (a ``transformers`` Cache, a legacy
     tuple of per-layer tensors, or a plain tensor)."""
+    layers = getattr(past, "layers", None)
+    plain = DynamicLayer.batch_select_indices
+    if layers is not None and all(type(layer).batch_select_indices is plain for layer in layers):
+        # transformers' layers pick rows as keys[index], whose backward (a training pass's
+        # gradients into a shared prompt) adds in thread order; index_select's adds in index order
+        # (logprobs.rows_at).
+        for layer in layers:
+            if layer.get_seq_length() > 0:
+                layer.keys, layer.values = layer.keys.index_select(0, index), layer.values.index_select(0, index)
+        return past
     if hasattr(past, "batch_select_indices"):
         past.batch_select_indices(index)
         return past
