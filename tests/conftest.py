@@ -1,4 +1,5 @@
 import copy
+import os
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -6,6 +7,14 @@ from typing import NamedTuple
 # Test helpers (fake servers, scripted models and rollouts, shared tool schemas) live beside the tests;
 # test modules import them, never one another.
 sys.path.insert(0, str(Path(__file__).parent))
+
+# The suite runs on two worker processes (pyproject.toml: -n 2). Each gives PyTorch, the C kernels
+# and the commands it starts one thread, unless the environment names a count: two processes of two
+# threads on two cores would spin waiting for cores the other holds. Read when torch loads, so set
+# here, before any test module imports it. (tests/test_native_threads.py runs the C kernels on
+# several thread counts.)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 

@@ -176,8 +176,9 @@ def transfer_queue():
 
     from slca_grpo.integrations.verl.register import HOOK
 
-    # TransferQueue's controller and storage actors hang on fewer than 3 Ray CPUs.
-    ray.init(num_cpus=4, include_dashboard=False, runtime_env={"worker_process_setup_hook": HOOK})
+    # TransferQueue's controller and storage actors hang on fewer than 3 Ray CPUs. Their logs stay
+    # in Ray's session folder: forwarded, they would land between a pytest worker's results.
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, runtime_env={"worker_process_setup_hook": HOOK})
     tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
     yield tq
     tq.close()
