@@ -7,7 +7,7 @@ non-time metric compared exactly.
 Each run is a fresh ``slca train`` process with ``train.torch_threads`` fixed; the job beside it is
 another process multiplying matrices on ``--load-threads`` threads until the run ends. Prints the
 fields that differ (none, when the run does not depend on the load) and exits 1 if any does. The
-record is in docs/experiments/performance.md.
+records are in docs/experiments/training.md.
 """
 
 from __future__ import annotations
